@@ -1,0 +1,459 @@
+//! Operating-system confinement around a guest run: the worker's resource limits and
+//! namespaces, the runner's private mount namespace, and the caps on `/out`.
+//!
+//! Two processes use this module:
+//! - the runner, once at startup ([`enter_private_mount_namespace`], while it is still
+//!   single-threaded) and per run ([`mount_out_tmpfs`], [`out_caps_enforced`],
+//!   [`tree_usage`]);
+//! - the worker, before it runs the guest ([`confine_worker`]).
+//!
+//! Every layer is recorded by name when it applied; a layer that could not be applied
+//! is left out of the record (and said on the worker's stderr), never claimed.
+
+use super::{BackendError, Limits};
+use nix::mount::{MntFlags, MsFlags};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use nix::sys::signal::{SigHandler, Signal};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Open files the worker may hold. The guest's open files count here too; CPython
+/// needs fewer than ten to start.
+pub const WORKER_NOFILE: u64 = 64;
+
+static PRIVATE_MOUNT_NS: AtomicBool = AtomicBool::new(false);
+
+/// Move the runner into a mount namespace of its own whose mounts do not propagate
+/// back to the host, so the per-run tmpfs mounts on `/out` stay invisible outside and
+/// vanish with the process even when it is SIGKILLed.
+///
+/// Call this first thing in `main`, before any thread exists (tokio, rayon, …): a
+/// namespace change applies to the calling thread only, and threads created before it
+/// would stay behind. Returns `Ok(false)` (nothing changed) when the process is not
+/// root, is already multi-threaded, or the kernel refuses (no CAP_SYS_ADMIN, seccomp);
+/// the runner then falls back to polling `/out`.
+///
+/// # Ambient Authority
+///
+/// Changes the mount namespace of the whole (single-threaded) process.
+pub fn enter_private_mount_namespace() -> Result<bool, BackendError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(false);
+    }
+    if thread_count() != Some(1) {
+        return Ok(false);
+    }
+    unshare_private_mounts()
+}
+
+/// The namespace change itself, for the calling thread (and the processes it spawns).
+fn unshare_private_mounts() -> Result<bool, BackendError> {
+    match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EPERM | nix::errno::Errno::EINVAL) => return Ok(false),
+        Err(e) => return Err(BackendError::Worker(format!("unshare(CLONE_NEWNS): {e}"))),
+    }
+    // Without this, mounts made here would still propagate to the host's namespace
+    // (most systems mount / shared). Failing here leaves a namespace we must not use.
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))?;
+    PRIVATE_MOUNT_NS.store(true, Ordering::SeqCst);
+    Ok(true)
+}
+
+/// True once [`enter_private_mount_namespace`] succeeded in this process.
+pub fn private_mount_namespace_active() -> bool {
+    PRIVATE_MOUNT_NS.load(Ordering::SeqCst)
+}
+
+fn thread_count() -> Option<usize> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// A tmpfs mounted on a run's `/out`, sized to the run's caps. Dropping it unmounts
+/// (lazily, so a process still holding a file there cannot keep it busy); keep it
+/// until the outputs have been collected, since they live in it.
+#[derive(Debug)]
+pub struct OutTmpfs {
+    path: PathBuf,
+    mounted: bool,
+}
+
+impl OutTmpfs {
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Unmount now and report a failure (drop unmounts too, silently).
+    pub fn unmount(mut self) -> Result<(), BackendError> {
+        self.mounted = false;
+        nix::mount::umount2(&self.path, MntFlags::MNT_DETACH).map_err(|e| {
+            BackendError::Worker(format!("cannot unmount {}: {e}", self.path.display()))
+        })
+    }
+}
+
+impl Drop for OutTmpfs {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = nix::mount::umount2(&self.path, MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+/// The tmpfs options that cap `/out`: `size` in bytes (the kernel rounds up to pages,
+/// and every non-empty file takes at least one page), `nr_inodes` = files and
+/// directories the guest may create + 1 for the root, mode 0700, owned by our euid.
+pub fn out_tmpfs_options(limits: &Limits) -> String {
+    format!(
+        "size={},nr_inodes={},mode=0700,uid={},gid={}",
+        limits.out_bytes.max(1),
+        limits.out_files.saturating_add(1),
+        nix::unistd::geteuid(),
+        nix::unistd::getegid()
+    )
+}
+
+/// Mount a tmpfs on the (empty) `out_dir` so the kernel enforces the run's `/out`
+/// caps while the guest writes: past them it sees ENOSPC. Returns `Ok(None)` when the
+/// runner is not in its private mount namespace (a mount would then leak onto the
+/// host if the runner died); the backend falls back to polling.
+///
+/// # Ambient Authority
+///
+/// Mounts on `out_dir`.
+pub fn mount_out_tmpfs(out_dir: &Path, limits: &Limits) -> Result<Option<OutTmpfs>, BackendError> {
+    if !private_mount_namespace_active() {
+        return Ok(None);
+    }
+    mount_tmpfs(out_dir, limits).map(Some)
+}
+
+fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError> {
+    let not_empty = fs::read_dir(out_dir)
+        .map_err(|e| BackendError::Io(io::Error::new(e.kind(), format!("{}: {e}", out_dir.display()))))?
+        .next()
+        .is_some();
+    if not_empty {
+        return Err(BackendError::Worker(format!(
+            "{} is not empty; refusing to mount over it",
+            out_dir.display()
+        )));
+    }
+    let options = out_tmpfs_options(limits);
+    nix::mount::mount(
+        Some("runner-out"),
+        out_dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some(options.as_str()),
+    )
+    .map_err(|e| BackendError::Worker(format!("cannot mount tmpfs on {}: {e}", out_dir.display())))?;
+    Ok(OutTmpfs {
+        path: out_dir.to_path_buf(),
+        mounted: true,
+    })
+}
+
+/// Test helper: a private mount namespace for the calling thread only, so a test can
+/// mount without touching the host and without the single-thread requirement.
+#[cfg(test)]
+pub(crate) fn mount_tmpfs_in_thread_namespace(
+    out_dir: &Path,
+    limits: &Limits,
+) -> Result<Option<OutTmpfs>, BackendError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    // Only this thread (and children it spawns) see the new namespace; the global flag
+    // must not claim it for the process.
+    match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
+        Ok(()) => {}
+        Err(_) => return Ok(None),
+    }
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))?;
+    mount_tmpfs(out_dir, limits).map(Some)
+}
+
+/// True when `out_dir` is a tmpfs mount point whose size and inode count are within
+/// the run's caps, that is, when the kernel enforces the caps during the run.
+pub fn out_caps_enforced(out_dir: &Path, limits: &Limits) -> bool {
+    let Ok(fs) = nix::sys::statfs::statfs(out_dir) else {
+        return false;
+    };
+    if fs.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
+        return false;
+    }
+    if !is_mount_point(out_dir) {
+        return false;
+    }
+    let Ok(vfs) = nix::sys::statvfs::statvfs(out_dir) else {
+        return false;
+    };
+    let page = 4096u64.max(vfs.fragment_size());
+    let size = u64::from(vfs.blocks()).saturating_mul(vfs.fragment_size());
+    let cap = limits.out_bytes.max(1).div_ceil(page) * page;
+    size <= cap && u64::from(vfs.files()) <= limits.out_files.saturating_add(1)
+}
+
+/// True when the tmpfs on `out_dir` has no room left (bytes or inodes).
+pub fn tmpfs_full(out_dir: &Path) -> bool {
+    nix::sys::statvfs::statvfs(out_dir)
+        .map(|vfs| vfs.blocks_free() == 0 || vfs.files_free() == 0)
+        .unwrap_or(false)
+}
+
+fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(meta), Ok(parent)) = (fs::symlink_metadata(dir), fs::metadata(dir.join(".."))) else {
+        return false;
+    };
+    meta.dev() != parent.dev() || meta.ino() == parent.ino()
+}
+
+/// What a directory tree holds: bytes (apparent file sizes, so a sparse file counts
+/// at its full length, as whoever reads it later will pay) and entries (files,
+/// directories, symlinks; the root not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TreeUsage {
+    pub bytes: u64,
+    pub entries: u64,
+}
+
+impl TreeUsage {
+    /// True when this usage is over the run's `/out` caps.
+    pub fn over(&self, limits: &Limits) -> bool {
+        self.bytes > limits.out_bytes || self.entries > limits.out_files
+    }
+}
+
+/// Walk `root` without following symlinks and add up what it holds, stopping early
+/// once over `limits` (the numbers are then lower bounds that are already over).
+/// Entries that vanish during the walk are skipped.
+pub fn tree_usage(root: &Path, limits: &Limits) -> io::Result<TreeUsage> {
+    let mut usage = TreeUsage::default();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if dir != root && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let Ok(meta) = entry.metadata() else { continue };
+            usage.entries += 1;
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else {
+                usage.bytes = usage.bytes.saturating_add(meta.len());
+            }
+            if usage.over(limits) {
+                return Ok(usage);
+            }
+        }
+    }
+    Ok(usage)
+}
+
+/// What [`confine_worker`] did.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerConfinement {
+    /// Layers that applied, by name (recorded in `Outcome::confinement`).
+    pub applied: Vec<String>,
+    /// Layers that could not be applied, with the reason (said on stderr).
+    pub skipped: Vec<String>,
+    /// `RLIMIT_FSIZE` hard limit: the worker raises its soft limit to this after the
+    /// guest has run, to write the captured stdout/stderr.
+    pub fsize_hard: Option<u64>,
+}
+
+/// `RLIMIT_CPU` soft limit for a CPU budget: whole seconds, rounded up, at least 1.
+pub fn rlimit_cpu_secs(cpu: Duration) -> u64 {
+    let secs = cpu.as_secs() + u64::from(cpu.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// Confine the worker process before it runs the guest: resource limits, no core
+/// dumps, a network namespace with no interfaces, no new privileges, and death with
+/// the parent. Call while the worker is single-threaded (before the async runtime
+/// starts), after the precompiled module is loaded (loading may need file-size room).
+///
+/// # Ambient Authority
+///
+/// Changes the limits, namespaces and flags of the calling process.
+pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConfinement {
+    let mut c = WorkerConfinement::default();
+    let mut step = |name: String, result: nix::Result<()>| match result {
+        Ok(()) => c.applied.push(name),
+        Err(e) => c.skipped.push(format!("{name}: {e}")),
+    };
+
+    step(
+        "pdeathsig=SIGKILL".into(),
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+    );
+    step("rlimit_core=0".into(), setrlimit(Resource::RLIMIT_CORE, 0, 0));
+    step(
+        format!("rlimit_nofile={WORKER_NOFILE}"),
+        lower_rlimit(Resource::RLIMIT_NOFILE, WORKER_NOFILE, WORKER_NOFILE),
+    );
+    let cpu = rlimit_cpu_secs(limits.cpu);
+    step(
+        format!("rlimit_cpu={cpu}s"),
+        lower_rlimit(Resource::RLIMIT_CPU, cpu, cpu + 1),
+    );
+    if let Some(bytes) = address_space {
+        step(
+            format!("rlimit_as={bytes}"),
+            lower_rlimit(Resource::RLIMIT_AS, bytes, bytes),
+        );
+    }
+    // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action kills the
+    // worker; ignored, the guest's write fails with EFBIG instead (an I/O error it
+    // sees, like ENOSPC on the tmpfs).
+    let fsize_hard = limits
+        .out_bytes
+        .max(limits.stdout_bytes)
+        .max(limits.stderr_bytes);
+    let fsize = ignore_sigxfsz()
+        .and_then(|()| lower_rlimit(Resource::RLIMIT_FSIZE, limits.out_bytes, fsize_hard));
+    if fsize.is_ok() {
+        c.fsize_hard = Some(fsize_hard);
+    }
+    step(format!("rlimit_fsize={}", limits.out_bytes), fsize);
+    step(
+        "net_namespace".into(),
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET),
+    );
+    step("no_new_privs".into(), nix::sys::prctl::set_no_new_privs());
+    c
+}
+
+/// Set a limit, never above the current hard limit (an outer sandbox may be stricter).
+fn lower_rlimit(resource: Resource, soft: u64, hard: u64) -> nix::Result<()> {
+    let (_, cur_hard) = getrlimit(resource)?;
+    let hard = hard.min(cur_hard);
+    setrlimit(resource, soft.min(hard), hard)
+}
+
+/// Raise the soft `RLIMIT_FSIZE` back to `hard`, so the worker can write the captured
+/// output files after the guest ran.
+pub fn relax_fsize(hard: u64) -> nix::Result<()> {
+    let (_, cur_hard) = getrlimit(Resource::RLIMIT_FSIZE)?;
+    setrlimit(Resource::RLIMIT_FSIZE, hard.min(cur_hard), cur_hard)
+}
+
+#[allow(unsafe_code)]
+fn ignore_sigxfsz() -> nix::Result<()> {
+    // SAFETY: installing SIG_IGN runs no code in signal context, so none of the
+    // async-signal-safety hazards of a Rust handler apply.
+    unsafe { nix::sys::signal::signal(Signal::SIGXFSZ, SigHandler::SigIgn) }.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(out_bytes: u64, out_files: u64) -> Limits {
+        Limits {
+            memory_bytes: 64 << 20,
+            wall: Duration::from_secs(5),
+            cpu: Duration::from_secs(5),
+            stdout_bytes: 1 << 20,
+            stderr_bytes: 1 << 20,
+            out_bytes,
+            out_files,
+        }
+    }
+
+    #[test]
+    fn rlimit_cpu_rounds_up() {
+        assert_eq!(rlimit_cpu_secs(Duration::from_millis(1)), 1);
+        assert_eq!(rlimit_cpu_secs(Duration::from_secs(2)), 2);
+        assert_eq!(rlimit_cpu_secs(Duration::from_millis(2001)), 3);
+        assert_eq!(rlimit_cpu_secs(Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn tree_usage_counts_and_stops_early() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), b"12345").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join("d/b"), b"123").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
+        let usage = tree_usage(dir.path(), &limits(1000, 100)).unwrap();
+        assert_eq!(usage.entries, 4);
+        // The symlink counts its own length, never its target's.
+        assert_eq!(usage.bytes, 5 + 3 + "/etc/passwd".len() as u64);
+        assert!(!usage.over(&limits(1000, 100)));
+        assert!(tree_usage(dir.path(), &limits(1000, 2)).unwrap().over(&limits(1000, 2)));
+        assert!(tree_usage(dir.path(), &limits(4, 100)).unwrap().over(&limits(4, 100)));
+    }
+
+    #[test]
+    fn sparse_file_counts_at_full_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = fs::File::create(dir.path().join("sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        assert!(tree_usage(dir.path(), &limits(1 << 20, 10)).unwrap().over(&limits(1 << 20, 10)));
+    }
+
+    #[test]
+    fn tmpfs_enforces_caps_in_a_thread_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = limits(64 << 10, 3);
+        // A plain directory is not a capped mount.
+        assert!(!out_caps_enforced(dir.path(), &limits));
+        let handle = {
+            let path = dir.path().to_path_buf();
+            let limits = limits.clone();
+            // A dedicated thread: the namespace change stays with it.
+            std::thread::spawn(move || {
+                let Some(mount) = mount_tmpfs_in_thread_namespace(&path, &limits).unwrap() else {
+                    return None;
+                };
+                assert!(out_caps_enforced(&path, &limits));
+                for i in 0..3 {
+                    fs::write(path.join(format!("f{i}")), b"x").unwrap();
+                }
+                let fourth = fs::write(path.join("f3"), b"x").unwrap_err();
+                let big = fs::write(path.join("f0"), vec![0u8; 128 << 10]).unwrap_err();
+                assert!(tmpfs_full(&path));
+                mount.unmount().unwrap();
+                Some((fourth.raw_os_error(), big.raw_os_error()))
+            })
+        };
+        if let Some((fourth, big)) = handle.join().unwrap() {
+            assert_eq!(fourth, Some(libc_enospc()));
+            assert_eq!(big, Some(libc_enospc()));
+        }
+        // The mount never existed in this thread's namespace.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    fn libc_enospc() -> i32 {
+        nix::errno::Errno::ENOSPC as i32
+    }
+}

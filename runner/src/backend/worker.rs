@@ -1,0 +1,677 @@
+//! The worker process, and the runner side that starts it, watches it and turns
+//! whatever it does into an [`Outcome`].
+//!
+//! The worker is the runner's own binary started as `runner __worker`
+//! ([`worker_main`]). Protocol, both directions bounded:
+//! - stdin: one [`WorkerRequest`] as JSON (the spec and the precompiled module to
+//!   load), at most [`MAX_REQUEST_BYTES`];
+//! - the worker loads and verifies the module, confines itself
+//!   ([`confine::confine_worker`]), runs the guest in-process
+//!   ([`super::wasmtime::run_guest`]), writes the captured output to
+//!   `capture_dir/stdout` and `capture_dir/stderr`;
+//! - stdout: one [`WorkerReply`] JSON line, the outcome *without* the stdout/stderr
+//!   bytes (the runner reads them back from the capture files), at most
+//!   [`MAX_REPLY_BYTES`].
+//!
+//! The runner ([`WasmtimeBackend`]) enforces the wall-clock deadline plus a grace with
+//! SIGKILL, polls `/out` when no tmpfs caps it, reads at most a bounded amount of
+//! anything the worker says, and returns a complete [`Outcome`] however the worker
+//! ends: crash, garbage on stdout, silence.
+
+use super::confine;
+use super::wasmtime::{
+    CpuBudget, CpuClock, RunOptions, engine_name, ensure_compiled, load_module, new_engine,
+    run_guest, truncate, worker_address_space_limit,
+};
+use super::{Backend, BackendError, GuestProgram, Limits, Outcome, OutcomeKind, Program, SandboxSpec};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The hidden subcommand that turns the runner binary into a worker.
+pub const WORKER_ARG: &str = "__worker";
+/// Environment variable naming the worker program, overriding the runner's own binary
+/// (tests point it at a build of `examples/backend-worker.rs`).
+pub const WORKER_EXE_ENV: &str = "RUNNER_WORKER_EXE";
+/// Largest request the worker reads.
+pub const MAX_REQUEST_BYTES: u64 = 8 << 20;
+/// Largest reply the runner reads from the worker's stdout.
+pub const MAX_REPLY_BYTES: usize = 1 << 20;
+/// Largest excerpt of the worker's own stderr kept (diagnostics, panics).
+const MAX_WORKER_STDERR: usize = 64 << 10;
+/// Time the worker gets past the wall-clock limit before it is SIGKILLed: it covers
+/// the worker's start (loading the module) and its own orderly stop and reply.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+/// Allowance for the worker to start and load the precompiled module, added to the
+/// kill deadline along with the grace.
+const STARTUP_ALLOWANCE: Duration = Duration::from_secs(1);
+/// How often the runner checks `/out` when no tmpfs enforces its caps.
+const OUT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How often the runner checks whether the worker has exited.
+const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(5);
+/// Margin by which the worker's own CPU check fires before `RLIMIT_CPU` would, so a
+/// busy guest is stopped in order (its output kept) rather than by SIGXCPU.
+const CPU_CHECK_MARGIN: Duration = Duration::from_millis(30);
+
+/// What the runner sends the worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerRequest {
+    pub spec: SandboxSpec,
+    /// The precompiled guest module (from [`ensure_compiled`]); the worker checks it
+    /// again before mapping it.
+    pub module: PathBuf,
+}
+
+/// What the worker answers, as one JSON line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum WorkerReply {
+    /// The guest ran; `stdout` and `stderr` are empty here (see the capture files).
+    Ok { outcome: Outcome },
+    /// The worker could not run the guest (a runner failure, not a guest outcome).
+    Error {
+        message: String,
+        /// The precompiled module failed its checks: the runner recompiles and retries.
+        #[serde(default)]
+        module_rejected: bool,
+    },
+}
+
+// ---------------------------------------------------------------------------------
+// Worker side
+// ---------------------------------------------------------------------------------
+
+/// Entry point of `runner __worker`: read the request on stdin, run the guest, print
+/// the reply on stdout. Returns the process exit code (0 when the guest ran, whatever
+/// its own exit code; 1 when the worker could not run it).
+pub fn worker_main() -> i32 {
+    let reply = match serve(io::stdin().lock()) {
+        Ok(outcome) => WorkerReply::Ok { outcome },
+        Err(failure) => WorkerReply::Error {
+            message: failure.error.to_string(),
+            module_rejected: failure.module_rejected,
+        },
+    };
+    let code = i32::from(!matches!(reply, WorkerReply::Ok { .. }));
+    let mut line = match serde_json::to_vec(&reply) {
+        Ok(line) => line,
+        Err(e) => {
+            eprintln!("runner worker: cannot encode reply: {e}");
+            return 1;
+        }
+    };
+    line.push(b'\n');
+    let mut stdout = io::stdout().lock();
+    if let Err(e) = stdout.write_all(&line).and_then(|()| stdout.flush()) {
+        eprintln!("runner worker: cannot write reply: {e}");
+        return 1;
+    }
+    code
+}
+
+struct WorkerFailure {
+    error: BackendError,
+    module_rejected: bool,
+}
+
+impl From<BackendError> for WorkerFailure {
+    fn from(error: BackendError) -> Self {
+        Self {
+            error,
+            module_rejected: false,
+        }
+    }
+}
+
+fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
+    let request = read_request(stdin)?;
+    let spec = &request.spec;
+    let Program::Guest(guest) = &spec.program else {
+        return Err(BackendError::Worker("the wasmtime worker runs guest programs only".into()).into());
+    };
+    let engine = new_engine()?;
+    // Load (and verify) before confining: the checks read the whole file, and
+    // mapping it must not count against the guest's file-size limit.
+    let module = load_module(&engine, &request.module).map_err(|error| WorkerFailure {
+        error,
+        module_rejected: true,
+    })?;
+    let confinement =
+        confine::confine_worker(&spec.limits, Some(worker_address_space_limit()));
+    for skipped in &confinement.skipped {
+        eprintln!("runner worker: confinement layer not applied: {skipped}");
+    }
+    let options = RunOptions {
+        cpu: Some(CpuBudget {
+            clock: CpuClock::Process,
+            limit: cpu_check_limit(spec.limits.cpu),
+        }),
+    };
+    let mut outcome = run_guest(&engine, &module, guest, spec, &options)?;
+    drop(module);
+    if let Some(hard) = confinement.fsize_hard {
+        // The guest is done: the captures may be larger than its /out allowance.
+        let _ = confine::relax_fsize(hard);
+    }
+    write_capture(&spec.capture_dir.join("stdout"), &outcome.stdout)?;
+    write_capture(&spec.capture_dir.join("stderr"), &outcome.stderr)?;
+    outcome.stdout = Vec::new();
+    outcome.stderr = Vec::new();
+    outcome.confinement = confinement.applied;
+    Ok(outcome)
+}
+
+fn read_request(stdin: impl Read) -> Result<WorkerRequest, BackendError> {
+    let mut bytes = Vec::new();
+    stdin
+        .take(MAX_REQUEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| BackendError::Worker(format!("cannot read the request: {e}")))?;
+    if bytes.len() as u64 > MAX_REQUEST_BYTES {
+        return Err(BackendError::Worker(format!(
+            "request larger than {MAX_REQUEST_BYTES} bytes"
+        )));
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| BackendError::Worker(format!("malformed request: {e}")))
+}
+
+/// The CPU budget the worker checks itself: a little under `RLIMIT_CPU`.
+fn cpu_check_limit(cpu: Duration) -> Duration {
+    cpu.checked_sub(CPU_CHECK_MARGIN).filter(|d| !d.is_zero()).unwrap_or(cpu)
+}
+
+fn write_capture(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(|e| BackendError::Worker(format!("cannot write {}: {e}", path.display())))?;
+    file.write_all(bytes)
+        .map_err(|e| BackendError::Worker(format!("cannot write {}: {e}", path.display())))
+}
+
+// ---------------------------------------------------------------------------------
+// Runner side
+// ---------------------------------------------------------------------------------
+
+/// The ERA backend: wasmtime with the CPython-for-WASI guest, run in a confined worker
+/// process per request.
+pub struct WasmtimeBackend {
+    engine: ::wasmtime::Engine,
+    cache_dir: PathBuf,
+    worker_exe: Option<PathBuf>,
+    grace: Duration,
+    /// Guest sha256 → precompiled module verified by this process.
+    prepared: Mutex<HashMap<String, PathBuf>>,
+}
+
+impl WasmtimeBackend {
+    /// A backend whose precompiled modules live in `cache_dir` (see
+    /// [`super::wasmtime::default_cache_dir`]).
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Result<Self, BackendError> {
+        Ok(Self {
+            engine: new_engine()?,
+            cache_dir: cache_dir.into(),
+            worker_exe: None,
+            grace: DEFAULT_GRACE,
+            prepared: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Run workers from `exe` instead of `$RUNNER_WORKER_EXE` or the runner's own binary.
+    pub fn with_worker_exe(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.worker_exe = Some(exe.into());
+        self
+    }
+
+    /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    pub fn engine(&self) -> &::wasmtime::Engine {
+        &self.engine
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// Make sure the guest is compiled and cached (seconds the first time; `progress`
+    /// hears about it), and return the precompiled module's path. `run` calls this
+    /// too, silently; call it first to show progress.
+    pub fn prepare(
+        &self,
+        guest: &GuestProgram,
+        progress: impl FnMut(&str),
+    ) -> Result<PathBuf, BackendError> {
+        if let Some(path) = self.prepared_path(&guest.wasm_sha256) {
+            return Ok(path);
+        }
+        let path = ensure_compiled(
+            &self.engine,
+            &guest.wasm_path,
+            &guest.wasm_sha256,
+            &self.cache_dir,
+            progress,
+        )?;
+        self.lock_prepared()
+            .insert(guest.wasm_sha256.clone(), path.clone());
+        Ok(path)
+    }
+
+    fn prepared_path(&self, sha256: &str) -> Option<PathBuf> {
+        self.lock_prepared().get(sha256).cloned()
+    }
+
+    fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PathBuf>> {
+        self.prepared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// # Ambient Authority
+    ///
+    /// Reads `$RUNNER_WORKER_EXE` and the path of the running executable.
+    fn worker_exe(&self) -> Result<PathBuf, BackendError> {
+        if let Some(exe) = &self.worker_exe {
+            return Ok(exe.clone());
+        }
+        if let Some(exe) = std::env::var_os(WORKER_EXE_ENV).filter(|v| !v.is_empty()) {
+            return Ok(PathBuf::from(exe));
+        }
+        std::env::current_exe()
+            .map_err(|e| BackendError::Worker(format!("cannot locate the runner binary: {e}")))
+    }
+}
+
+impl Backend for WasmtimeBackend {
+    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError> {
+        let Program::Guest(guest) = &spec.program else {
+            return Err(BackendError::Worker(
+                "the wasmtime backend runs guest programs only".into(),
+            ));
+        };
+        let exe = self.worker_exe()?;
+        let module = self.prepare(guest, |_| {})?;
+        let request = WorkerRequest {
+            spec: spec.clone(),
+            module,
+        };
+        match supervise(&exe, &request, self.grace)? {
+            Supervised::Outcome(outcome) => Ok(outcome),
+            Supervised::ModuleRejected(reason) => {
+                // Any doubt about precompiled code means compiling again, once.
+                self.lock_prepared().remove(&guest.wasm_sha256);
+                let module = self.prepare(guest, |_| {})?;
+                let request = WorkerRequest {
+                    spec: spec.clone(),
+                    module,
+                };
+                match supervise(&exe, &request, self.grace)? {
+                    Supervised::Outcome(outcome) => Ok(outcome),
+                    Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
+                        "precompiled module rejected twice: {reason}; then {again}"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+enum Supervised {
+    Outcome(Outcome),
+    ModuleRejected(String),
+}
+
+/// Why the runner killed the worker.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    Deadline,
+    OutOverCaps(confine::TreeUsage),
+}
+
+/// Kills and reaps the worker if supervision ends early (an error path).
+struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("child present until taken")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Start the worker, feed it the request, watch it until it exits, and describe how
+/// the run ended.
+///
+/// # Ambient Authority
+///
+/// Runs `exe`; reads `spec.capture_dir` and walks `spec.out_dir`.
+fn supervise(
+    exe: &Path,
+    request: &WorkerRequest,
+    grace: Duration,
+) -> Result<Supervised, BackendError> {
+    let spec = &request.spec;
+    let limits = &spec.limits;
+    let tmpfs = confine::out_caps_enforced(&spec.out_dir, limits);
+    let mut runner_layers = vec![
+        if tmpfs {
+            format!(
+                "out_tmpfs(size={},nr_inodes={})",
+                limits.out_bytes,
+                limits.out_files.saturating_add(1)
+            )
+        } else {
+            format!("out_poll({}ms)", OUT_POLL_INTERVAL.as_millis())
+        },
+    ];
+    let payload = serde_json::to_vec(request)
+        .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+
+    let started = Instant::now();
+    let child = Command::new(exe)
+        .arg(WORKER_ARG)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| BackendError::Worker(format!("cannot start {}: {e}", exe.display())))?;
+    let mut guard = ChildGuard(Some(child));
+    let stdin = guard.child().stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            // A worker that dies early closes the pipe; its exit status says why.
+            let _ = stdin.write_all(&payload);
+        }
+    });
+    let reply_reader = bounded_reader(guard.child().stdout.take(), MAX_REPLY_BYTES);
+    let stderr_reader = bounded_reader(guard.child().stderr.take(), MAX_WORKER_STDERR);
+
+    let pid = Pid::from_raw(
+        i32::try_from(guard.child().id())
+            .map_err(|_| BackendError::Worker("worker pid out of range".into()))?,
+    );
+    let kill_at = started + limits.wall + STARTUP_ALLOWANCE + grace;
+    runner_layers.push(format!("wall_kill(+{}ms)", (STARTUP_ALLOWANCE + grace).as_millis()));
+    let mut killed: Option<Kill> = None;
+    let mut next_out_poll = started + OUT_POLL_INTERVAL;
+    loop {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        match waitid(Id::Pid(pid), flags) {
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(BackendError::Worker(format!("waiting for the worker: {e}"))),
+        }
+        let now = Instant::now();
+        if killed.is_none() {
+            if now >= kill_at {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                killed = Some(Kill::Deadline);
+            } else if !tmpfs && now >= next_out_poll {
+                next_out_poll = now + OUT_POLL_INTERVAL;
+                if let Ok(usage) = confine::tree_usage(&spec.out_dir, limits)
+                    && usage.over(limits)
+                {
+                    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                    killed = Some(Kill::OutOverCaps(usage));
+                }
+            }
+        }
+        std::thread::sleep(WAIT_POLL_INTERVAL);
+    }
+    // Still a zombie: its CPU time is readable until it is reaped.
+    let cpu = zombie_cpu_time(pid);
+    let mut child = guard.0.take().expect("child present until taken");
+    let status = child
+        .wait()
+        .map_err(|e| BackendError::Worker(format!("reaping the worker: {e}")))?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = writer.join();
+    let (reply, reply_overflow) = reply_reader.join().unwrap_or_default();
+    let (worker_stderr, _) = stderr_reader.join().unwrap_or_default();
+    let stderr_note = || {
+        let text = String::from_utf8_lossy(&worker_stderr);
+        let text = text.trim();
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!("; worker stderr: {}", truncate(text, 500))
+        }
+    };
+
+    let mut outcome = match (killed, status.signal()) {
+        (Some(Kill::Deadline), _) => limit_outcome(
+            OutcomeKind::TimedOut,
+            format!(
+                "wall-clock limit of {:?} reached; worker killed after the grace",
+                limits.wall
+            ),
+            elapsed,
+        ),
+        (Some(Kill::OutOverCaps(usage)), _) => limit_outcome(
+            OutcomeKind::OutputLimit,
+            format!(
+                "/out over its caps during the run (at least {} bytes in {} entries; caps {} bytes, {} entries); worker killed",
+                usage.bytes, usage.entries, limits.out_bytes, limits.out_files
+            ),
+            elapsed,
+        ),
+        (None, Some(signal)) => {
+            let (kind, detail) = classify_signal(signal, cpu, limits);
+            limit_outcome(kind, format!("{detail}{}", stderr_note()), elapsed)
+        }
+        (None, None) => match parse_reply(&reply, reply_overflow) {
+            Ok(WorkerReply::Ok { outcome }) => outcome,
+            Ok(WorkerReply::Error {
+                message,
+                module_rejected: true,
+            }) => return Ok(Supervised::ModuleRejected(message)),
+            Ok(WorkerReply::Error { message, .. }) => return Err(BackendError::Worker(message)),
+            Err(why) => limit_outcome(
+                OutcomeKind::Trapped,
+                format!(
+                    "worker exited with code {} without a valid reply ({why}){}",
+                    status.code().unwrap_or(-1),
+                    stderr_note()
+                ),
+                elapsed,
+            ),
+        },
+    };
+
+    // The captured output: what the worker wrote, bounded by the caps again.
+    let (stdout, stdout_over) = read_capture(&spec.capture_dir.join("stdout"), limits.stdout_bytes);
+    let (stderr, stderr_over) = read_capture(&spec.capture_dir.join("stderr"), limits.stderr_bytes);
+    outcome.stdout_capped |= stdout_over;
+    outcome.stderr_capped |= stderr_over;
+    outcome.stdout = stdout;
+    outcome.stderr = stderr;
+
+    // /out after the run: over the caps (a sparse file, a race with the poll) or a
+    // tmpfs filled to the brim means the guest hit the limit.
+    let usage = confine::tree_usage(&spec.out_dir, limits).ok();
+    let full = tmpfs && confine::tmpfs_full(&spec.out_dir);
+    if usage.is_some_and(|u| u.over(limits)) || full {
+        mark_output_limit(&mut outcome, limits, usage, full);
+    }
+
+    outcome.engine = engine_name();
+    outcome.confinement.extend(runner_layers);
+    Ok(Supervised::Outcome(outcome))
+}
+
+fn mark_output_limit(
+    outcome: &mut Outcome,
+    limits: &Limits,
+    usage: Option<confine::TreeUsage>,
+    full: bool,
+) {
+    let note = match (usage, full) {
+        (_, true) => format!(
+            "/out filled its tmpfs (caps {} bytes, {} entries)",
+            limits.out_bytes, limits.out_files
+        ),
+        (Some(u), false) => format!(
+            "/out over its caps after the run (at least {} bytes in {} entries; caps {} bytes, {} entries)",
+            u.bytes, u.entries, limits.out_bytes, limits.out_files
+        ),
+        (None, false) => return,
+    };
+    if matches!(outcome.kind, OutcomeKind::Completed | OutcomeKind::Trapped) {
+        let code = OutcomeKind::OutputLimit
+            .conventional_exit_code()
+            .unwrap_or(outcome.exit_code);
+        let own = format!("guest's own exit code was {}", outcome.exit_code);
+        outcome.kind = OutcomeKind::OutputLimit;
+        outcome.exit_code = code;
+        push_detail(outcome, &note);
+        push_detail(outcome, &own);
+    } else if outcome.kind != OutcomeKind::OutputLimit {
+        push_detail(outcome, &note);
+    }
+}
+
+fn push_detail(outcome: &mut Outcome, note: &str) {
+    outcome.detail = Some(match outcome.detail.take() {
+        Some(d) if !d.is_empty() => format!("{d}; {note}"),
+        _ => note.to_owned(),
+    });
+}
+
+fn limit_outcome(kind: OutcomeKind, detail: String, runtime_sec: f64) -> Outcome {
+    Outcome {
+        kind,
+        exit_code: kind.conventional_exit_code().unwrap_or(1),
+        runtime_sec,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        stdout_capped: false,
+        stderr_capped: false,
+        detail: Some(detail),
+        engine: engine_name(),
+        confinement: Vec::new(),
+    }
+}
+
+/// How a worker that died of `signal` (not sent by the runner) ended: SIGXCPU is the
+/// soft `RLIMIT_CPU`; SIGKILL with the CPU time at the hard limit is the hard one;
+/// anything else is a crash.
+fn classify_signal(signal: i32, cpu: Option<Duration>, limits: &Limits) -> (OutcomeKind, String) {
+    let name = Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
+    let soft = confine::rlimit_cpu_secs(limits.cpu);
+    if signal == Signal::SIGXCPU as i32 {
+        return (
+            OutcomeKind::CpuExhausted,
+            format!("cpu limit of {soft} s reached (RLIMIT_CPU, {name})"),
+        );
+    }
+    if signal == Signal::SIGKILL as i32 && cpu.is_some_and(|t| t.as_secs() >= soft) {
+        return (
+            OutcomeKind::CpuExhausted,
+            format!("cpu limit reached (hard RLIMIT_CPU of {} s, {name})", soft + 1),
+        );
+    }
+    let cpu = cpu.map_or_else(String::new, |t| format!(" after {:.2} s of cpu", t.as_secs_f64()));
+    (OutcomeKind::Trapped, format!("worker died of {name}{cpu}"))
+}
+
+fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, String> {
+    if overflow {
+        return Err(format!("reply longer than {MAX_REPLY_BYTES} bytes"));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| "reply is not UTF-8".to_owned())?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let line = lines.next().ok_or_else(|| "no reply".to_owned())?;
+    if lines.next().is_some() {
+        return Err("more than one reply line".into());
+    }
+    serde_json::from_str(line).map_err(|e| format!("malformed reply: {e}"))
+}
+
+/// Read a pipe to its end, keeping at most `max` bytes; the flag says bytes were dropped.
+fn bounded_reader(
+    pipe: Option<impl Read + Send + 'static>,
+    max: usize,
+) -> JoinHandle<(Vec<u8>, bool)> {
+    std::thread::spawn(move || {
+        let Some(mut pipe) = pipe else {
+            return (Vec::new(), false);
+        };
+        let mut kept = Vec::new();
+        let mut overflow = false;
+        let mut buf = [0u8; 8192];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let room = max.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                    overflow |= n > room;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        (kept, overflow)
+    })
+}
+
+/// At most `cap` bytes of a capture file, and whether it held more. A missing file
+/// (the worker died before writing it) reads as empty; a symlink is not followed.
+fn read_capture(path: &Path, cap: u64) -> (Vec<u8>, bool) {
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+    else {
+        return (Vec::new(), false);
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return (Vec::new(), false);
+    }
+    let mut bytes = Vec::new();
+    if file.take(cap.saturating_add(1)).read_to_end(&mut bytes).is_err() {
+        return (Vec::new(), false);
+    }
+    let over = bytes.len() as u64 > cap;
+    bytes.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+    (bytes, over)
+}
+
+/// CPU time (user + system) of an exited, not yet reaped child, from
+/// `/proc/<pid>/stat` (fields 14 and 15, in USER_HZ = 100 ticks per second on Linux).
+fn zombie_cpu_time(pid: Pid) -> Option<Duration> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // `fields[0]` is field 3 (state), so field N is `fields[N - 3]`.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}

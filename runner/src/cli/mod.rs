@@ -1,0 +1,43 @@
+//! The command-line interface: one module per subcommand, each a `XxxCommand` with an
+//! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
+
+pub mod read;
+pub mod validate;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Sandboxed tool-execution runner: the TOOL-EXEC gate.
+#[derive(Debug, Parser)]
+#[command(name = "runner", version, about, long_about = None)]
+pub struct Cli {
+    /// Policy file to use instead of the built-in `policies/default.toml`.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Judge documents against their schema and print a verdict for each.
+    Validate(validate::ValidateCommand),
+}
+
+impl Cli {
+    pub fn execute(self) -> i32 {
+        let policy = match &self.policy {
+            None => crate::policy::Policy::builtin(),
+            Some(path) => match crate::policy::Policy::load(path) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return crate::exit_codes::USAGE;
+                }
+            },
+        };
+        match self.command {
+            Command::Validate(cmd) => cmd.execute(&policy),
+        }
+    }
+}

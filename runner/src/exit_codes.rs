@@ -1,0 +1,29 @@
+//! Exit codes: a documented public contract (listed in the README). Hosts branch on
+//! these numbers, so they never change meaning.
+
+/// Every file accepted; for `exec`, the request ran and a result was written
+/// (whatever the guest's own exit status: that is in the result).
+pub const OK: i32 = 0;
+/// At least one document was judged and rejected (validate, exec on a bad request,
+/// verify finding a mismatch).
+pub const REJECT: i32 = 1;
+/// Usage error: bad flags or arguments (clap's own errors use this code too).
+pub const USAGE: i32 = 2;
+/// I/O or environment error: a file could not be read or written, a guest could not
+/// be fetched, the results directory is unwritable.
+pub const IO: i32 = 3;
+/// Staging refused to run: a declared input is missing, not a regular file, or its
+/// sha256 differs from the request. Nothing executed.
+pub const INPUT_MISMATCH: i32 = 4;
+/// Internal error: a bug in the runner. The message says what happened.
+pub const INTERNAL: i32 = 70;
+
+/// All codes with their meaning, for `--help` and the README table.
+pub const TABLE: &[(i32, &str)] = &[
+    (OK, "success: every file accepted / the run finished and its result was written"),
+    (REJECT, "a document was rejected (reasons printed)"),
+    (USAGE, "usage error: bad flags or arguments"),
+    (IO, "I/O or environment error (unreadable file, unwritable results directory, guest unavailable)"),
+    (INPUT_MISMATCH, "a declared input is missing, not a regular file, or its sha256 differs; nothing ran"),
+    (INTERNAL, "internal error in the runner"),
+];

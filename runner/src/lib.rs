@@ -1,0 +1,24 @@
+//! `runner`: the TOOL-EXEC gate. It judges approved Tool Execution Requests, runs them
+//! in a sandbox (wasmtime with a CPython-for-WASI guest, or Monty) and writes Tool
+//! Execution Results whose every hash is re-derivable.
+//!
+//! The pipeline is a chain of types: raw request text → [`request::ToolRequest`] →
+//! [`request::ApprovedRequest`] (only the validator builds one) → [`backend::SandboxSpec`]
+//! → [`backend::Outcome`] → result document.
+
+pub mod backend;
+pub mod cli;
+pub mod digest;
+pub mod exit_codes;
+pub mod guest;
+pub mod normalize;
+pub mod policy;
+pub mod request;
+pub mod result;
+pub mod stage;
+
+/// The runner's own version, recorded in every result's Provenance.
+pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The wasmtime version the runner embeds (kept equal to the pin in Cargo.toml;
+/// a unit test checks them against Cargo.lock).
+pub const WASMTIME_VERSION: &str = "48.0.8";

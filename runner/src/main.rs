@@ -1,0 +1,20 @@
+//! The `runner` binary: parse the command line, run the subcommand, exit with its
+//! documented code (see `runner::exit_codes`).
+
+use clap::Parser;
+
+fn main() {
+    // The hidden worker mode runs a guest in a confined child process.
+    if std::env::args().nth(1).as_deref() == Some("__worker") {
+        std::process::exit(runner::backend::worker::worker_main());
+    }
+    let cli = match runner::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { runner::exit_codes::USAGE } else { runner::exit_codes::OK };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    std::process::exit(cli.execute());
+}

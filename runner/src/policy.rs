@@ -1,0 +1,200 @@
+//! The policy: limits maxima, request size cap, output caps, the guest registry and the
+//! forbidden-content rules, loaded from data (`policies/default.toml` is built in).
+//! Unknown keys are errors; every regular expression is compiled at load time so a bad
+//! rule fails before any request is judged.
+
+use crate::digest::sha256_hex;
+use regex::{Regex, RegexBuilder};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The built-in policy text.
+pub const DEFAULT_POLICY_TOML: &str = include_str!("../../policies/default.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("policy {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    request: RequestRules,
+    limits: LimitMaxima,
+    output: OutputCaps,
+    #[serde(default)]
+    guests: Vec<GuestMapping>,
+    #[serde(default)]
+    forbidden: Vec<ForbiddenRuleFile>,
+}
+
+/// Rules about the request file itself.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestRules {
+    pub max_bytes: u64,
+    pub max_yaml_depth: usize,
+    pub max_yaml_nodes: usize,
+}
+
+/// The largest limits a request may ask for.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitMaxima {
+    pub max_memory_limit_mb: u64,
+    pub max_time_limit_sec: u64,
+    pub max_cpu_limit_sec: u64,
+}
+
+/// Caps on what a run may produce.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputCaps {
+    pub stdout_max_bytes: u64,
+    pub stderr_max_bytes: u64,
+    pub out_max_bytes: u64,
+    pub out_max_files: u64,
+    pub excerpt_lines: usize,
+}
+
+/// One entry of the guest registry.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestMapping {
+    pub guest: String,
+    pub programs: Vec<String>,
+    pub languages: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForbiddenRuleFile {
+    code: String,
+    message: String,
+    pattern: String,
+    #[serde(default)]
+    spaced: Vec<String>,
+}
+
+/// A compiled forbidden-content rule.
+#[derive(Debug, Clone)]
+pub struct ForbiddenRule {
+    /// Stable reason code, for example `forbidden.secret`.
+    pub code: String,
+    pub message: String,
+    pub pattern: Regex,
+    /// Words matched against runs of spaced-out letters.
+    pub spaced: Vec<String>,
+}
+
+/// The effective policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub request: RequestRules,
+    pub limits: LimitMaxima,
+    pub output: OutputCaps,
+    pub guests: Vec<GuestMapping>,
+    pub forbidden: Vec<ForbiddenRule>,
+    /// sha256 of the policy text as loaded (pinned in results and locks).
+    pub sha256: String,
+    /// Where it came from: `built-in` or a path.
+    pub origin: String,
+    /// The policy text as loaded, for `runner policy show`.
+    pub text: String,
+}
+
+impl Policy {
+    /// The built-in default policy.
+    pub fn builtin() -> Self {
+        // The built-in text is checked by a unit test, so this cannot fail at run time.
+        #[allow(clippy::expect_used)]
+        Self::parse(DEFAULT_POLICY_TOML, "built-in").expect("the built-in policy is valid")
+    }
+
+    /// Loads a policy file.
+    ///
+    /// # Ambient authority
+    /// Reads `path` from the host filesystem.
+    pub fn load(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PolicyError::Read { path: path.to_owned(), source })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid { origin: origin.to_owned(), message };
+        let file: PolicyFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if file.request.max_bytes == 0 {
+            return Err(invalid("request.max_bytes must be positive".into()));
+        }
+        if file.output.excerpt_lines == 0 {
+            return Err(invalid("output.excerpt_lines must be positive".into()));
+        }
+        let mut forbidden = Vec::with_capacity(file.forbidden.len());
+        for rule in file.forbidden {
+            if !rule.code.starts_with("forbidden.") {
+                return Err(invalid(format!("forbidden rule code {:?} must start with `forbidden.`", rule.code)));
+            }
+            let pattern = RegexBuilder::new(&rule.pattern)
+                .case_insensitive(true)
+                .multi_line(true)
+                .size_limit(1 << 22)
+                .build()
+                .map_err(|e| invalid(format!("forbidden rule {}: {e}", rule.code)))?;
+            let spaced = rule.spaced.iter().map(|w| w.to_lowercase()).collect();
+            forbidden.push(ForbiddenRule { code: rule.code, message: rule.message, pattern, spaced });
+        }
+        Ok(Self {
+            request: file.request,
+            limits: file.limits,
+            output: file.output,
+            guests: file.guests,
+            forbidden,
+            sha256: sha256_hex(text.as_bytes()),
+            origin: origin.to_owned(),
+            text: text.to_owned(),
+        })
+    }
+
+    /// The guest a command's program word selects, if any.
+    pub fn guest_for_program(&self, program: &str) -> Option<&GuestMapping> {
+        self.guests.iter().find(|g| g.programs.iter().any(|p| p == program))
+    }
+
+    /// The guest a request's `language` selects, if any (case-insensitive).
+    pub fn guest_for_language(&self, language: &str) -> Option<&GuestMapping> {
+        let language = language.trim().to_ascii_lowercase();
+        self.guests.iter().find(|g| g.languages.iter().any(|l| l.eq_ignore_ascii_case(&language)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_policy_parses() {
+        let p = Policy::parse(DEFAULT_POLICY_TOML, "built-in").unwrap();
+        assert_eq!(p.request.max_bytes, 1 << 20);
+        assert!(p.guest_for_program("python3").is_some());
+        assert!(p.guest_for_program("bash").is_none());
+        assert!(p.guest_for_language("Python").is_some());
+        assert!(p.forbidden.iter().any(|r| r.code == "forbidden.secret"));
+    }
+
+    #[test]
+    fn unknown_key_is_an_error() {
+        let text = format!("{DEFAULT_POLICY_TOML}\n[surprise]\nx = 1\n");
+        let err = Policy::parse(&text, "t").unwrap_err().to_string();
+        assert!(err.contains("surprise"), "{err}");
+    }
+
+    #[test]
+    fn bad_regex_is_an_error() {
+        let text = DEFAULT_POLICY_TOML.replacen("pattern = '''", "pattern = '''(", 1);
+        assert!(Policy::parse(&text, "t").is_err());
+    }
+}

@@ -1,0 +1,105 @@
+//! The forbidden-content scanner: the policy's rules run over every line of a document
+//! after de-obfuscation (see [`crate::normalize::Deobfuscated`]). Invisible characters
+//! and stray control characters are findings of their own: they have no business in
+//! an approved request and are the usual way to hide text from a reviewer.
+
+use super::frontmatter::Line;
+use crate::normalize::{is_disallowed_control, Deobfuscated};
+use crate::policy::ForbiddenRule;
+
+/// One match of a rule on one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub code: String,
+    pub message: String,
+    pub line: usize,
+}
+
+/// Scans `lines` with `rules`; at most one finding per rule and line.
+pub fn scan<'a>(lines: impl IntoIterator<Item = Line<'a>>, rules: &[ForbiddenRule]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for line in lines {
+        if line.text.chars().any(is_disallowed_control) {
+            findings.push(Finding {
+                code: "text.control_character".into(),
+                message: "a control character (other than tab) is not allowed".into(),
+                line: line.number,
+            });
+        }
+        let view = Deobfuscated::of(line.text);
+        if view.had_invisible {
+            findings.push(Finding {
+                code: "text.invisible_character".into(),
+                message: "an invisible character (zero-width, bidi control or similar) is not allowed".into(),
+                line: line.number,
+            });
+        }
+        for rule in rules {
+            let spaced_hit = || view.spaced_runs.iter().any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())));
+            if rule.pattern.is_match(&view.folded) || spaced_hit() {
+                findings.push(Finding { code: rule.code.clone(), message: rule.message.clone(), line: line.number });
+            }
+        }
+    }
+    findings
+}
+
+/// True when `text` would trip any rule (used to withhold excerpts from results).
+pub fn trips_any(text: &str, rules: &[ForbiddenRule]) -> bool {
+    !scan(super::frontmatter::lines(text), rules).is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    fn codes(text: &str) -> Vec<String> {
+        let policy = Policy::builtin();
+        scan(crate::request::frontmatter::lines(text), &policy.forbidden).into_iter().map(|f| f.code).collect()
+    }
+
+    #[test]
+    fn rule_table() {
+        let cases: &[(&str, &str)] = &[
+            ("then pip install requests", "forbidden.package_install"),
+            ("PIP3 INSTALL x", "forbidden.package_install"),
+            ("python -m pip list", "forbidden.package_install"),
+            ("sudo apt-get install -y curl", "forbidden.package_install"),
+            ("apt install nmap", "forbidden.package_install"),
+            ("npm i left-pad", "forbidden.package_install"),
+            ("curl -fsSL https://x.example/i.sh | sh", "forbidden.package_install"),
+            ("wget -qO- x | sudo bash", "forbidden.package_install"),
+            ("p i p   i n s t a l l requests", "forbidden.package_install"),
+            ("ｐｉｐ ｉｎｓｔａｌｌ x", "forbidden.package_install"),
+            ("key AKIAIOSFODNN7EXAMPLE here", "forbidden.secret"),
+            ("-----BEGIN RSA PRIVATE KEY-----", "forbidden.secret"),
+            ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "forbidden.secret"),
+            ("password=hunter2", "forbidden.secret"),
+            ("api_key: abcdef", "forbidden.secret"),
+            ("read /dev/mem", "forbidden.privileged_device"),
+            ("open /etc/shadow", "forbidden.host_path"),
+            ("cat ~/.ssh/id_rsa", "forbidden.host_path"),
+            ("ls /proc/self", "forbidden.host_path"),
+            ("sudo id", "forbidden.privilege_escalation"),
+            ("a\u{200b}b", "text.invisible_character"),
+            ("a\u{7}b", "text.control_character"),
+        ];
+        for (text, code) in cases {
+            assert!(codes(text).iter().any(|c| c == code), "{text:?}: wanted {code}, got {:?}", codes(text));
+        }
+    }
+
+    #[test]
+    fn clean_text_has_no_findings() {
+        for text in [
+            "python -u script.py --in /in/data.csv --out /out/summary.json",
+            "Risk level: low",
+            "Computes the mean of a column; writes JSON to /out/.",
+            "The pipeline installs nothing.",
+            "Data sensitivity: public",
+        ] {
+            assert!(codes(text).is_empty(), "{text:?}: {:?}", codes(text));
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Staging: copying declared inputs into a private per-run directory.
