@@ -1,1 +1,306 @@
-//! Staging: copying declared inputs into a private per-run directory.
+//! Staging: the run's private directories, copying declared inputs into them, and
+//! checking them again after the run.
+//!
+//! This is the one place that turns host paths into capabilities: the `--inputs`
+//! directory and the run directory are opened here (ambient authority, said so below);
+//! everything after works through `cap_std::fs::Dir` handles. Inputs are copied, never
+//! linked, without following a symlink, and hashed while they are copied: the copy that
+//! the guest sees is the copy that was hashed.
+
+use crate::digest::sha256_hex;
+use crate::request::DeclaredInput;
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use sha2::{Digest, Sha256};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// Why staging refused to run. Nothing executes after any of these.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("inputs directory {dir}: {source}")]
+    InputsDir { dir: PathBuf, source: io::Error },
+    #[error("declared input {path} is missing from {dir}")]
+    Missing { path: String, dir: PathBuf },
+    #[error("declared input {path} is a symlink (or passes through one); inputs must be regular files")]
+    Symlink { path: String },
+    #[error("declared input {path} is not a regular file")]
+    NotRegular { path: String },
+    #[error("declared input {path} has sha256 {actual}, but the request declares {expected}")]
+    HashMismatch { path: String, expected: String, actual: String },
+    #[error("run directory: {0}")]
+    RunDir(io::Error),
+    #[error("copying input {path}: {source}")]
+    Copy { path: String, source: io::Error },
+}
+
+/// The private directories of one run. Removed when dropped.
+#[derive(Debug)]
+pub struct RunDir {
+    root: tempfile::TempDir,
+    /// Staged inputs; the guest sees this as `/in` (read-only).
+    pub in_dir: PathBuf,
+    /// Empty at start; the guest sees it as `/out`.
+    pub out_dir: PathBuf,
+    /// Where the worker writes captured stdout and stderr.
+    pub capture_dir: PathBuf,
+}
+
+impl RunDir {
+    /// Creates a fresh run directory (mode 0700) under `base`, or under the system temp
+    /// directory when `base` is `None`.
+    ///
+    /// # Ambient authority
+    /// Creates directories on the host filesystem.
+    pub fn create(base: Option<&Path>) -> Result<Self, StageError> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("runner-run-").permissions(std::fs::Permissions::from_mode(0o700));
+        let root = match base {
+            Some(base) => builder.tempdir_in(base),
+            None => builder.tempdir(),
+        }
+        .map_err(StageError::RunDir)?;
+        let mk = |name: &str| -> Result<PathBuf, StageError> {
+            let p = root.path().join(name);
+            std::fs::create_dir(&p).map_err(StageError::RunDir)?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).map_err(StageError::RunDir)?;
+            Ok(p)
+        };
+        let in_dir = mk("in")?;
+        let out_dir = mk("out")?;
+        let capture_dir = mk("capture")?;
+        Ok(Self { root, in_dir, out_dir, capture_dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.root.path()
+    }
+}
+
+/// An input after staging: its declared path and the sha256 of the staged copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedInput {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// Copies every declared input from `inputs_dir` into `run.in_dir`, hashing each copy,
+/// and refuses on the first missing, non-regular, symlinked or mismatching file.
+///
+/// # Ambient authority
+/// Opens `inputs_dir` on the host filesystem.
+pub fn stage_inputs(inputs: &[DeclaredInput], inputs_dir: &Path, run: &RunDir) -> Result<Vec<StagedInput>, StageError> {
+    if inputs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority())
+        .map_err(|source| StageError::InputsDir { dir: inputs_dir.to_owned(), source })?;
+    let dst = Dir::open_ambient_dir(&run.in_dir, ambient_authority()).map_err(StageError::RunDir)?;
+    let mut staged = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let rel = input.relative();
+        let mut file = open_regular_nofollow(&src, rel, &input.path, inputs_dir)?;
+        let (parent, name) = match rel.rsplit_once('/') {
+            Some((parent, name)) => (Some(parent), name),
+            None => (None, rel),
+        };
+        let dst_dir = match parent {
+            Some(parent) => {
+                dst.create_dir_all(parent).map_err(|source| StageError::Copy { path: input.path.clone(), source })?;
+                dst.open_dir(parent).map_err(|source| StageError::Copy { path: input.path.clone(), source })?
+            }
+            None => dst.try_clone().map_err(StageError::RunDir)?,
+        };
+        let mut out = dst_dir
+            .open_with(name, OpenOptions::new().write(true).create_new(true).mode(0o444))
+            .map_err(|source| StageError::Copy { path: input.path.clone(), source })?;
+        let (sha256, bytes) = copy_hashing(&mut file, &mut out).map_err(|source| StageError::Copy { path: input.path.clone(), source })?;
+        if sha256 != input.sha256 {
+            return Err(StageError::HashMismatch { path: input.path.clone(), expected: input.sha256.clone(), actual: sha256 });
+        }
+        staged.push(StagedInput { path: input.path.clone(), sha256, bytes });
+    }
+    Ok(staged)
+}
+
+/// Opens `rel` under `dir` refusing symlinks at every component and anything that is
+/// not a regular file (FIFOs are opened non-blocking so they cannot hang us).
+fn open_regular_nofollow(dir: &Dir, rel: &str, declared: &str, inputs_dir: &Path) -> Result<cap_std::fs::File, StageError> {
+    let mut current = dir.try_clone().map_err(StageError::RunDir)?;
+    let components: Vec<&str> = rel.split('/').collect();
+    let missing = || StageError::Missing { path: declared.to_owned(), dir: inputs_dir.to_owned() };
+    for component in &components[..components.len() - 1] {
+        let meta = current.symlink_metadata(component).map_err(|e| if e.kind() == io::ErrorKind::NotFound { missing() } else { StageError::NotRegular { path: declared.to_owned() } })?;
+        if meta.file_type().is_symlink() {
+            return Err(StageError::Symlink { path: declared.to_owned() });
+        }
+        if !meta.is_dir() {
+            return Err(StageError::NotRegular { path: declared.to_owned() });
+        }
+        current = current.open_dir(component).map_err(|_| StageError::NotRegular { path: declared.to_owned() })?;
+    }
+    let name = components[components.len() - 1];
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = current.open_with(name, OpenOptions::new().read(true).custom_flags(flags.bits())).map_err(|e| {
+        match e.raw_os_error() {
+            Some(code) if code == nix::errno::Errno::ELOOP as i32 => StageError::Symlink { path: declared.to_owned() },
+            _ if e.kind() == io::ErrorKind::NotFound => missing(),
+            _ => match current.symlink_metadata(name) {
+                Ok(m) if m.file_type().is_symlink() => StageError::Symlink { path: declared.to_owned() },
+                _ => StageError::NotRegular { path: declared.to_owned() },
+            },
+        }
+    })?;
+    let meta = file.metadata().map_err(|source| StageError::Copy { path: declared.to_owned(), source })?;
+    if !meta.is_file() {
+        return Err(StageError::NotRegular { path: declared.to_owned() });
+    }
+    Ok(file)
+}
+
+fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Result<(String, u64)> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        dst.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+    dst.flush()?;
+    Ok((crate::digest::hex(&hasher.finalize()), total))
+}
+
+/// What changed under `/in` during the run: each entry is a human-readable finding.
+///
+/// # Ambient authority
+/// Reads `run.in_dir`, the run's own directory.
+pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
+    let mut findings = Vec::new();
+    let dir = match Dir::open_ambient_dir(&run.in_dir, ambient_authority()) {
+        Ok(d) => d,
+        Err(e) => return vec![format!("/in could not be reopened after the run: {e}")],
+    };
+    for input in staged {
+        let rel = input.path.strip_prefix("/in/").unwrap_or(&input.path);
+        let now = dir
+            .open_with(rel, OpenOptions::new().read(true).custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()))
+            .and_then(|f| crate::digest::sha256_reader(f));
+        match now {
+            Ok(sha) if sha == input.sha256 => {}
+            Ok(sha) => findings.push(format!("input {} changed during the run (sha256 {} before, {sha} after)", input.path, input.sha256)),
+            Err(e) => findings.push(format!("input {} could not be re-read after the run: {e}", input.path)),
+        }
+    }
+    let mut seen = Vec::new();
+    list_files(&dir, "", &mut seen, 0);
+    for path in seen {
+        if !staged.iter().any(|s| s.path == format!("/in/{path}")) {
+            findings.push(format!("a new entry /in/{path} appeared during the run"));
+        }
+    }
+    findings
+}
+
+fn list_files(dir: &Dir, prefix: &str, out: &mut Vec<String>, depth: usize) {
+    if depth > 32 || out.len() > 10_000 {
+        return;
+    }
+    let Ok(entries) = dir.entries() else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => {
+                if let Ok(sub) = dir.open_dir(&name) {
+                    list_files(&sub, &path, out, depth + 1);
+                }
+            }
+            _ => out.push(path),
+        }
+    }
+}
+
+/// sha256 of a byte slice (re-exported for callers that stage in memory).
+pub fn sha256_of(bytes: &[u8]) -> String {
+    sha256_hex(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(path: &str, content: &[u8]) -> DeclaredInput {
+        DeclaredInput { path: path.into(), sha256: sha256_hex(content) }
+    }
+
+    #[test]
+    fn stages_and_hashes() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a.csv"), b"x,y\n1,2\n").unwrap();
+        std::fs::create_dir(src.path().join("sub")).unwrap();
+        std::fs::write(src.path().join("sub/b.txt"), b"hello").unwrap();
+        let run = RunDir::create(None).unwrap();
+        let staged = stage_inputs(&[input("/in/a.csv", b"x,y\n1,2\n"), input("/in/sub/b.txt", b"hello")], src.path(), &run).unwrap();
+        assert_eq!(staged.len(), 2);
+        assert_eq!(std::fs::read(run.in_dir.join("sub/b.txt")).unwrap(), b"hello");
+        assert!(recheck_inputs(&staged, &run).is_empty());
+    }
+
+    #[test]
+    fn refuses_mismatch_naming_both_hashes() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a.csv"), b"tampered").unwrap();
+        let run = RunDir::create(None).unwrap();
+        let err = stage_inputs(&[input("/in/a.csv", b"original")], src.path(), &run).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StageError::HashMismatch { .. }));
+        assert!(msg.contains(&sha256_hex(b"original")) && msg.contains(&sha256_hex(b"tampered")), "{msg}");
+    }
+
+    #[test]
+    fn refuses_symlinks_missing_and_non_regular() {
+        let src = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", src.path().join("link.csv")).unwrap();
+        std::fs::write(src.path().join("real.csv"), b"r").unwrap();
+        std::os::unix::fs::symlink("real.csv", src.path().join("inner-link.csv")).unwrap();
+        std::fs::create_dir(src.path().join("dir")).unwrap();
+        std::os::unix::fs::symlink(src.path().join("dir"), src.path().join("dirlink")).unwrap();
+        std::fs::write(src.path().join("dir/f"), b"f").unwrap();
+        nix::unistd::mkfifo(&src.path().join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let run = RunDir::create(None).unwrap();
+        let cases: &[(&str, &[u8], &str)] = &[
+            ("/in/link.csv", b"", "Symlink"),
+            ("/in/inner-link.csv", b"r", "Symlink"),
+            ("/in/dirlink/f", b"f", "Symlink"),
+            ("/in/nope.csv", b"", "Missing"),
+            ("/in/dir", b"", "NotRegular"),
+            ("/in/fifo", b"", "NotRegular"),
+        ];
+        for (path, content, want) in cases {
+            let err = stage_inputs(&[input(path, content)], src.path(), &run).unwrap_err();
+            assert!(format!("{err:?}").starts_with(want), "{path}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn recheck_finds_changes_and_new_files() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("a"), b"1").unwrap();
+        let run = RunDir::create(None).unwrap();
+        let staged = stage_inputs(&[input("/in/a", b"1")], src.path(), &run).unwrap();
+        std::fs::set_permissions(run.in_dir.join("a"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(run.in_dir.join("a"), b"2").unwrap();
+        std::fs::write(run.in_dir.join("new"), b"x").unwrap();
+        let findings = recheck_inputs(&staged, &run);
+        assert_eq!(findings.len(), 2, "{findings:?}");
+    }
+}

