@@ -20,10 +20,19 @@ pub const INTERNAL: i32 = 70;
 
 /// All codes with their meaning, for `--help` and the README table.
 pub const TABLE: &[(i32, &str)] = &[
-    (OK, "success: every file accepted / the run finished and its result was written"),
+    (
+        OK,
+        "success: every file accepted / the run finished and its result was written",
+    ),
     (REJECT, "a document was rejected (reasons printed)"),
     (USAGE, "usage error: bad flags or arguments"),
-    (IO, "I/O or environment error (unreadable file, unwritable results directory, guest unavailable)"),
-    (INPUT_MISMATCH, "a declared input is missing, not a regular file, or its sha256 differs; nothing ran"),
+    (
+        IO,
+        "I/O or environment error (unreadable file, unwritable results directory, guest unavailable)",
+    ),
+    (
+        INPUT_MISMATCH,
+        "a declared input is missing, not a regular file, or its sha256 differs; nothing ran",
+    ),
     (INTERNAL, "internal error in the runner"),
 ];

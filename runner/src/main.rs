@@ -11,10 +11,21 @@ fn main() {
     let cli = match runner::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { runner::exit_codes::USAGE } else { runner::exit_codes::OK };
+            let code = if e.use_stderr() {
+                runner::exit_codes::USAGE
+            } else {
+                runner::exit_codes::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }
     };
+    if matches!(cli.command, runner::cli::Command::Exec(_)) {
+        // Per-run /out tmpfs mounts live in a mount namespace of our own, entered while
+        // the process is still single-threaded; they vanish with the process.
+        if let Err(e) = runner::backend::confine::enter_private_mount_namespace() {
+            eprintln!("warning: {e}; /out caps fall back to polling");
+        }
+    }
     std::process::exit(cli.execute());
 }

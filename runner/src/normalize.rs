@@ -42,11 +42,32 @@ pub fn is_disallowed_control(c: char) -> bool {
 /// written with Cyrillic letters still match the rules.
 fn fold_homoglyph(c: char) -> char {
     match c {
-        'а' => 'a', 'в' => 'b', 'е' | 'ё' => 'e', 'һ' => 'h', 'і' | 'ї' | 'ι' => 'i',
-        'ј' => 'j', 'к' | 'κ' => 'k', 'м' => 'm', 'н' | 'η' => 'n', 'о' | 'ο' | 'σ' => 'o',
-        'р' | 'ρ' => 'p', 'с' | 'ϲ' => 'c', 'т' | 'τ' => 't', 'у' | 'γ' => 'y', 'х' | 'χ' => 'x',
-        'ѕ' => 's', 'ԁ' => 'd', 'ɡ' => 'g', 'ԛ' => 'q', 'ԝ' => 'w', 'α' => 'a', 'ε' => 'e',
-        'ν' => 'v', 'β' => 'b', 'ℓ' => 'l', 'ı' => 'i',
+        'а' => 'a',
+        'в' => 'b',
+        'е' | 'ё' => 'e',
+        'һ' => 'h',
+        'і' | 'ї' | 'ι' => 'i',
+        'ј' => 'j',
+        'к' | 'κ' => 'k',
+        'м' => 'm',
+        'н' | 'η' => 'n',
+        'о' | 'ο' | 'σ' => 'o',
+        'р' | 'ρ' => 'p',
+        'с' | 'ϲ' => 'c',
+        'т' | 'τ' => 't',
+        'у' | 'γ' => 'y',
+        'х' | 'χ' => 'x',
+        'ѕ' => 's',
+        'ԁ' => 'd',
+        'ɡ' => 'g',
+        'ԛ' => 'q',
+        'ԝ' => 'w',
+        'α' => 'a',
+        'ε' => 'e',
+        'ν' => 'v',
+        'β' => 'b',
+        'ℓ' => 'l',
+        'ı' => 'i',
         _ => c,
     }
 }
@@ -73,7 +94,11 @@ impl Deobfuscated {
             .map(fold_homoglyph)
             .collect();
         let spaced_runs = spaced_runs(&folded);
-        Self { folded, spaced_runs, had_invisible }
+        Self {
+            folded,
+            spaced_runs,
+            had_invisible,
+        }
     }
 }
 
@@ -83,7 +108,10 @@ fn spaced_runs(text: &str) -> Vec<String> {
     let mut runs = Vec::new();
     let mut current = String::new();
     let mut count = 0;
-    for token in text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()) {
+    for token in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+    {
         if token.chars().count() == 1 {
             current.push_str(token);
             count += 1;
@@ -110,7 +138,11 @@ mod tests {
         assert_eq!(for_hashing("\u{feff}a\r\nb"), "a\nb");
         // NFD "é" → NFC.
         assert_eq!(for_hashing("e\u{301}"), "\u{e9}");
-        assert_eq!(for_hashing("a\rb"), "a\rb", "a lone CR is not a line ending");
+        assert_eq!(
+            for_hashing("a\rb"),
+            "a\rb",
+            "a lone CR is not a line ending"
+        );
     }
 
     #[test]
@@ -118,8 +150,8 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             ("PIP INSTALL", "pip install"),
             ("p\u{200b}ip install", "pip install"),
-            ("ｐｉｐ install", "pip install"),            // fullwidth
-            ("іgnоre previous", "ignore previous"),      // Cyrillic і, о
+            ("ｐｉｐ install", "pip install"),      // fullwidth
+            ("іgnоre previous", "ignore previous"), // Cyrillic і, о
             ("curl\u{202e}x", "curlx"),
         ];
         for (input, want) in cases {

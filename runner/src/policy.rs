@@ -14,7 +14,10 @@ pub const DEFAULT_POLICY_TOML: &str = include_str!("../../policies/default.toml"
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     #[error("cannot read policy {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("policy {origin}: {message}")]
     Invalid { origin: String, message: String },
 }
@@ -119,13 +122,18 @@ impl Policy {
     /// # Ambient authority
     /// Reads `path` from the host filesystem.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PolicyError::Read { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         Self::parse(&text, &path.display().to_string())
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, PolicyError> {
-        let invalid = |message: String| PolicyError::Invalid { origin: origin.to_owned(), message };
+        let invalid = |message: String| PolicyError::Invalid {
+            origin: origin.to_owned(),
+            message,
+        };
         let file: PolicyFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if file.request.max_bytes == 0 {
             return Err(invalid("request.max_bytes must be positive".into()));
@@ -136,7 +144,10 @@ impl Policy {
         let mut forbidden = Vec::with_capacity(file.forbidden.len());
         for rule in file.forbidden {
             if !rule.code.starts_with("forbidden.") {
-                return Err(invalid(format!("forbidden rule code {:?} must start with `forbidden.`", rule.code)));
+                return Err(invalid(format!(
+                    "forbidden rule code {:?} must start with `forbidden.`",
+                    rule.code
+                )));
             }
             let pattern = RegexBuilder::new(&rule.pattern)
                 .case_insensitive(true)
@@ -145,7 +156,12 @@ impl Policy {
                 .build()
                 .map_err(|e| invalid(format!("forbidden rule {}: {e}", rule.code)))?;
             let spaced = rule.spaced.iter().map(|w| w.to_lowercase()).collect();
-            forbidden.push(ForbiddenRule { code: rule.code, message: rule.message, pattern, spaced });
+            forbidden.push(ForbiddenRule {
+                code: rule.code,
+                message: rule.message,
+                pattern,
+                spaced,
+            });
         }
         Ok(Self {
             request: file.request,
@@ -161,13 +177,19 @@ impl Policy {
 
     /// The guest a command's program word selects, if any.
     pub fn guest_for_program(&self, program: &str) -> Option<&GuestMapping> {
-        self.guests.iter().find(|g| g.programs.iter().any(|p| p == program))
+        self.guests
+            .iter()
+            .find(|g| g.programs.iter().any(|p| p == program))
     }
 
     /// The guest a request's `language` selects, if any (case-insensitive).
     pub fn guest_for_language(&self, language: &str) -> Option<&GuestMapping> {
         let language = language.trim().to_ascii_lowercase();
-        self.guests.iter().find(|g| g.languages.iter().any(|l| l.eq_ignore_ascii_case(&language)))
+        self.guests.iter().find(|g| {
+            g.languages
+                .iter()
+                .any(|l| l.eq_ignore_ascii_case(&language))
+        })
     }
 }
 

@@ -23,12 +23,18 @@ pub enum StageError {
     InputsDir { dir: PathBuf, source: io::Error },
     #[error("declared input {path} is missing from {dir}")]
     Missing { path: String, dir: PathBuf },
-    #[error("declared input {path} is a symlink (or passes through one); inputs must be regular files")]
+    #[error(
+        "declared input {path} is a symlink (or passes through one); inputs must be regular files"
+    )]
     Symlink { path: String },
     #[error("declared input {path} is not a regular file")]
     NotRegular { path: String },
     #[error("declared input {path} has sha256 {actual}, but the request declares {expected}")]
-    HashMismatch { path: String, expected: String, actual: String },
+    HashMismatch {
+        path: String,
+        expected: String,
+        actual: String,
+    },
     #[error("run directory: {0}")]
     RunDir(io::Error),
     #[error("copying input {path}: {source}")]
@@ -55,7 +61,9 @@ impl RunDir {
     /// Creates directories on the host filesystem.
     pub fn create(base: Option<&Path>) -> Result<Self, StageError> {
         let mut builder = tempfile::Builder::new();
-        builder.prefix("runner-run-").permissions(std::fs::Permissions::from_mode(0o700));
+        builder
+            .prefix("runner-run-")
+            .permissions(std::fs::Permissions::from_mode(0o700));
         let root = match base {
             Some(base) => builder.tempdir_in(base),
             None => builder.tempdir(),
@@ -64,13 +72,19 @@ impl RunDir {
         let mk = |name: &str| -> Result<PathBuf, StageError> {
             let p = root.path().join(name);
             std::fs::create_dir(&p).map_err(StageError::RunDir)?;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).map_err(StageError::RunDir)?;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700))
+                .map_err(StageError::RunDir)?;
             Ok(p)
         };
         let in_dir = mk("in")?;
         let out_dir = mk("out")?;
         let capture_dir = mk("capture")?;
-        Ok(Self { root, in_dir, out_dir, capture_dir })
+        Ok(Self {
+            root,
+            in_dir,
+            out_dir,
+            capture_dir,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -91,13 +105,22 @@ pub struct StagedInput {
 ///
 /// # Ambient authority
 /// Opens `inputs_dir` on the host filesystem.
-pub fn stage_inputs(inputs: &[DeclaredInput], inputs_dir: &Path, run: &RunDir) -> Result<Vec<StagedInput>, StageError> {
+pub fn stage_inputs(
+    inputs: &[DeclaredInput],
+    inputs_dir: &Path,
+    run: &RunDir,
+) -> Result<Vec<StagedInput>, StageError> {
     if inputs.is_empty() {
         return Ok(Vec::new());
     }
-    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority())
-        .map_err(|source| StageError::InputsDir { dir: inputs_dir.to_owned(), source })?;
-    let dst = Dir::open_ambient_dir(&run.in_dir, ambient_authority()).map_err(StageError::RunDir)?;
+    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority()).map_err(|source| {
+        StageError::InputsDir {
+            dir: inputs_dir.to_owned(),
+            source,
+        }
+    })?;
+    let dst =
+        Dir::open_ambient_dir(&run.in_dir, ambient_authority()).map_err(StageError::RunDir)?;
     let mut staged = Vec::with_capacity(inputs.len());
     for input in inputs {
         let rel = input.relative();
@@ -108,54 +131,117 @@ pub fn stage_inputs(inputs: &[DeclaredInput], inputs_dir: &Path, run: &RunDir) -
         };
         let dst_dir = match parent {
             Some(parent) => {
-                dst.create_dir_all(parent).map_err(|source| StageError::Copy { path: input.path.clone(), source })?;
-                dst.open_dir(parent).map_err(|source| StageError::Copy { path: input.path.clone(), source })?
+                dst.create_dir_all(parent)
+                    .map_err(|source| StageError::Copy {
+                        path: input.path.clone(),
+                        source,
+                    })?;
+                dst.open_dir(parent).map_err(|source| StageError::Copy {
+                    path: input.path.clone(),
+                    source,
+                })?
             }
             None => dst.try_clone().map_err(StageError::RunDir)?,
         };
         let mut out = dst_dir
-            .open_with(name, OpenOptions::new().write(true).create_new(true).mode(0o444))
-            .map_err(|source| StageError::Copy { path: input.path.clone(), source })?;
-        let (sha256, bytes) = copy_hashing(&mut file, &mut out).map_err(|source| StageError::Copy { path: input.path.clone(), source })?;
+            .open_with(
+                name,
+                OpenOptions::new().write(true).create_new(true).mode(0o444),
+            )
+            .map_err(|source| StageError::Copy {
+                path: input.path.clone(),
+                source,
+            })?;
+        let (sha256, bytes) =
+            copy_hashing(&mut file, &mut out).map_err(|source| StageError::Copy {
+                path: input.path.clone(),
+                source,
+            })?;
         if sha256 != input.sha256 {
-            return Err(StageError::HashMismatch { path: input.path.clone(), expected: input.sha256.clone(), actual: sha256 });
+            return Err(StageError::HashMismatch {
+                path: input.path.clone(),
+                expected: input.sha256.clone(),
+                actual: sha256,
+            });
         }
-        staged.push(StagedInput { path: input.path.clone(), sha256, bytes });
+        staged.push(StagedInput {
+            path: input.path.clone(),
+            sha256,
+            bytes,
+        });
     }
     Ok(staged)
 }
 
 /// Opens `rel` under `dir` refusing symlinks at every component and anything that is
 /// not a regular file (FIFOs are opened non-blocking so they cannot hang us).
-fn open_regular_nofollow(dir: &Dir, rel: &str, declared: &str, inputs_dir: &Path) -> Result<cap_std::fs::File, StageError> {
+fn open_regular_nofollow(
+    dir: &Dir,
+    rel: &str,
+    declared: &str,
+    inputs_dir: &Path,
+) -> Result<cap_std::fs::File, StageError> {
     let mut current = dir.try_clone().map_err(StageError::RunDir)?;
     let components: Vec<&str> = rel.split('/').collect();
-    let missing = || StageError::Missing { path: declared.to_owned(), dir: inputs_dir.to_owned() };
+    let missing = || StageError::Missing {
+        path: declared.to_owned(),
+        dir: inputs_dir.to_owned(),
+    };
     for component in &components[..components.len() - 1] {
-        let meta = current.symlink_metadata(component).map_err(|e| if e.kind() == io::ErrorKind::NotFound { missing() } else { StageError::NotRegular { path: declared.to_owned() } })?;
+        let meta = current.symlink_metadata(component).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                missing()
+            } else {
+                StageError::NotRegular {
+                    path: declared.to_owned(),
+                }
+            }
+        })?;
         if meta.file_type().is_symlink() {
-            return Err(StageError::Symlink { path: declared.to_owned() });
+            return Err(StageError::Symlink {
+                path: declared.to_owned(),
+            });
         }
         if !meta.is_dir() {
-            return Err(StageError::NotRegular { path: declared.to_owned() });
+            return Err(StageError::NotRegular {
+                path: declared.to_owned(),
+            });
         }
-        current = current.open_dir(component).map_err(|_| StageError::NotRegular { path: declared.to_owned() })?;
+        current = current
+            .open_dir(component)
+            .map_err(|_| StageError::NotRegular {
+                path: declared.to_owned(),
+            })?;
     }
     let name = components[components.len() - 1];
     let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = current.open_with(name, OpenOptions::new().read(true).custom_flags(flags.bits())).map_err(|e| {
-        match e.raw_os_error() {
-            Some(code) if code == nix::errno::Errno::ELOOP as i32 => StageError::Symlink { path: declared.to_owned() },
+    let file = current
+        .open_with(
+            name,
+            OpenOptions::new().read(true).custom_flags(flags.bits()),
+        )
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == nix::errno::Errno::ELOOP as i32 => StageError::Symlink {
+                path: declared.to_owned(),
+            },
             _ if e.kind() == io::ErrorKind::NotFound => missing(),
             _ => match current.symlink_metadata(name) {
-                Ok(m) if m.file_type().is_symlink() => StageError::Symlink { path: declared.to_owned() },
-                _ => StageError::NotRegular { path: declared.to_owned() },
+                Ok(m) if m.file_type().is_symlink() => StageError::Symlink {
+                    path: declared.to_owned(),
+                },
+                _ => StageError::NotRegular {
+                    path: declared.to_owned(),
+                },
             },
-        }
+        })?;
+    let meta = file.metadata().map_err(|source| StageError::Copy {
+        path: declared.to_owned(),
+        source,
     })?;
-    let meta = file.metadata().map_err(|source| StageError::Copy { path: declared.to_owned(), source })?;
     if !meta.is_file() {
-        return Err(StageError::NotRegular { path: declared.to_owned() });
+        return Err(StageError::NotRegular {
+            path: declared.to_owned(),
+        });
     }
     Ok(file)
 }
@@ -192,12 +278,23 @@ pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
     for input in staged {
         let rel = input.path.strip_prefix("/in/").unwrap_or(&input.path);
         let now = dir
-            .open_with(rel, OpenOptions::new().read(true).custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()))
+            .open_with(
+                rel,
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()),
+            )
             .and_then(|f| crate::digest::sha256_reader(f));
         match now {
             Ok(sha) if sha == input.sha256 => {}
-            Ok(sha) => findings.push(format!("input {} changed during the run (sha256 {} before, {sha} after)", input.path, input.sha256)),
-            Err(e) => findings.push(format!("input {} could not be re-read after the run: {e}", input.path)),
+            Ok(sha) => findings.push(format!(
+                "input {} changed during the run (sha256 {} before, {sha} after)",
+                input.path, input.sha256
+            )),
+            Err(e) => findings.push(format!(
+                "input {} could not be re-read after the run: {e}",
+                input.path
+            )),
         }
     }
     let mut seen = Vec::new();
@@ -217,7 +314,11 @@ fn list_files(dir: &Dir, prefix: &str, out: &mut Vec<String>, depth: usize) {
     let Ok(entries) = dir.entries() else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
         match entry.file_type() {
             Ok(t) if t.is_dir() => {
                 if let Ok(sub) = dir.open_dir(&name) {
@@ -239,7 +340,10 @@ mod tests {
     use super::*;
 
     fn input(path: &str, content: &[u8]) -> DeclaredInput {
-        DeclaredInput { path: path.into(), sha256: sha256_hex(content) }
+        DeclaredInput {
+            path: path.into(),
+            sha256: sha256_hex(content),
+        }
     }
 
     #[test]
@@ -249,9 +353,20 @@ mod tests {
         std::fs::create_dir(src.path().join("sub")).unwrap();
         std::fs::write(src.path().join("sub/b.txt"), b"hello").unwrap();
         let run = RunDir::create(None).unwrap();
-        let staged = stage_inputs(&[input("/in/a.csv", b"x,y\n1,2\n"), input("/in/sub/b.txt", b"hello")], src.path(), &run).unwrap();
+        let staged = stage_inputs(
+            &[
+                input("/in/a.csv", b"x,y\n1,2\n"),
+                input("/in/sub/b.txt", b"hello"),
+            ],
+            src.path(),
+            &run,
+        )
+        .unwrap();
         assert_eq!(staged.len(), 2);
-        assert_eq!(std::fs::read(run.in_dir.join("sub/b.txt")).unwrap(), b"hello");
+        assert_eq!(
+            std::fs::read(run.in_dir.join("sub/b.txt")).unwrap(),
+            b"hello"
+        );
         assert!(recheck_inputs(&staged, &run).is_empty());
     }
 
@@ -263,7 +378,10 @@ mod tests {
         let err = stage_inputs(&[input("/in/a.csv", b"original")], src.path(), &run).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, StageError::HashMismatch { .. }));
-        assert!(msg.contains(&sha256_hex(b"original")) && msg.contains(&sha256_hex(b"tampered")), "{msg}");
+        assert!(
+            msg.contains(&sha256_hex(b"original")) && msg.contains(&sha256_hex(b"tampered")),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -275,7 +393,11 @@ mod tests {
         std::fs::create_dir(src.path().join("dir")).unwrap();
         std::os::unix::fs::symlink(src.path().join("dir"), src.path().join("dirlink")).unwrap();
         std::fs::write(src.path().join("dir/f"), b"f").unwrap();
-        nix::unistd::mkfifo(&src.path().join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        nix::unistd::mkfifo(
+            &src.path().join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         let run = RunDir::create(None).unwrap();
         let cases: &[(&str, &[u8], &str)] = &[
             ("/in/link.csv", b"", "Symlink"),
@@ -297,7 +419,8 @@ mod tests {
         std::fs::write(src.path().join("a"), b"1").unwrap();
         let run = RunDir::create(None).unwrap();
         let staged = stage_inputs(&[input("/in/a", b"1")], src.path(), &run).unwrap();
-        std::fs::set_permissions(run.in_dir.join("a"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(run.in_dir.join("a"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
         std::fs::write(run.in_dir.join("a"), b"2").unwrap();
         std::fs::write(run.in_dir.join("new"), b"x").unwrap();
         let findings = recheck_inputs(&staged, &run);

@@ -145,7 +145,12 @@ pub fn mount_out_tmpfs(out_dir: &Path, limits: &Limits) -> Result<Option<OutTmpf
 
 fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError> {
     let not_empty = fs::read_dir(out_dir)
-        .map_err(|e| BackendError::Io(io::Error::new(e.kind(), format!("{}: {e}", out_dir.display()))))?
+        .map_err(|e| {
+            BackendError::Io(io::Error::new(
+                e.kind(),
+                format!("{}: {e}", out_dir.display()),
+            ))
+        })?
         .next()
         .is_some();
     if not_empty {
@@ -162,7 +167,9 @@ fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         Some(options.as_str()),
     )
-    .map_err(|e| BackendError::Worker(format!("cannot mount tmpfs on {}: {e}", out_dir.display())))?;
+    .map_err(|e| {
+        BackendError::Worker(format!("cannot mount tmpfs on {}: {e}", out_dir.display()))
+    })?;
     Ok(OutTmpfs {
         path: out_dir.to_path_buf(),
         mounted: true,
@@ -314,7 +321,10 @@ pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConf
         "pdeathsig=SIGKILL".into(),
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
     );
-    step("rlimit_core=0".into(), setrlimit(Resource::RLIMIT_CORE, 0, 0));
+    step(
+        "rlimit_core=0".into(),
+        setrlimit(Resource::RLIMIT_CORE, 0, 0),
+    );
     step(
         format!("rlimit_nofile={WORKER_NOFILE}"),
         lower_rlimit(Resource::RLIMIT_NOFILE, WORKER_NOFILE, WORKER_NOFILE),
@@ -408,8 +418,16 @@ mod tests {
         // The symlink counts its own length, never its target's.
         assert_eq!(usage.bytes, 5 + 3 + "/etc/passwd".len() as u64);
         assert!(!usage.over(&limits(1000, 100)));
-        assert!(tree_usage(dir.path(), &limits(1000, 2)).unwrap().over(&limits(1000, 2)));
-        assert!(tree_usage(dir.path(), &limits(4, 100)).unwrap().over(&limits(4, 100)));
+        assert!(
+            tree_usage(dir.path(), &limits(1000, 2))
+                .unwrap()
+                .over(&limits(1000, 2))
+        );
+        assert!(
+            tree_usage(dir.path(), &limits(4, 100))
+                .unwrap()
+                .over(&limits(4, 100))
+        );
     }
 
     #[test]
@@ -417,7 +435,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = fs::File::create(dir.path().join("sparse")).unwrap();
         f.set_len(1 << 30).unwrap();
-        assert!(tree_usage(dir.path(), &limits(1 << 20, 10)).unwrap().over(&limits(1 << 20, 10)));
+        assert!(
+            tree_usage(dir.path(), &limits(1 << 20, 10))
+                .unwrap()
+                .over(&limits(1 << 20, 10))
+        );
     }
 
     #[test]

@@ -226,7 +226,10 @@ pub fn ensure_compiled(
     }
     let started = Instant::now();
     let compiled = engine.precompile_module(&wasm).map_err(|e| {
-        BackendError::Module(format!("cannot compile guest {}: {e:#}", wasm_path.display()))
+        BackendError::Module(format!(
+            "cannot compile guest {}: {e:#}",
+            wasm_path.display()
+        ))
     })?;
     progress(&format!(
         "compiled guest in {:.1} s ({} bytes)",
@@ -234,7 +237,11 @@ pub fn ensure_compiled(
         compiled.len()
     ));
     let sum = digest::sha256_hex(&compiled);
-    write_atomically(cache_dir, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes())?;
+    write_atomically(
+        cache_dir,
+        &sidecar_path(&cwasm),
+        format!("{sum}\n").as_bytes(),
+    )?;
     write_atomically(cache_dir, &cwasm, &compiled)?;
     Ok(cwasm)
 }
@@ -280,7 +287,8 @@ fn prepare_cache_dir(dir: &Path) -> Result<(), BackendError> {
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if let Some(parent) = dir.parent() {
-                fs::create_dir_all(parent).map_err(|e| err(format!("cannot create parent: {e}")))?;
+                fs::create_dir_all(parent)
+                    .map_err(|e| err(format!("cannot create parent: {e}")))?;
             }
             match fs::DirBuilder::new().mode(0o700).create(dir) {
                 Ok(()) => {}
@@ -309,10 +317,16 @@ fn check_private(meta: &Metadata, want_dir: bool) -> Result<(), String> {
     }
     let euid = nix::unistd::geteuid().as_raw();
     if meta.uid() != euid {
-        return Err(format!("is owned by uid {}, not by us ({euid})", meta.uid()));
+        return Err(format!(
+            "is owned by uid {}, not by us ({euid})",
+            meta.uid()
+        ));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!("has mode {:o}: group or world writable", meta.mode() & 0o7777));
+        return Err(format!(
+            "has mode {:o}: group or world writable",
+            meta.mode() & 0o7777
+        ));
     }
     Ok(())
 }
@@ -674,7 +688,9 @@ pub fn run_guest(
         }
     }
     if table_denied {
-        details.push(format!("table growth beyond {MAX_TABLE_ELEMENTS} elements denied"));
+        details.push(format!(
+            "table growth beyond {MAX_TABLE_ELEMENTS} elements denied"
+        ));
     }
     if stdout_capped || stderr_capped {
         let which = match (stdout_capped, stderr_capped) {
@@ -903,8 +919,14 @@ pub(crate) mod testkit {
 
         pub fn run_with(&self, options: &RunOptions) -> Outcome {
             let shared = shared();
-            run_guest(&shared.engine, &shared.module, self.guest(), &self.spec, options)
-                .expect("run the guest")
+            run_guest(
+                &shared.engine,
+                &shared.module,
+                self.guest(),
+                &self.spec,
+                options,
+            )
+            .expect("run the guest")
         }
     }
 
@@ -933,7 +955,17 @@ mod tests {
     /// Python that tries each `(label, expression)` and prints which succeeded, as JSON:
     /// `{"label": "ok: <repr>" | "err: <exception>"}`.
     fn probe(attempts: &[(&str, &str)]) -> String {
-        let mut code = String::from("import json, os\nr = {}\n");
+        // `lst` is lstat that refuses to count a symlink reported as itself as an
+        // escape: on a path with a trailing slash wasmtime reports the link, not its
+        // target (bytecodealliance/wasmtime#14380), which reveals nothing outside.
+        let mut code = String::from(
+            "import json, os, stat\nr = {}\n\
+             def lst(p):\n\
+             \x20   s = os.lstat(p)\n\
+             \x20   if stat.S_ISLNK(s.st_mode):\n\
+             \x20       raise OSError('reported the symlink itself')\n\
+             \x20   return oct(s.st_mode)\n",
+        );
         for (label, expr) in attempts {
             code.push_str(&format!(
                 "try:\n    r[{label:?}] = 'ok: ' + repr({expr})[:200]\nexcept BaseException as e:\n    r[{label:?}] = 'err: ' + type(e).__name__ + ': ' + str(e)\n"
@@ -978,7 +1010,10 @@ mod tests {
         assert_eq!(text(&outcome.stdout), "hello from the guest\n");
         assert!(outcome.stderr.is_empty(), "{}", text(&outcome.stderr));
         assert!(!outcome.stdout_capped);
-        assert_eq!(outcome.engine, format!("wasmtime {}", crate::WASMTIME_VERSION));
+        assert_eq!(
+            outcome.engine,
+            format!("wasmtime {}", crate::WASMTIME_VERSION)
+        );
     }
 
     #[test]
@@ -1000,7 +1035,13 @@ mod tests {
     #[test]
     fn guest_sees_only_its_argv_and_environment() {
         let sandbox = Sandbox::new(
-            &["python", "-c", "import json, os, sys; print(json.dumps([sys.argv, dict(os.environ), os.getcwd()]))", "a b", "--x"],
+            &[
+                "python",
+                "-c",
+                "import json, os, sys; print(json.dumps([sys.argv, dict(os.environ), os.getcwd()]))",
+                "a b",
+                "--x",
+            ],
             limits(),
         );
         let outcome = sandbox.run();
@@ -1008,8 +1049,10 @@ mod tests {
         let v = json_line(&outcome);
         assert_eq!(v[0], serde_json::json!(["-c", "a b", "--x"]));
         let env = v[1].as_object().unwrap();
-        let expected: std::collections::BTreeMap<_, _> =
-            GUEST_ENV.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect();
+        let expected: std::collections::BTreeMap<_, _> = GUEST_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), serde_json::json!(v)))
+            .collect();
         let actual: std::collections::BTreeMap<_, _> =
             env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(actual, expected);
@@ -1032,7 +1075,13 @@ mod tests {
         let v = json_line(&sandbox.run());
         assert_eq!(
             v,
-            serde_json::json!(["x,y\n1,2\n", "x,y\n1,2\n", "nested", ["data.csv", "sub"], ["data.csv", "sub"]])
+            serde_json::json!([
+                "x,y\n1,2\n",
+                "x,y\n1,2\n",
+                "nested",
+                ["data.csv", "sub"],
+                ["data.csv", "sub"]
+            ])
         );
     }
 
@@ -1047,7 +1096,12 @@ mod tests {
         .unwrap();
         let outcome = sandbox.run();
         assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(text(&outcome.stdout), "42 ['arg']\n", "{}", text(&outcome.stderr));
+        assert_eq!(
+            text(&outcome.stdout),
+            "42 ['arg']\n",
+            "{}",
+            text(&outcome.stderr)
+        );
     }
 
     #[test]
@@ -1063,7 +1117,10 @@ mod tests {
         let outcome = sandbox.run();
         assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
         assert_eq!(text(&outcome.stdout), "['d', 'result.txt']\n");
-        assert_eq!(fs::read_to_string(sandbox.host("out/result.txt")).unwrap(), "result");
+        assert_eq!(
+            fs::read_to_string(sandbox.host("out/result.txt")).unwrap(),
+            "result"
+        );
         assert_eq!(fs::read(sandbox.host("out/d/e/f.bin")).unwrap().len(), 256);
     }
 
@@ -1077,12 +1134,24 @@ mod tests {
                 ("append_existing", "open('/in/data.csv', 'a')"),
                 ("create_new", "open('/in/new.txt', 'w')"),
                 ("create_relative", "open('new.txt', 'x')"),
-                ("trunc_only", "os.open('/in/data.csv', os.O_RDONLY | os.O_TRUNC)"),
-                ("trunc_relative", "os.open('data.csv', os.O_RDONLY | os.O_TRUNC)"),
-                ("trunc_creat", "os.open('/in/data.csv', os.O_RDONLY | os.O_TRUNC | os.O_CREAT)"),
+                (
+                    "trunc_only",
+                    "os.open('/in/data.csv', os.O_RDONLY | os.O_TRUNC)",
+                ),
+                (
+                    "trunc_relative",
+                    "os.open('data.csv', os.O_RDONLY | os.O_TRUNC)",
+                ),
+                (
+                    "trunc_creat",
+                    "os.open('/in/data.csv', os.O_RDONLY | os.O_TRUNC | os.O_CREAT)",
+                ),
                 ("remove", "os.remove('/in/data.csv')"),
                 ("rename", "os.rename('/in/data.csv', '/in/moved.csv')"),
-                ("rename_to_out", "os.rename('/in/data.csv', '/out/moved.csv')"),
+                (
+                    "rename_to_out",
+                    "os.rename('/in/data.csv', '/out/moved.csv')",
+                ),
                 ("mkdir", "os.mkdir('/in/d')"),
                 ("symlink", "os.symlink('data.csv', '/in/l')"),
                 ("link_into_in", "os.link('/out/w.txt', '/in/w.txt')"),
@@ -1094,7 +1163,10 @@ mod tests {
         fs::write(sandbox.host("out/w.txt"), "w").unwrap();
         let outcome = sandbox.run();
         assert_all_failed(&outcome);
-        assert_eq!(fs::read_to_string(sandbox.host("in/data.csv")).unwrap(), "keep me");
+        assert_eq!(
+            fs::read_to_string(sandbox.host("in/data.csv")).unwrap(),
+            "keep me"
+        );
         assert_eq!(fs::read_dir(sandbox.host("in")).unwrap().count(), 1);
         assert!(!sandbox.host("out/moved.csv").exists());
     }
@@ -1107,7 +1179,10 @@ mod tests {
                 ("etc_passwd", "open('/etc/passwd').read()"),
                 ("tmp_secret", "open('/tmp/runner-test-host-secret').read()"),
                 ("in_dotdot", "open('/in/../secret').read()"),
-                ("in_dotdot_deep", "open('/in/../../../../etc/passwd').read()"),
+                (
+                    "in_dotdot_deep",
+                    "open('/in/../../../../etc/passwd').read()",
+                ),
                 ("out_dotdot", "open('/out/../secret').read()"),
                 ("relative_dotdot", "open('../secret').read()"),
                 ("list_in_parent", "os.listdir('/in/..')"),
@@ -1139,9 +1214,16 @@ mod tests {
                 ("abs_dir_list_slash", "os.listdir('/in/abs_dir/')"),
                 ("rel_dir_list_slash", "os.listdir('/in/rel_dir/')"),
                 ("rel_dir_file", "open('/in/rel_dir/secret.txt').read()"),
-                ("nofollow_dir_slash", "os.listdir(os.open('/in/rel_dir/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
-                ("nofollow_abs_slash", "os.listdir(os.open('/in/abs_dir/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
-                ("lstat_slash", "os.lstat('/in/rel_dir/').st_ino"),
+                (
+                    "nofollow_dir_slash",
+                    "os.listdir(os.open('/in/rel_dir/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))",
+                ),
+                (
+                    "nofollow_abs_slash",
+                    "os.listdir(os.open('/in/abs_dir/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))",
+                ),
+                ("lstat_slash", "lst('/in/rel_dir/')"),
+                ("lstat_abs_slash", "lst('/in/abs_dir/')"),
                 ("stat_slash", "os.stat('/in/rel_dir/').st_ino"),
                 ("chained", "open('/in/chain/secret.txt').read()"),
                 ("dotdot_link", "os.listdir('/in/up/')"),
@@ -1192,16 +1274,31 @@ mod tests {
                 ("list_rel_slash", "os.listdir('/out/rel/')"),
                 ("list_abs_slash", "os.listdir('/out/abs/')"),
                 ("read_rel", "open('/out/rel/secret.txt').read()"),
-                ("nofollow_rel_slash", "os.listdir(os.open('/out/rel/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
-                ("nofollow_abs_slash", "os.listdir(os.open('/out/abs/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
-                ("nofollow_up_slash", "os.listdir(os.open('/out/up/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))"),
-                ("lstat_rel_slash", "os.lstat('/out/rel/').st_ino"),
-                ("lstat_up_slash", "os.lstat('/out/up/').st_ino"),
+                (
+                    "nofollow_rel_slash",
+                    "os.listdir(os.open('/out/rel/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))",
+                ),
+                (
+                    "nofollow_abs_slash",
+                    "os.listdir(os.open('/out/abs/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))",
+                ),
+                (
+                    "nofollow_up_slash",
+                    "os.listdir(os.open('/out/up/', os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY))",
+                ),
+                ("lstat_rel_slash", "lst('/out/rel/')"),
+                ("lstat_up_slash", "lst('/out/up/')"),
                 ("mkdir_through", "os.mkdir('/out/rel/made')"),
                 ("mkdir_through_slash", "os.mkdir('/out/new/')"),
                 ("create_through", "open('/out/rel/planted.txt', 'w')"),
-                ("rename_victim_slash", "os.rename('/out/victim/', '/out/stolen')"),
-                ("rename_into_victim", "os.rename('/out/mine.txt', '/out/victim/mine.txt')"),
+                (
+                    "rename_victim_slash",
+                    "os.rename('/out/victim/', '/out/stolen')",
+                ),
+                (
+                    "rename_into_victim",
+                    "os.rename('/out/mine.txt', '/out/victim/mine.txt')",
+                ),
                 ("unlink_through_slash", "os.remove('/out/rel/secret.txt')"),
                 ("rmdir_victim_slash", "os.rmdir('/out/victim/')"),
                 ("utime_through", "os.utime('/out/rel/', (0, 0))"),
@@ -1211,7 +1308,10 @@ mod tests {
         }
         assert_all_failed(&sandbox.run());
         // The host side is untouched.
-        assert_eq!(fs::read_to_string(host_dir.join("secret.txt")).unwrap(), "secret");
+        assert_eq!(
+            fs::read_to_string(host_dir.join("secret.txt")).unwrap(),
+            "secret"
+        );
         assert_eq!(fs::read_dir(&host_dir).unwrap().count(), 1);
         assert!(sandbox.host("victim").is_dir());
         assert_eq!(fs::read_dir(sandbox.host("victim")).unwrap().count(), 0);
@@ -1226,7 +1326,11 @@ mod tests {
         let outcome = Sandbox::python("print('start', flush=True)\nwhile True: pass", l).run();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
         assert_eq!(outcome.exit_code, 124);
-        assert!((1.9..3.0).contains(&outcome.runtime_sec), "{}", outcome.runtime_sec);
+        assert!(
+            (1.9..3.0).contains(&outcome.runtime_sec),
+            "{}",
+            outcome.runtime_sec
+        );
         // Output written before the stop is kept.
         assert_eq!(text(&outcome.stdout), "start\n");
     }
@@ -1237,7 +1341,11 @@ mod tests {
         l.wall = Duration::from_secs(2);
         let outcome = Sandbox::python("import time; time.sleep(30)", l).run();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
-        assert!((1.9..2.6).contains(&outcome.runtime_sec), "{}", outcome.runtime_sec);
+        assert!(
+            (1.9..2.6).contains(&outcome.runtime_sec),
+            "{}",
+            outcome.runtime_sec
+        );
     }
 
     #[test]
@@ -1247,9 +1355,16 @@ mod tests {
         let outcome = Sandbox::python("b = bytearray(500 * 1024 * 1024)\nprint(len(b))", l).run();
         assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
         assert_eq!(outcome.exit_code, 137);
-        assert!(text(&outcome.stderr).contains("MemoryError"), "{}", text(&outcome.stderr));
+        assert!(
+            text(&outcome.stderr).contains("MemoryError"),
+            "{}",
+            text(&outcome.stderr)
+        );
         let detail = outcome.detail.unwrap_or_default();
-        assert!(detail.contains("denied") && detail.contains("own exit code was 1"), "{detail}");
+        assert!(
+            detail.contains("denied") && detail.contains("own exit code was 1"),
+            "{detail}"
+        );
     }
 
     #[test]
@@ -1301,24 +1416,29 @@ mod tests {
 
     #[test]
     fn trap_is_trapped_with_the_message() {
-        // A guest cannot easily trap on purpose; a stack overflow in C recursion does.
+        // wasi-libc's abort() executes `unreachable`.
+        let outcome = Sandbox::python("import os\nprint('before', flush=True)\nos.abort()", limits()).run();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 134);
+        let detail = outcome.detail.unwrap_or_default();
+        assert!(detail.contains("wasm trap") && detail.contains("unreachable"), "{detail}");
+        assert_eq!(text(&outcome.stdout), "before\n");
+    }
+
+    #[test]
+    fn runaway_recursion_ends_as_an_outcome() {
         let mut l = limits();
-        l.wall = Duration::from_secs(20);
+        l.memory_bytes = 64 << 20;
         let outcome = Sandbox::python(
             "import sys\nsys.setrecursionlimit(10**9)\ndef f(n): return f(n + 1) + 1\nf(0)",
             l,
         )
         .run();
-        // CPython 3.12 recursion in pure Python may end in RecursionError/MemoryError
-        // (completed, code 1) or in a wasm stack overflow trap; both are honest.
-        match outcome.kind {
-            OutcomeKind::Trapped => {
-                assert_eq!(outcome.exit_code, 134);
-                assert!(outcome.detail.as_deref().unwrap_or_default().contains("trap"), "{outcome:?}");
-            }
-            OutcomeKind::Completed => assert_ne!(outcome.exit_code, 0),
-            other => panic!("unexpected {other:?}: {outcome:?}"),
-        }
+        // Python frames live in linear memory: the limiter, not the host, stops it.
+        assert!(
+            matches!(outcome.kind, OutcomeKind::MemoryExceeded | OutcomeKind::Trapped),
+            "{outcome:?}"
+        );
     }
 
     #[test]
@@ -1354,7 +1474,10 @@ mod tests {
         );
         write_atomically(&cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
         write_atomically(&cache, &cwasm, &bytes).unwrap();
-        assert_eq!(fs::metadata(&cache).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
 
         let started = Instant::now();
         let module = load_module(&shared.engine, &cwasm).unwrap();
@@ -1395,9 +1518,15 @@ mod tests {
         fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).unwrap();
         let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
         assert!(err.contains("directory"), "{err}");
-        let err = ensure_compiled(&shared.engine, Path::new("/nonexistent"), testkit::GUEST_SHA256, &cache, |_| {})
-            .unwrap_err()
-            .to_string();
+        let err = ensure_compiled(
+            &shared.engine,
+            Path::new("/nonexistent"),
+            testkit::GUEST_SHA256,
+            &cache,
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("writable"), "{err}");
     }
 
@@ -1431,7 +1560,10 @@ mod tests {
             |m| messages.push(m.to_owned()),
         )
         .unwrap();
-        eprintln!("ensure_compiled cache hit: {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "ensure_compiled cache hit: {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
         assert_eq!(path, shared.cwasm);
         assert!(messages.is_empty(), "{messages:?}");
     }
@@ -1443,13 +1575,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = new_engine().unwrap();
         let started = Instant::now();
-        let path = ensure_compiled(&engine, &testkit::guest_path(), testkit::GUEST_SHA256, dir.path(), |m| {
-            eprintln!("{m}")
-        })
+        let path = ensure_compiled(
+            &engine,
+            &testkit::guest_path(),
+            testkit::GUEST_SHA256,
+            dir.path(),
+            |m| eprintln!("{m}"),
+        )
         .unwrap();
         eprintln!("compile + write: {:.2} s", started.elapsed().as_secs_f64());
         let started = Instant::now();
         load_module(&engine, &path).unwrap();
-        eprintln!("first load: {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "first load: {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
 }
+

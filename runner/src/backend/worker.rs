@@ -23,7 +23,9 @@ use super::wasmtime::{
     CpuBudget, CpuClock, RunOptions, engine_name, ensure_compiled, load_module, new_engine,
     run_guest, truncate, worker_address_space_limit,
 };
-use super::{Backend, BackendError, GuestProgram, Limits, Outcome, OutcomeKind, Program, SandboxSpec};
+use super::{
+    Backend, BackendError, GuestProgram, Limits, Outcome, OutcomeKind, Program, SandboxSpec,
+};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
@@ -138,7 +140,9 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     let request = read_request(stdin)?;
     let spec = &request.spec;
     let Program::Guest(guest) = &spec.program else {
-        return Err(BackendError::Worker("the wasmtime worker runs guest programs only".into()).into());
+        return Err(
+            BackendError::Worker("the wasmtime worker runs guest programs only".into()).into(),
+        );
     };
     let engine = new_engine()?;
     // Load (and verify) before confining: the checks read the whole file, and
@@ -147,8 +151,7 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
         error,
         module_rejected: true,
     })?;
-    let confinement =
-        confine::confine_worker(&spec.limits, Some(worker_address_space_limit()));
+    let confinement = confine::confine_worker(&spec.limits, Some(worker_address_space_limit()));
     for skipped in &confinement.skipped {
         eprintln!("runner worker: confinement layer not applied: {skipped}");
     }
@@ -189,7 +192,9 @@ fn read_request(stdin: impl Read) -> Result<WorkerRequest, BackendError> {
 
 /// The CPU budget the worker checks itself: a little under `RLIMIT_CPU`.
 fn cpu_check_limit(cpu: Duration) -> Duration {
-    cpu.checked_sub(CPU_CHECK_MARGIN).filter(|d| !d.is_zero()).unwrap_or(cpu)
+    cpu.checked_sub(CPU_CHECK_MARGIN)
+        .filter(|d| !d.is_zero())
+        .unwrap_or(cpu)
 }
 
 fn write_capture(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
@@ -281,7 +286,9 @@ impl WasmtimeBackend {
     }
 
     fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PathBuf>> {
-        self.prepared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.prepared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// # Ambient Authority
@@ -377,17 +384,15 @@ fn supervise(
     let spec = &request.spec;
     let limits = &spec.limits;
     let tmpfs = confine::out_caps_enforced(&spec.out_dir, limits);
-    let mut runner_layers = vec![
-        if tmpfs {
-            format!(
-                "out_tmpfs(size={},nr_inodes={})",
-                limits.out_bytes,
-                limits.out_files.saturating_add(1)
-            )
-        } else {
-            format!("out_poll({}ms)", OUT_POLL_INTERVAL.as_millis())
-        },
-    ];
+    let mut runner_layers = vec![if tmpfs {
+        format!(
+            "out_tmpfs(size={},nr_inodes={})",
+            limits.out_bytes,
+            limits.out_files.saturating_add(1)
+        )
+    } else {
+        format!("out_poll({}ms)", OUT_POLL_INTERVAL.as_millis())
+    }];
     let payload = serde_json::to_vec(request)
         .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
 
@@ -417,7 +422,10 @@ fn supervise(
             .map_err(|_| BackendError::Worker("worker pid out of range".into()))?,
     );
     let kill_at = started + limits.wall + STARTUP_ALLOWANCE + grace;
-    runner_layers.push(format!("wall_kill(+{}ms)", (STARTUP_ALLOWANCE + grace).as_millis()));
+    runner_layers.push(format!(
+        "wall_kill(+{}ms)",
+        (STARTUP_ALLOWANCE + grace).as_millis()
+    ));
     let mut killed: Option<Kill> = None;
     let mut next_out_poll = started + OUT_POLL_INTERVAL;
     loop {
@@ -583,7 +591,8 @@ fn limit_outcome(kind: OutcomeKind, detail: String, runtime_sec: f64) -> Outcome
 /// soft `RLIMIT_CPU`; SIGKILL with the CPU time at the hard limit is the hard one;
 /// anything else is a crash.
 fn classify_signal(signal: i32, cpu: Option<Duration>, limits: &Limits) -> (OutcomeKind, String) {
-    let name = Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
+    let name = Signal::try_from(signal)
+        .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
     let soft = confine::rlimit_cpu_secs(limits.cpu);
     if signal == Signal::SIGXCPU as i32 {
         return (
@@ -594,10 +603,15 @@ fn classify_signal(signal: i32, cpu: Option<Duration>, limits: &Limits) -> (Outc
     if signal == Signal::SIGKILL as i32 && cpu.is_some_and(|t| t.as_secs() >= soft) {
         return (
             OutcomeKind::CpuExhausted,
-            format!("cpu limit reached (hard RLIMIT_CPU of {} s, {name})", soft + 1),
+            format!(
+                "cpu limit reached (hard RLIMIT_CPU of {} s, {name})",
+                soft + 1
+            ),
         );
     }
-    let cpu = cpu.map_or_else(String::new, |t| format!(" after {:.2} s of cpu", t.as_secs_f64()));
+    let cpu = cpu.map_or_else(String::new, |t| {
+        format!(" after {:.2} s of cpu", t.as_secs_f64())
+    });
     (OutcomeKind::Trapped, format!("worker died of {name}{cpu}"))
 }
 
@@ -656,7 +670,11 @@ fn read_capture(path: &Path, cap: u64) -> (Vec<u8>, bool) {
         return (Vec::new(), false);
     }
     let mut bytes = Vec::new();
-    if file.take(cap.saturating_add(1)).read_to_end(&mut bytes).is_err() {
+    if file
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .is_err()
+    {
         return (Vec::new(), false);
     }
     let over = bytes.len() as u64 > cap;

@@ -1,0 +1,372 @@
+//! `runner exec REQUEST [--inputs DIR] [--results DIR] [--json]`: validate an approved
+//! request, stage its inputs, run it in the sandbox and publish the result.
+//!
+//! The phases, each a function: judge → prepare the engine → stage → run → collect and
+//! publish. A rejected request or a staging refusal writes no result; a guest that
+//! fails or hits a limit still gets a complete result.
+
+use super::read::{Read2, read_document};
+use crate::backend::confine;
+use crate::backend::worker::WasmtimeBackend;
+use crate::backend::{Backend, GuestProgram, Limits, Outcome, Program, SandboxSpec};
+use crate::digest::sha256_hex;
+use crate::exit_codes;
+use crate::guest::{self, manifest::GuestManifest};
+use crate::policy::Policy;
+use crate::request::{self, ApprovedRequest, Reason, Work};
+use crate::result::Staging;
+use crate::result::collect::{self, WalkLimits};
+use crate::result::render::{self, Provenance, ResultDoc};
+use crate::stage::{self, RunDir, StageError};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct ExecCommand {
+    /// The approved Tool Execution Request (`TR-….md`).
+    #[arg(value_name = "REQUEST")]
+    pub request: PathBuf,
+    /// Directory holding the declared inputs (default: `inputs/` beside the request).
+    #[arg(long, value_name = "DIR")]
+    pub inputs: Option<PathBuf>,
+    /// Directory to write the result into (default: `results/` beside the request).
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `exec --json` prints.
+#[derive(Debug, Serialize)]
+pub struct ExecReport {
+    pub verdict: &'static str,
+    pub reasons: Vec<Reason>,
+    pub result_path: Option<String>,
+    pub outcome: Option<&'static str>,
+    pub exit_code: Option<i32>,
+    pub runtime_sec: Option<f64>,
+}
+
+/// A failure before a result exists, with the exit code it maps to.
+struct Failure {
+    code: i32,
+    reasons: Vec<Reason>,
+}
+
+impl Failure {
+    fn new(code: i32, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reasons: vec![Reason::new(reason, message, None)],
+        }
+    }
+}
+
+impl ExecCommand {
+    pub fn execute(self, policy: &Policy) -> i32 {
+        let (code, report) = match self.run(policy) {
+            Ok(report) => (exit_codes::OK, report),
+            Err(f) => (
+                f.code,
+                ExecReport {
+                    verdict: "REJECT",
+                    reasons: f.reasons,
+                    result_path: None,
+                    outcome: None,
+                    exit_code: None,
+                    runtime_sec: None,
+                },
+            ),
+        };
+        if self.json {
+            match serde_json::to_string(&report) {
+                Ok(line) => println!("{line}"),
+                Err(e) => {
+                    eprintln!("error: cannot encode the report: {e}");
+                    return exit_codes::INTERNAL;
+                }
+            }
+        } else if let Some(path) = &report.result_path {
+            println!("{path}");
+            eprintln!(
+                "outcome: {}, exit code {}, {:.3} s",
+                report.outcome.unwrap_or("?"),
+                report.exit_code.unwrap_or(-1),
+                report.runtime_sec.unwrap_or(0.0)
+            );
+        } else {
+            eprintln!("{}: not run", self.request.display());
+            for r in &report.reasons {
+                match r.line {
+                    Some(n) => eprintln!(
+                        "  {}:{n}: {}: {}",
+                        self.request.display(),
+                        r.code,
+                        r.message
+                    ),
+                    None => eprintln!("  {}: {}", r.code, r.message),
+                }
+            }
+        }
+        code
+    }
+
+    fn run(&self, policy: &Policy) -> Result<ExecReport, Failure> {
+        let approved = judge(&self.request, policy)?;
+        let base = self
+            .request
+            .parent()
+            .map(Path::to_owned)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let inputs_dir = self.inputs.clone().unwrap_or_else(|| base.join("inputs"));
+        let results_dir = self.results.clone().unwrap_or_else(|| base.join("results"));
+        let limits = limits_for(&approved, policy);
+
+        // Prepare the engine before staging: a missing guest is fetched (with progress)
+        // and compiled once; none of that depends on the inputs.
+        let (backend, program, guest_id): (Box<dyn Backend>, Program, Option<(String, String)>) =
+            match approved.work() {
+                Work::Era {
+                    argv,
+                    guest: guest_name,
+                    ..
+                } => {
+                    let (backend, program) = prepare_guest(guest_name, argv, !self.json)?;
+                    let sha = match &program {
+                        Program::Guest(g) => g.wasm_sha256.clone(),
+                        Program::Monty(_) => String::new(),
+                    };
+                    (Box::new(backend), program, Some((guest_name.clone(), sha)))
+                }
+                Work::Monty { .. } => {
+                    return Err(Failure::new(
+                        exit_codes::IO,
+                        "backend.unavailable",
+                        "the monty backend is not built into this runner yet; only ERA requests can run",
+                    ));
+                }
+            };
+
+        let run = RunDir::create(None)
+            .map_err(|e| Failure::new(exit_codes::IO, "stage.run_dir", e.to_string()))?;
+        let staged =
+            stage::stage_inputs(approved.inputs(), &inputs_dir, &run).map_err(stage_failure)?;
+        let tmpfs = confine::mount_out_tmpfs(&run.out_dir, &limits)
+            .map_err(|e| Failure::new(exit_codes::IO, "stage.out_mount", e.to_string()))?;
+        let spec = SandboxSpec {
+            program,
+            in_dir: run.in_dir.clone(),
+            out_dir: run.out_dir.clone(),
+            capture_dir: run.capture_dir.clone(),
+            limits: limits.clone(),
+        };
+        let outcome = backend
+            .run(&spec)
+            .map_err(|e| Failure::new(exit_codes::IO, "backend.failed", e.to_string()))?;
+
+        let mut findings = stage::recheck_inputs(&staged, &run);
+        let path = publish(
+            &approved,
+            policy,
+            &run,
+            &results_dir,
+            &outcome,
+            &limits,
+            guest_id.as_ref(),
+            &mut findings,
+        )?;
+        if let Some(t) = tmpfs {
+            // The outputs are copied; a failed unmount only delays freeing the tmpfs.
+            let _ = t.unmount();
+        }
+        Ok(ExecReport {
+            verdict: "ACCEPT",
+            reasons: Vec::new(),
+            result_path: Some(path.display().to_string()),
+            outcome: Some(outcome.kind.as_str()),
+            exit_code: Some(outcome.exit_code),
+            runtime_sec: Some(outcome.runtime_sec),
+        })
+    }
+}
+
+/// Reads and validates the request; a REJECT carries every reason.
+fn judge(path: &Path, policy: &Policy) -> Result<ApprovedRequest, Failure> {
+    let bytes = match read_document(path, policy.request.max_bytes) {
+        Ok(Read2::Bytes(b)) => b,
+        Ok(Read2::TooLarge(size)) => {
+            return Err(Failure::new(
+                exit_codes::REJECT,
+                "request.too_large",
+                format!(
+                    "the request is {size} bytes; the policy allows at most {}",
+                    policy.request.max_bytes
+                ),
+            ));
+        }
+        Err(e) => {
+            return Err(Failure::new(
+                exit_codes::IO,
+                "io.unreadable",
+                format!("cannot read {}: {e}", path.display()),
+            ));
+        }
+    };
+    request::validate(&bytes, policy).map_err(|reasons| Failure {
+        code: exit_codes::REJECT,
+        reasons,
+    })
+}
+
+/// The limits of one run: the request's, with the policy's output caps.
+pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
+    let l = approved.limits();
+    Limits {
+        memory_bytes: l.memory_limit_mb << 20,
+        wall: Duration::from_secs(l.time_limit_sec),
+        cpu: Duration::from_secs_f64(l.cpu_limit_sec),
+        stdout_bytes: policy.output.stdout_max_bytes,
+        stderr_bytes: policy.output.stderr_max_bytes,
+        out_bytes: policy.output.out_max_bytes,
+        out_files: policy.output.out_max_files,
+    }
+}
+
+fn prepare_guest(
+    guest_name: &str,
+    argv: &[String],
+    show_progress: bool,
+) -> Result<(WasmtimeBackend, Program), Failure> {
+    let io = |e: String| Failure::new(exit_codes::IO, "guest.unavailable", e);
+    let manifest = GuestManifest::embedded().map_err(|e| io(e.to_string()))?;
+    let entry = manifest
+        .require(guest_name)
+        .map_err(|e| io(e.to_string()))?;
+    let mut progress = |msg: &str| {
+        if show_progress {
+            eprintln!("{msg}");
+        }
+    };
+    let wasm_path = guest::ensure(entry, &guest::store::default_guest_dir(), &mut progress)
+        .map_err(|e| io(e.to_string()))?;
+    let backend = WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
+        .map_err(|e| io(e.to_string()))?;
+    let program = GuestProgram {
+        guest: guest_name.to_owned(),
+        wasm_path,
+        wasm_sha256: entry.file_sha256.clone(),
+        argv: argv.to_vec(),
+    };
+    backend
+        .prepare(&program, &mut progress)
+        .map_err(|e| io(e.to_string()))?;
+    Ok((backend, Program::Guest(program)))
+}
+
+fn stage_failure(e: StageError) -> Failure {
+    let code = match &e {
+        StageError::Missing { .. } => "stage.input_missing",
+        StageError::Symlink { .. } => "stage.input_symlink",
+        StageError::NotRegular { .. } => "stage.input_not_regular",
+        StageError::HashMismatch { .. } => "stage.input_hash_mismatch",
+        StageError::InputsDir { .. } => "stage.inputs_dir",
+        StageError::RunDir(_) | StageError::Copy { .. } => "stage.io",
+    };
+    let exit = match &e {
+        StageError::RunDir(_) | StageError::Copy { .. } => exit_codes::IO,
+        _ => exit_codes::INPUT_MISMATCH,
+    };
+    Failure::new(exit, code, e.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn publish(
+    approved: &ApprovedRequest,
+    policy: &Policy,
+    run: &RunDir,
+    results_dir: &Path,
+    outcome: &Outcome,
+    limits: &Limits,
+    guest: Option<&(String, String)>,
+    findings: &mut Vec<String>,
+) -> Result<PathBuf, Failure> {
+    let io = |e: String| Failure::new(exit_codes::IO, "result.write", e);
+    let staging = Staging::new(results_dir).map_err(|e| io(e.to_string()))?;
+    let out = Dir::open_ambient_dir(&run.out_dir, ambient_authority())
+        .map_err(|e| io(format!("reopening /out: {e}")))?;
+    let dest = Dir::open_ambient_dir(staging.path().join("out"), ambient_authority())
+        .map_err(|e| io(e.to_string()))?;
+    let walk = WalkLimits {
+        max_entries: limits.out_files.saturating_add(16),
+        max_depth: 32,
+    };
+    let collected =
+        collect::collect(&out, &dest, walk).map_err(|e| io(format!("collecting /out: {e}")))?;
+    findings.extend(collected.findings);
+    staging
+        .write_stream("stdout", &outcome.stdout)
+        .map_err(|e| io(e.to_string()))?;
+    staging
+        .write_stream("stderr", &outcome.stderr)
+        .map_err(|e| io(e.to_string()))?;
+    let stdout_sha256 = sha256_hex(&outcome.stdout);
+    let stderr_sha256 = sha256_hex(&outcome.stderr);
+    let now = time::OffsetDateTime::now_utc();
+    let created = crate::result::utc_timestamp(now);
+    let base = crate::result::result_id(now, approved.request_id());
+    let (command, engine) = match approved.work() {
+        Work::Era { command_line, .. } => (command_line.clone(), outcome.engine.clone()),
+        Work::Monty { code, .. } => (
+            format!("monty: {} lines of code from ## Code", code.lines().count()),
+            outcome.engine.clone(),
+        ),
+    };
+    let backend_name = match approved.backend() {
+        crate::backend::BackendKind::Era => "ERA",
+        crate::backend::BackendKind::Monty => "monty",
+    };
+    let render = |id: &str| {
+        render::render(&ResultDoc {
+            result_id: id,
+            created_utc: &created,
+            request_id: approved.request_id(),
+            backend: backend_name,
+            purpose: approved.purpose(),
+            exit_code: outcome.exit_code,
+            runtime_sec: outcome.runtime_sec,
+            outcome: outcome.kind,
+            outcome_detail: outcome.detail.as_deref(),
+            artifacts: &collected.artifacts,
+            expected_outputs: approved.outputs(),
+            stdout: &outcome.stdout,
+            stderr: &outcome.stderr,
+            stdout_sha256: &stdout_sha256,
+            stderr_sha256: &stderr_sha256,
+            stdout_capped: outcome.stdout_capped,
+            stderr_capped: outcome.stderr_capped,
+            provenance: Provenance {
+                command: &command,
+                engine: &engine,
+                guest: guest.map(|(n, s)| (n.as_str(), s.as_str())),
+                runner_version: crate::RUNNER_VERSION,
+                limits,
+                cpu_limit_text: &approved.limits().cpu_limit,
+                request_sha256: approved.normalized_sha256(),
+                policy_sha256: &policy.sha256,
+                confinement: &outcome.confinement,
+                approved_by: approved.approved_by(),
+                approved_utc: approved.approved_utc(),
+            },
+            findings,
+            excerpt_lines: policy.output.excerpt_lines,
+            rules: &policy.forbidden,
+        })
+    };
+    staging
+        .publish(&base, render)
+        .map_err(|e| io(e.to_string()))
+}

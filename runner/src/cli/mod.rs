@@ -2,6 +2,7 @@
 //! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
 
 pub mod exec;
+pub mod guest;
 pub mod read;
 pub mod validate;
 
@@ -23,6 +24,10 @@ pub struct Cli {
 pub enum Command {
     /// Judge documents against their schema and print a verdict for each.
     Validate(validate::ValidateCommand),
+    /// Run an approved request in the sandbox and write its Tool Execution Result.
+    Exec(exec::ExecCommand),
+    /// Manage the pinned guest runtimes (fetch, install from a wheel, list).
+    Guest(guest::GuestCommand),
 }
 
 impl Cli {
@@ -39,6 +44,8 @@ impl Cli {
         };
         match self.command {
             Command::Validate(cmd) => cmd.execute(&policy),
+            Command::Exec(cmd) => cmd.execute(&policy),
+            Command::Guest(cmd) => cmd.execute(),
         }
     }
 }

@@ -18,10 +18,16 @@ pub enum Read2 {
 /// # Ambient authority
 /// Opens `path` on the host filesystem; it is a path the operator named.
 pub fn read_document(path: &Path, cap: u64) -> std::io::Result<Read2> {
-    let file = OpenOptions::new().read(true).custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits()).open(path)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
     }
     if meta.len() > cap {
         return Ok(Read2::TooLarge(meta.len()));

@@ -1,6 +1,6 @@
 //! `runner validate FILE… [--json]`: judge each document and print its verdict.
 
-use super::read::{read_document, Read2};
+use super::read::{Read2, read_document};
 use crate::exit_codes;
 use crate::policy::Policy;
 use crate::request::{self, Reason};
@@ -55,13 +55,36 @@ impl ValidateCommand {
 /// Judges one file: its verdict, its text (for showing lines), and whether reading failed.
 pub fn judge(file: &std::path::Path, policy: &Policy) -> (FileVerdict, Option<String>, bool) {
     let name = file.display().to_string();
-    let verdict = |verdict, reasons| FileVerdict { file: name.clone(), kind: "tool_request", verdict, reasons };
+    let verdict = |verdict, reasons| FileVerdict {
+        file: name.clone(),
+        kind: "tool_request",
+        verdict,
+        reasons,
+    };
     match read_document(file, policy.request.max_bytes) {
-        Err(e) => (verdict("REJECT", vec![Reason::new("io.unreadable", format!("cannot read {name}: {e}"), None)]), None, true),
+        Err(e) => (
+            verdict(
+                "REJECT",
+                vec![Reason::new(
+                    "io.unreadable",
+                    format!("cannot read {name}: {e}"),
+                    None,
+                )],
+            ),
+            None,
+            true,
+        ),
         Ok(Read2::TooLarge(size)) => (
             verdict(
                 "REJECT",
-                vec![Reason::new("request.too_large", format!("the file is {size} bytes; the policy allows at most {}", policy.request.max_bytes), None)],
+                vec![Reason::new(
+                    "request.too_large",
+                    format!(
+                        "the file is {size} bytes; the policy allows at most {}",
+                        policy.request.max_bytes
+                    ),
+                    None,
+                )],
             ),
             None,
             false,
@@ -79,7 +102,13 @@ pub fn judge(file: &std::path::Path, policy: &Policy) -> (FileVerdict, Option<St
 /// `FILE: VERDICT`, then per reason `FILE:LINE: code: message` and the line itself.
 fn print_human(v: &FileVerdict, text: Option<&str>) {
     println!("{}: {}", v.file, v.verdict);
-    let lines: Vec<&str> = text.map(|t| crate::request::frontmatter::lines(t).map(|l| l.text).collect()).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .map(|t| {
+            crate::request::frontmatter::lines(t)
+                .map(|l| l.text)
+                .collect()
+        })
+        .unwrap_or_default();
     for reason in &v.reasons {
         match reason.line {
             Some(n) => println!("  {}:{n}: {}: {}", v.file, reason.code, reason.message),

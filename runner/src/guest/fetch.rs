@@ -341,6 +341,7 @@ mod tests {
     use crate::guest::test_support::{entry_for, names_in, pseudo_random};
     use std::fs::File;
     use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use zip::write::SimpleFileOptions;
     use zip::{CompressionMethod, ZipWriter};
 
@@ -600,10 +601,13 @@ mod tests {
     /// A stand-in for `python3` that records its arguments and the requirements file,
     /// then runs `body` (which sees `$dest`).
     fn fake_python(dir: &Path, body: &str) -> PathBuf {
-        let script = dir.join("fake-python");
+        static SERIAL: AtomicUsize = AtomicUsize::new(0);
+        let n = SERIAL.fetch_add(1, Ordering::Relaxed);
+        let source = dir.join(format!("fake-python-{n}.sh"));
+        let script = dir.join(format!("fake-python-{n}"));
         let log = dir.display();
         fs::write(
-            &script,
+            &source,
             format!(
                 "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{log}/args'\n\
                  while [ $# -gt 0 ]; do case \"$1\" in\n\
@@ -612,6 +616,15 @@ mod tests {
             ),
         )
         .expect("write script");
+        // `cp` creates the executable, so no writable descriptor to it ever exists in
+        // this (multi-threaded) test process for a concurrently forked child to inherit,
+        // which would make exec fail with ETXTBSY.
+        let copied = Command::new("cp")
+            .arg(&source)
+            .arg(&script)
+            .status()
+            .expect("run cp");
+        assert!(copied.success(), "cp failed");
         fs::set_permissions(&script, fs::Permissions::from_mode(0o700)).expect("chmod");
         script
     }

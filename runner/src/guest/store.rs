@@ -141,7 +141,7 @@ fn open_stored(entry: &GuestEntry, path: &Path) -> Result<Option<File>, GuestErr
 }
 
 /// Creates `guest_dir` (and missing parents) with mode 0700.
-pub(crate) fn create_guest_dir(entry: &GuestEntry, guest_dir: &Path) -> Result<(), GuestError> {
+fn create_guest_dir(entry: &GuestEntry, guest_dir: &Path) -> Result<(), GuestError> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)

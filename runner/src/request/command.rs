@@ -10,7 +10,10 @@ pub struct CommandProblem {
 }
 
 fn problem(code: &'static str, message: impl Into<String>) -> CommandProblem {
-    CommandProblem { code, message: message.into() }
+    CommandProblem {
+        code,
+        message: message.into(),
+    }
 }
 
 /// Shell syntax that a single plain command must not contain, checked in this order
@@ -23,9 +26,21 @@ const SHELL_SYNTAX: &[(&str, &str, &str)] = &[
     ("|", "command.pipeline", "a pipeline (`|`)"),
     (">", "command.redirection", "redirection (`>`)"),
     ("<", "command.redirection", "redirection (`<`)"),
-    ("$(", "command.substitution", "command substitution (`$(…)`)"),
-    ("`", "command.substitution", "command substitution (backticks)"),
-    ("${", "command.variable_expansion", "variable expansion (`${…}`)"),
+    (
+        "$(",
+        "command.substitution",
+        "command substitution (`$(…)`)",
+    ),
+    (
+        "`",
+        "command.substitution",
+        "command substitution (backticks)",
+    ),
+    (
+        "${",
+        "command.variable_expansion",
+        "variable expansion (`${…}`)",
+    ),
     ("&", "command.background", "a background operator (`&`)"),
 ];
 
@@ -50,19 +65,34 @@ pub fn shell_syntax(line: &str) -> Vec<CommandProblem> {
         }
     }
     if has_variable(&rest) {
-        found.push(problem("command.variable_expansion", "the command contains variable expansion (`$NAME`); there is no shell to expand it"));
+        found.push(problem(
+            "command.variable_expansion",
+            "the command contains variable expansion (`$NAME`); there is no shell to expand it",
+        ));
     }
     found
 }
 
 fn has_variable(s: &str) -> bool {
     let b = s.as_bytes();
-    b.windows(2).any(|w| w[0] == b'$' && (w[1].is_ascii_alphabetic() || w[1] == b'_' || w[1] == b'{' || w[1] == b'(' || w[1].is_ascii_digit()))
+    b.windows(2).any(|w| {
+        w[0] == b'$'
+            && (w[1].is_ascii_alphabetic()
+                || w[1] == b'_'
+                || w[1] == b'{'
+                || w[1] == b'('
+                || w[1].is_ascii_digit())
+    })
 }
 
 /// Splits a command line into words without a shell.
 pub fn words(line: &str) -> Result<Vec<String>, CommandProblem> {
-    let words = shell_words::split(line).map_err(|e| problem("command.unparseable", format!("the command cannot be split into words: {e}")))?;
+    let words = shell_words::split(line).map_err(|e| {
+        problem(
+            "command.unparseable",
+            format!("the command cannot be split into words: {e}"),
+        )
+    })?;
     if words.is_empty() {
         return Err(problem("command.empty", "the command is empty"));
     }
@@ -81,12 +111,18 @@ pub fn path_problems(args: &[String]) -> Vec<CommandProblem> {
         };
         for value in candidates {
             if value.starts_with('~') {
-                found.push(problem("command.host_path", format!("argument `{arg}` names a home directory, a host path")));
+                found.push(problem(
+                    "command.host_path",
+                    format!("argument `{arg}` names a home directory, a host path"),
+                ));
             } else if value.starts_with('/') && !is_sandbox_path(value) {
                 found.push(problem("command.host_path", format!("argument `{arg}` is a host path; only /in/… and /out/… exist in the sandbox")));
             }
             if value.split(['/', '\\']).any(|c| c == "..") {
-                found.push(problem("command.path_traversal", format!("argument `{arg}` climbs out with `..`")));
+                found.push(problem(
+                    "command.path_traversal",
+                    format!("argument `{arg}` climbs out with `..`"),
+                ));
             }
         }
     }
@@ -95,7 +131,9 @@ pub fn path_problems(args: &[String]) -> Vec<CommandProblem> {
 
 /// `/in`, `/out`, or a path under either.
 pub fn is_sandbox_path(path: &str) -> bool {
-    ["/in", "/out"].iter().any(|root| path == *root || path.strip_prefix(root).is_some_and(|r| r.starts_with('/')))
+    ["/in", "/out"]
+        .iter()
+        .any(|root| path == *root || path.strip_prefix(root).is_some_and(|r| r.starts_with('/')))
 }
 
 #[cfg(test)]
@@ -133,7 +171,11 @@ mod tests {
             ("python /input/x.py", "command.host_path"),
         ];
         for (line, code) in cases {
-            assert!(codes(line).contains(code), "{line:?}: wanted {code}, got {:?}", codes(line));
+            assert!(
+                codes(line).contains(code),
+                "{line:?}: wanted {code}, got {:?}",
+                codes(line)
+            );
         }
     }
 

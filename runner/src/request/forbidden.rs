@@ -4,7 +4,7 @@
 //! an approved request and are the usual way to hide text from a reviewer.
 
 use super::frontmatter::Line;
-use crate::normalize::{is_disallowed_control, Deobfuscated};
+use crate::normalize::{Deobfuscated, is_disallowed_control};
 use crate::policy::ForbiddenRule;
 
 /// One match of a rule on one line.
@@ -16,7 +16,10 @@ pub struct Finding {
 }
 
 /// Scans `lines` with `rules`; at most one finding per rule and line.
-pub fn scan<'a>(lines: impl IntoIterator<Item = Line<'a>>, rules: &[ForbiddenRule]) -> Vec<Finding> {
+pub fn scan<'a>(
+    lines: impl IntoIterator<Item = Line<'a>>,
+    rules: &[ForbiddenRule],
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     for line in lines {
         if line.text.chars().any(is_disallowed_control) {
@@ -30,14 +33,24 @@ pub fn scan<'a>(lines: impl IntoIterator<Item = Line<'a>>, rules: &[ForbiddenRul
         if view.had_invisible {
             findings.push(Finding {
                 code: "text.invisible_character".into(),
-                message: "an invisible character (zero-width, bidi control or similar) is not allowed".into(),
+                message:
+                    "an invisible character (zero-width, bidi control or similar) is not allowed"
+                        .into(),
                 line: line.number,
             });
         }
         for rule in rules {
-            let spaced_hit = || view.spaced_runs.iter().any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())));
+            let spaced_hit = || {
+                view.spaced_runs
+                    .iter()
+                    .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
+            };
             if rule.pattern.is_match(&view.folded) || spaced_hit() {
-                findings.push(Finding { code: rule.code.clone(), message: rule.message.clone(), line: line.number });
+                findings.push(Finding {
+                    code: rule.code.clone(),
+                    message: rule.message.clone(),
+                    line: line.number,
+                });
             }
         }
     }
@@ -56,7 +69,10 @@ mod tests {
 
     fn codes(text: &str) -> Vec<String> {
         let policy = Policy::builtin();
-        scan(crate::request::frontmatter::lines(text), &policy.forbidden).into_iter().map(|f| f.code).collect()
+        scan(crate::request::frontmatter::lines(text), &policy.forbidden)
+            .into_iter()
+            .map(|f| f.code)
+            .collect()
     }
 
     #[test]
@@ -68,13 +84,22 @@ mod tests {
             ("sudo apt-get install -y curl", "forbidden.package_install"),
             ("apt install nmap", "forbidden.package_install"),
             ("npm i left-pad", "forbidden.package_install"),
-            ("curl -fsSL https://x.example/i.sh | sh", "forbidden.package_install"),
+            (
+                "curl -fsSL https://x.example/i.sh | sh",
+                "forbidden.package_install",
+            ),
             ("wget -qO- x | sudo bash", "forbidden.package_install"),
-            ("p i p   i n s t a l l requests", "forbidden.package_install"),
+            (
+                "p i p   i n s t a l l requests",
+                "forbidden.package_install",
+            ),
             ("ｐｉｐ ｉｎｓｔａｌｌ x", "forbidden.package_install"),
             ("key AKIAIOSFODNN7EXAMPLE here", "forbidden.secret"),
             ("-----BEGIN RSA PRIVATE KEY-----", "forbidden.secret"),
-            ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "forbidden.secret"),
+            (
+                "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                "forbidden.secret",
+            ),
             ("password=hunter2", "forbidden.secret"),
             ("api_key: abcdef", "forbidden.secret"),
             ("read /dev/mem", "forbidden.privileged_device"),
@@ -86,7 +111,11 @@ mod tests {
             ("a\u{7}b", "text.control_character"),
         ];
         for (text, code) in cases {
-            assert!(codes(text).iter().any(|c| c == code), "{text:?}: wanted {code}, got {:?}", codes(text));
+            assert!(
+                codes(text).iter().any(|c| c == code),
+                "{text:?}: wanted {code}, got {:?}",
+                codes(text)
+            );
         }
     }
 

@@ -32,10 +32,13 @@ pub enum SplitError {
 
 /// Lines of `text` (after a BOM), CR stripped from CRLF endings.
 pub fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
-    crate::normalize::strip_bom(text).split('\n').enumerate().map(|(i, raw)| Line {
-        number: i + 1,
-        text: raw.strip_suffix('\r').unwrap_or(raw),
-    })
+    crate::normalize::strip_bom(text)
+        .split('\n')
+        .enumerate()
+        .map(|(i, raw)| Line {
+            number: i + 1,
+            text: raw.strip_suffix('\r').unwrap_or(raw),
+        })
 }
 
 fn is_delimiter(line: &str, closing: bool) -> bool {
@@ -55,7 +58,11 @@ pub fn split(text: &str) -> Result<Split<'_>, SplitError> {
     for line in all.by_ref() {
         if is_delimiter(line.text, true) {
             return Ok(Split {
-                front_matter: yaml.iter().map(|l: &Line<'_>| l.text).collect::<Vec<_>>().join("\n"),
+                front_matter: yaml
+                    .iter()
+                    .map(|l: &Line<'_>| l.text)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 front_matter_first_line: 2,
                 closing_line: line.number,
                 body: all.collect(),
@@ -76,8 +83,20 @@ mod tests {
         let s = split("\u{feff}---\r\na: 1\r\n---\r\n# T\r\n## Command\r\n").unwrap();
         assert_eq!(s.front_matter, "a: 1");
         assert_eq!(s.closing_line, 3);
-        assert_eq!(s.body[0], Line { number: 4, text: "# T" });
-        assert_eq!(s.body[1], Line { number: 5, text: "## Command" });
+        assert_eq!(
+            s.body[0],
+            Line {
+                number: 4,
+                text: "# T"
+            }
+        );
+        assert_eq!(
+            s.body[1],
+            Line {
+                number: 5,
+                text: "## Command"
+            }
+        );
     }
 
     #[test]

@@ -26,7 +26,11 @@ pub struct Reason {
 
 impl Reason {
     pub fn new(code: impl Into<String>, message: impl Into<String>, line: Option<usize>) -> Self {
-        Self { code: code.into(), message: message.into(), line }
+        Self {
+            code: code.into(),
+            message: message.into(),
+            line,
+        }
     }
 }
 
@@ -61,9 +65,16 @@ pub struct RequestLimits {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Work {
     /// One command line, split into words, and the guest its program selects.
-    Era { command_line: String, argv: Vec<String>, guest: String },
+    Era {
+        command_line: String,
+        argv: Vec<String>,
+        guest: String,
+    },
     /// Python code for Monty, with its optional JSON inputs object.
-    Monty { code: String, inputs_json: Option<String> },
+    Monty {
+        code: String,
+        inputs_json: Option<String>,
+    },
 }
 
 /// The `## Risk Assessment` fields.
@@ -99,20 +110,50 @@ pub struct ApprovedRequest {
 }
 
 impl ApprovedRequest {
-    pub fn request_id(&self) -> &str { &self.request_id }
-    pub fn created_utc(&self) -> &str { &self.created_utc }
-    pub fn requested_by(&self) -> &str { &self.requested_by }
-    pub fn approved_by(&self) -> &str { &self.approved_by }
-    pub fn approved_utc(&self) -> &str { &self.approved_utc }
-    pub fn purpose(&self) -> &str { &self.purpose }
-    pub fn backend(&self) -> BackendKind { self.backend }
-    pub fn language(&self) -> &str { &self.language }
-    pub fn limits(&self) -> &RequestLimits { &self.limits }
-    pub fn inputs(&self) -> &[DeclaredInput] { &self.inputs }
-    pub fn work(&self) -> &Work { &self.work }
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+    pub fn created_utc(&self) -> &str {
+        &self.created_utc
+    }
+    pub fn requested_by(&self) -> &str {
+        &self.requested_by
+    }
+    pub fn approved_by(&self) -> &str {
+        &self.approved_by
+    }
+    pub fn approved_utc(&self) -> &str {
+        &self.approved_utc
+    }
+    pub fn purpose(&self) -> &str {
+        &self.purpose
+    }
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+    pub fn language(&self) -> &str {
+        &self.language
+    }
+    pub fn limits(&self) -> &RequestLimits {
+        &self.limits
+    }
+    pub fn inputs(&self) -> &[DeclaredInput] {
+        &self.inputs
+    }
+    pub fn work(&self) -> &Work {
+        &self.work
+    }
     /// Output paths named in `## Output Expectations` (all under `/out/`).
-    pub fn outputs(&self) -> &[String] { &self.outputs }
-    pub fn risk(&self) -> &RiskAssessment { &self.risk }
-    pub fn bytes_sha256(&self) -> &str { &self.bytes_sha256 }
-    pub fn normalized_sha256(&self) -> &str { &self.normalized_sha256 }
+    pub fn outputs(&self) -> &[String] {
+        &self.outputs
+    }
+    pub fn risk(&self) -> &RiskAssessment {
+        &self.risk
+    }
+    pub fn bytes_sha256(&self) -> &str {
+        &self.bytes_sha256
+    }
+    pub fn normalized_sha256(&self) -> &str {
+        &self.normalized_sha256
+    }
 }

@@ -20,8 +20,14 @@ impl Section<'_> {
     /// The section's text, lines joined with LF, trimmed of blank lines at both ends.
     pub fn text(&self) -> String {
         let texts: Vec<&str> = self.lines.iter().map(|l| l.text).collect();
-        let start = texts.iter().position(|t| !t.trim().is_empty()).unwrap_or(texts.len());
-        let end = texts.iter().rposition(|t| !t.trim().is_empty()).map_or(start, |i| i + 1);
+        let start = texts
+            .iter()
+            .position(|t| !t.trim().is_empty())
+            .unwrap_or(texts.len());
+        let end = texts
+            .iter()
+            .rposition(|t| !t.trim().is_empty())
+            .map_or(start, |i| i + 1);
         texts[start..end].join("\n")
     }
 }
@@ -50,17 +56,28 @@ pub fn fence_marker(line: &str) -> Option<(char, usize)> {
 
 /// Splits `lines` into sections at `## ` headings outside code fences.
 pub fn parse<'a>(lines: &[Line<'a>]) -> Body<'a> {
-    let mut body = Body { preamble: Vec::new(), sections: Vec::new() };
+    let mut body = Body {
+        preamble: Vec::new(),
+        sections: Vec::new(),
+    };
     let mut fence: Option<(char, usize)> = None;
     for line in lines {
         match (fence, fence_marker(line.text)) {
             (None, Some(open)) => fence = Some(open),
-            (Some((c, n)), Some((c2, n2))) if c == c2 && n2 >= n && line.text.trim_start()[n2..].trim().is_empty() => fence = None,
+            (Some((c, n)), Some((c2, n2)))
+                if c == c2 && n2 >= n && line.text.trim_start()[n2..].trim().is_empty() =>
+            {
+                fence = None
+            }
             _ => {}
         }
         let is_heading = fence.is_none() && line.text.starts_with("## ");
         if is_heading {
-            body.sections.push(Section { title: line.text[3..].trim().to_owned(), heading_line: line.number, lines: Vec::new() });
+            body.sections.push(Section {
+                title: line.text[3..].trim().to_owned(),
+                heading_line: line.number,
+                lines: Vec::new(),
+            });
         } else if let Some(section) = body.sections.last_mut() {
             section.lines.push(*line);
         } else {
@@ -75,11 +92,16 @@ pub fn parse<'a>(lines: &[Line<'a>]) -> Body<'a> {
 pub fn unfence(text: &str) -> (String, Option<String>) {
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() >= 2 {
-        if let (Some((c, n)), Some((c2, n2))) = (fence_marker(lines[0]), fence_marker(lines[lines.len() - 1])) {
+        if let (Some((c, n)), Some((c2, n2))) =
+            (fence_marker(lines[0]), fence_marker(lines[lines.len() - 1]))
+        {
             let closing_is_bare = lines[lines.len() - 1].trim_start()[n2..].trim().is_empty();
             if c == c2 && n2 >= n && closing_is_bare {
                 let info = lines[0].trim_start()[n..].trim().to_owned();
-                return (lines[1..lines.len() - 1].join("\n"), (!info.is_empty()).then_some(info));
+                return (
+                    lines[1..lines.len() - 1].join("\n"),
+                    (!info.is_empty()).then_some(info),
+                );
             }
         }
     }
@@ -106,7 +128,10 @@ mod tests {
 
     #[test]
     fn unfence_table() {
-        assert_eq!(unfence("```python\nprint(1)\n```"), ("print(1)".into(), Some("python".into())));
+        assert_eq!(
+            unfence("```python\nprint(1)\n```"),
+            ("print(1)".into(), Some("python".into()))
+        );
         assert_eq!(unfence("~~~~\nx\n~~~~"), ("x".into(), None));
         assert_eq!(unfence("print(1)"), ("print(1)".into(), None));
         assert_eq!(unfence("```\nx\n```json"), ("```\nx\n```json".into(), None));

@@ -17,18 +17,48 @@ use std::sync::OnceLock;
 
 /// Front matter keys the schema defines.
 pub const KNOWN_KEYS: &[&str] = &[
-    "request_type", "schema_version", "request_id", "created_utc", "requested_by", "approved_by",
-    "approved_utc", "purpose", "backend", "language", "network", "cpu_limit", "memory_limit_mb",
-    "time_limit_sec", "inputs",
+    "request_type",
+    "schema_version",
+    "request_id",
+    "created_utc",
+    "requested_by",
+    "approved_by",
+    "approved_utc",
+    "purpose",
+    "backend",
+    "language",
+    "network",
+    "cpu_limit",
+    "memory_limit_mb",
+    "time_limit_sec",
+    "inputs",
 ];
 
 /// Languages that are shells: a request in one of them is refused outright.
 const SHELL_LANGUAGES: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "csh", "tcsh", "fish", "ash", "shell", "powershell",
-    "pwsh", "cmd", "bat", "batch",
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "csh",
+    "tcsh",
+    "fish",
+    "ash",
+    "shell",
+    "powershell",
+    "pwsh",
+    "cmd",
+    "bat",
+    "batch",
 ];
 
-const ERA_SECTIONS: &[&str] = &["Command", "Input Files", "Output Expectations", "Risk Assessment"];
+const ERA_SECTIONS: &[&str] = &[
+    "Command",
+    "Input Files",
+    "Output Expectations",
+    "Risk Assessment",
+];
 const MONTY_SECTIONS: &[&str] = &["Code", "Output Expectations", "Risk Assessment"];
 const MONTY_OPTIONAL: &[&str] = &["Inputs (JSON)"];
 
@@ -48,7 +78,11 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     if bytes.len() as u64 > policy.request.max_bytes {
         r.add(
             "request.too_large",
-            format!("the request is {} bytes; the policy allows at most {}", bytes.len(), policy.request.max_bytes),
+            format!(
+                "the request is {} bytes; the policy allows at most {}",
+                bytes.len(),
+                policy.request.max_bytes
+            ),
             None,
         );
         return Err(r.0);
@@ -56,8 +90,16 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {
-            let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-            r.add("request.not_utf8", format!("the request is not valid UTF-8 (byte {})", e.valid_up_to()), line);
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            r.add(
+                "request.not_utf8",
+                format!("the request is not valid UTF-8 (byte {})", e.valid_up_to()),
+                line,
+            );
             return Err(r.0);
         }
     };
@@ -67,15 +109,26 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     let split = match frontmatter::split(text) {
         Ok(split) => split,
         Err(SplitError::Missing) => {
-            r.add("front_matter.missing", "the request must begin with YAML front matter: a line `---`", 1);
+            r.add(
+                "front_matter.missing",
+                "the request must begin with YAML front matter: a line `---`",
+                1,
+            );
             return Err(r.0);
         }
         Err(SplitError::Unterminated) => {
-            r.add("front_matter.unterminated", "the front matter has no closing `---` line", 1);
+            r.add(
+                "front_matter.unterminated",
+                "the front matter has no closing `---` line",
+                1,
+            );
             return Err(r.0);
         }
     };
-    let budget = yaml::Budget { max_depth: policy.request.max_yaml_depth, max_nodes: policy.request.max_yaml_nodes };
+    let budget = yaml::Budget {
+        max_depth: policy.request.max_yaml_depth,
+        max_nodes: policy.request.max_yaml_nodes,
+    };
     let root = match yaml::load(&split.front_matter, split.front_matter_first_line, budget) {
         Ok(root) => root,
         Err(errors) => {
@@ -88,20 +141,55 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     let fm = front_matter(&root, policy, &mut r);
     let body = sections::parse(&split.body);
     let checked = body_rules(&body, &fm, policy, &mut r);
-    if !body.preamble.iter().all(|l| l.text.trim().is_empty() || l.text.starts_with("# ")) {
+    if !body
+        .preamble
+        .iter()
+        .all(|l| l.text.trim().is_empty() || l.text.starts_with("# "))
+    {
         // Free text before the first section is allowed only as an H1 title.
-        if let Some(l) = body.preamble.iter().find(|l| !l.text.trim().is_empty() && !l.text.starts_with("# ")) {
-            r.add("body.text_outside_section", "text before the first `## ` section (only a `# ` title may stand there)", l.number);
+        if let Some(l) = body
+            .preamble
+            .iter()
+            .find(|l| !l.text.trim().is_empty() && !l.text.starts_with("# "))
+        {
+            r.add(
+                "body.text_outside_section",
+                "text before the first `## ` section (only a `# ` title may stand there)",
+                l.number,
+            );
         }
     }
     if !r.0.is_empty() {
         return Err(r.0);
     }
     // Every field was checked above; a missing one would have produced a reason.
-    let (Some(request_id), Some(created_utc), Some(requested_by), Some(approved_by), Some(approved_utc), Some(purpose), Some(language), Some(limits), Some((work, outputs, risk))) = (
-        fm.request_id, fm.created_utc, fm.requested_by, fm.approved_by, fm.approved_utc, fm.purpose, fm.language, fm.limits, checked,
-    ) else {
-        r.add("internal.incomplete", "the validator accepted a request with a field missing (a bug)", None);
+    let (
+        Some(request_id),
+        Some(created_utc),
+        Some(requested_by),
+        Some(approved_by),
+        Some(approved_utc),
+        Some(purpose),
+        Some(language),
+        Some(limits),
+        Some((work, outputs, risk)),
+    ) = (
+        fm.request_id,
+        fm.created_utc,
+        fm.requested_by,
+        fm.approved_by,
+        fm.approved_utc,
+        fm.purpose,
+        fm.language,
+        fm.limits,
+        checked,
+    )
+    else {
+        r.add(
+            "internal.incomplete",
+            "the validator accepted a request with a field missing (a bug)",
+            None,
+        );
         return Err(r.0);
     };
     Ok(ApprovedRequest {
@@ -141,7 +229,11 @@ struct FrontMatter {
 }
 
 fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
-    let Node::Map { entries, line: map_line } = root else {
+    let Node::Map {
+        entries,
+        line: map_line,
+    } = root
+    else {
         unreachable_reason(r);
         return empty_front_matter();
     };
@@ -149,9 +241,15 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
     let mut by_key: BTreeMap<&str, (&Node, usize)> = BTreeMap::new();
     for e in entries {
         if !KNOWN_KEYS.contains(&e.key.as_str()) {
-            r.add("front_matter.unknown_key", format!("unknown front matter key `{}`", e.key), e.key_line);
+            r.add(
+                "front_matter.unknown_key",
+                format!("unknown front matter key `{}`", e.key),
+                e.key_line,
+            );
         }
-        by_key.entry(e.key.as_str()).or_insert((&e.value, e.key_line));
+        by_key
+            .entry(e.key.as_str())
+            .or_insert((&e.value, e.key_line));
     }
     let get = |key: &str| by_key.get(key).copied();
 
@@ -160,7 +258,14 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         None => missing(r, "request_type", map_line),
         Some((node, line)) => {
             if scalar_str(node).as_deref() != Some("tool_request") {
-                r.add("front_matter.request_type", format!("`request_type` must be `tool_request`, found {}", show(node)), line);
+                r.add(
+                    "front_matter.request_type",
+                    format!(
+                        "`request_type` must be `tool_request`, found {}",
+                        show(node)
+                    ),
+                    line,
+                );
             }
         }
     }
@@ -168,11 +273,21 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         None => missing(r, "schema_version", map_line),
         Some((node, line)) => {
             if scalar_str(node).as_deref() != Some("1") {
-                r.add("front_matter.schema_version", format!("`schema_version` must be 1, found {}", show(node)), line);
+                r.add(
+                    "front_matter.schema_version",
+                    format!("`schema_version` must be 1, found {}", show(node)),
+                    line,
+                );
             }
         }
     }
-    let request_id = required_text(r, get("request_id"), "request_id", map_line, "front_matter.missing_key");
+    let request_id = required_text(
+        r,
+        get("request_id"),
+        "request_id",
+        map_line,
+        "front_matter.missing_key",
+    );
     let request_id = request_id.filter(|(id, line)| {
         let ok = id.len() <= 128
             && id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -186,18 +301,52 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         }
         ok
     });
-    let created = required_text(r, get("created_utc"), "created_utc", map_line, "front_matter.missing_key");
-    let created_at = created.as_ref().and_then(|(s, line)| utc_timestamp(r, "created_utc", s, *line));
-    let requested_by = required_text(r, get("requested_by"), "requested_by", map_line, "approval.requested_by");
-    let approved_by = required_text(r, get("approved_by"), "approved_by", map_line, "approval.approved_by");
-    let approved = required_text(r, get("approved_utc"), "approved_utc", map_line, "approval.approved_utc");
-    let approved_at = approved.as_ref().and_then(|(s, line)| utc_timestamp(r, "approved_utc", s, *line));
+    let created = required_text(
+        r,
+        get("created_utc"),
+        "created_utc",
+        map_line,
+        "front_matter.missing_key",
+    );
+    let created_at = created
+        .as_ref()
+        .and_then(|(s, line)| utc_timestamp(r, "created_utc", s, *line));
+    let requested_by = required_text(
+        r,
+        get("requested_by"),
+        "requested_by",
+        map_line,
+        "approval.requested_by",
+    );
+    let approved_by = required_text(
+        r,
+        get("approved_by"),
+        "approved_by",
+        map_line,
+        "approval.approved_by",
+    );
+    let approved = required_text(
+        r,
+        get("approved_utc"),
+        "approved_utc",
+        map_line,
+        "approval.approved_utc",
+    );
+    let approved_at = approved
+        .as_ref()
+        .and_then(|(s, line)| utc_timestamp(r, "approved_utc", s, *line));
     if let (Some(c), Some(a), Some((_, line))) = (created_at, approved_at, approved.as_ref()) {
         if a < c {
             r.add("approval.before_creation", "`approved_utc` is earlier than `created_utc`: a request cannot be approved before it exists", *line);
         }
     }
-    let purpose = required_text(r, get("purpose"), "purpose", map_line, "front_matter.missing_key");
+    let purpose = required_text(
+        r,
+        get("purpose"),
+        "purpose",
+        map_line,
+        "front_matter.missing_key",
+    );
 
     let (backend, backend_known) = match get("backend") {
         None => (BackendKind::Era, true),
@@ -205,20 +354,46 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
             Some("ERA") => (BackendKind::Era, true),
             Some("monty") => (BackendKind::Monty, true),
             _ => {
-                r.add("front_matter.backend", format!("`backend` must be `ERA` or `monty`, found {}", show(node)), line);
+                r.add(
+                    "front_matter.backend",
+                    format!("`backend` must be `ERA` or `monty`, found {}", show(node)),
+                    line,
+                );
                 (BackendKind::Era, false)
             }
         },
     };
 
-    let language = required_text(r, get("language"), "language", map_line, "front_matter.missing_key").and_then(|(lang, line)| {
+    let language = required_text(
+        r,
+        get("language"),
+        "language",
+        map_line,
+        "front_matter.missing_key",
+    )
+    .and_then(|(lang, line)| {
         let lower = lang.trim().to_ascii_lowercase();
         if SHELL_LANGUAGES.contains(&lower.as_str()) {
-            r.add("language.shell", format!("`language: {lang}` is a shell; shell requests are refused"), line);
+            r.add(
+                "language.shell",
+                format!("`language: {lang}` is a shell; shell requests are refused"),
+                line,
+            );
             None
         } else if policy.guest_for_language(&lower).is_none() {
-            let known: Vec<&str> = policy.guests.iter().flat_map(|g| g.languages.iter().map(String::as_str)).collect();
-            r.add("language.unknown", format!("`language: {lang}` selects no registered guest (known: {})", known.join(", ")), line);
+            let known: Vec<&str> = policy
+                .guests
+                .iter()
+                .flat_map(|g| g.languages.iter().map(String::as_str))
+                .collect();
+            r.add(
+                "language.unknown",
+                format!(
+                    "`language: {lang}` selects no registered guest (known: {})",
+                    known.join(", ")
+                ),
+                line,
+            );
             None
         } else {
             Some(lang)
@@ -261,9 +436,18 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
 
 fn empty_front_matter() -> FrontMatter {
     FrontMatter {
-        request_id: None, created_utc: None, requested_by: None, approved_by: None, approved_utc: None,
-        purpose: None, backend: BackendKind::Era, backend_known: false, language: None, limits: None,
-        inputs: Vec::new(), inputs_line: None,
+        request_id: None,
+        created_utc: None,
+        requested_by: None,
+        approved_by: None,
+        approved_utc: None,
+        purpose: None,
+        backend: BackendKind::Era,
+        backend_known: false,
+        language: None,
+        limits: None,
+        inputs: Vec::new(),
+        inputs_line: None,
     }
 }
 
@@ -272,13 +456,21 @@ fn unreachable_reason(r: &mut Reasons) {
 }
 
 fn missing(r: &mut Reasons, key: &str, line: usize) {
-    r.add("front_matter.missing_key", format!("required front matter key `{key}` is missing"), line);
+    r.add(
+        "front_matter.missing_key",
+        format!("required front matter key `{key}` is missing"),
+        line,
+    );
 }
 
 /// A scalar's text (quoted or plain), `None` for lists, mappings and null.
 fn scalar_str(node: &Node) -> Option<String> {
     match node {
-        Node::Scalar { value, quoted: false, .. } if yaml::is_null(value) => None,
+        Node::Scalar {
+            value,
+            quoted: false,
+            ..
+        } if yaml::is_null(value) => None,
         Node::Scalar { value, .. } => Some(value.clone()),
         _ => None,
     }
@@ -296,20 +488,38 @@ fn show(node: &Node) -> String {
 }
 
 /// A required string field that must not be empty or whitespace.
-fn required_text(r: &mut Reasons, entry: Option<(&Node, usize)>, key: &str, map_line: usize, missing_code: &str) -> Option<(String, usize)> {
+fn required_text(
+    r: &mut Reasons,
+    entry: Option<(&Node, usize)>,
+    key: &str,
+    map_line: usize,
+    missing_code: &str,
+) -> Option<(String, usize)> {
     match entry {
         None => {
-            r.add(missing_code, format!("required front matter key `{key}` is missing"), map_line);
+            r.add(
+                missing_code,
+                format!("required front matter key `{key}` is missing"),
+                map_line,
+            );
             None
         }
         Some((node @ (Node::Seq { .. } | Node::Map { .. }), line)) => {
-            r.add("front_matter.type", format!("`{key}` must be a string, found {}", node.kind()), line);
+            r.add(
+                "front_matter.type",
+                format!("`{key}` must be a string, found {}", node.kind()),
+                line,
+            );
             None
         }
         Some((node, line)) => match scalar_str(node) {
             Some(s) if !s.trim().is_empty() => Some((s, line)),
             _ => {
-                let code = if missing_code == "front_matter.missing_key" { "front_matter.empty_value" } else { missing_code };
+                let code = if missing_code == "front_matter.missing_key" {
+                    "front_matter.empty_value"
+                } else {
+                    missing_code
+                };
                 r.add(code, format!("`{key}` must not be empty"), line);
                 None
             }
@@ -318,11 +528,20 @@ fn required_text(r: &mut Reasons, entry: Option<(&Node, usize)>, key: &str, map_
 }
 
 /// Parses an RFC 3339 timestamp that must be in UTC (`Z` or `+00:00`).
-fn utc_timestamp(r: &mut Reasons, key: &str, text: &str, line: usize) -> Option<time::OffsetDateTime> {
+fn utc_timestamp(
+    r: &mut Reasons,
+    key: &str,
+    text: &str,
+    line: usize,
+) -> Option<time::OffsetDateTime> {
     match time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339) {
         Ok(t) if t.offset().is_utc() => Some(t),
         Ok(_) => {
-            r.add("front_matter.timestamp", format!("`{key}` must be in UTC (end in `Z`), found `{text}`"), line);
+            r.add(
+                "front_matter.timestamp",
+                format!("`{key}` must be in UTC (end in `Z`), found `{text}`"),
+                line,
+            );
             None
         }
         Err(_) => {
@@ -334,7 +553,12 @@ fn utc_timestamp(r: &mut Reasons, key: &str, text: &str, line: usize) -> Option<
 
 type Getter<'a> = dyn Fn(&str) -> Option<(&'a Node, usize)> + 'a;
 
-fn limits<'a>(r: &mut Reasons, get: &Getter<'a>, map_line: usize, policy: &Policy) -> Option<RequestLimits> {
+fn limits<'a>(
+    r: &mut Reasons,
+    get: &Getter<'a>,
+    map_line: usize,
+    policy: &Policy,
+) -> Option<RequestLimits> {
     let mut int_limit = |key: &str, max: u64, unit: &str| -> Option<u64> {
         let (node, line) = match get(key) {
             None => {
@@ -344,20 +568,36 @@ fn limits<'a>(r: &mut Reasons, get: &Getter<'a>, map_line: usize, policy: &Polic
             Some(entry) => entry,
         };
         let value = match node {
-            Node::Scalar { value, quoted: false, .. } => value.trim().parse::<i128>().ok(),
+            Node::Scalar {
+                value,
+                quoted: false,
+                ..
+            } => value.trim().parse::<i128>().ok(),
             _ => None,
         };
         match value {
             None => {
-                r.add("front_matter.type", format!("`{key}` must be an integer, found {}", show(node)), line);
+                r.add(
+                    "front_matter.type",
+                    format!("`{key}` must be an integer, found {}", show(node)),
+                    line,
+                );
                 None
             }
             Some(v) if v <= 0 => {
-                r.add("limits.not_positive", format!("`{key}` must be positive, found {v}"), line);
+                r.add(
+                    "limits.not_positive",
+                    format!("`{key}` must be positive, found {v}"),
+                    line,
+                );
                 None
             }
             Some(v) if v > i128::from(max) => {
-                r.add("limits.over_maximum", format!("`{key}` is {v} {unit}; the policy allows at most {max}"), line);
+                r.add(
+                    "limits.over_maximum",
+                    format!("`{key}` is {v} {unit}; the policy allows at most {max}"),
+                    line,
+                );
                 None
             }
             Some(v) => u64::try_from(v).ok(),
@@ -374,17 +614,31 @@ fn limits<'a>(r: &mut Reasons, get: &Getter<'a>, map_line: usize, policy: &Polic
             None => {
                 r.add(
                     "limits.cpu_limit_format",
-                    format!("`cpu_limit` must be CPU seconds, such as \"30\" or \"2.5s\", found {}", show(node)),
+                    format!(
+                        "`cpu_limit` must be CPU seconds, such as \"30\" or \"2.5s\", found {}",
+                        show(node)
+                    ),
                     line,
                 );
                 None
             }
             Some(v) if v <= 0.0 => {
-                r.add("limits.not_positive", format!("`cpu_limit` must be positive, found {v}"), line);
+                r.add(
+                    "limits.not_positive",
+                    format!("`cpu_limit` must be positive, found {v}"),
+                    line,
+                );
                 None
             }
             Some(v) if v > policy.limits.max_cpu_limit_sec as f64 => {
-                r.add("limits.over_maximum", format!("`cpu_limit` is {v} CPU seconds; the policy allows at most {}", policy.limits.max_cpu_limit_sec), line);
+                r.add(
+                    "limits.over_maximum",
+                    format!(
+                        "`cpu_limit` is {v} CPU seconds; the policy allows at most {}",
+                        policy.limits.max_cpu_limit_sec
+                    ),
+                    line,
+                );
                 None
             }
             Some(v) => scalar_str(node).map(|text| (text, v)),
@@ -392,7 +646,12 @@ fn limits<'a>(r: &mut Reasons, get: &Getter<'a>, map_line: usize, policy: &Polic
     };
     match (memory, time, cpu) {
         (Some(memory_limit_mb), Some(time_limit_sec), Some((cpu_limit, cpu_limit_sec))) => {
-            Some(RequestLimits { memory_limit_mb, time_limit_sec, cpu_limit, cpu_limit_sec })
+            Some(RequestLimits {
+                memory_limit_mb,
+                time_limit_sec,
+                cpu_limit,
+                cpu_limit_sec,
+            })
         }
         _ => None,
     }
@@ -401,8 +660,15 @@ fn limits<'a>(r: &mut Reasons, get: &Getter<'a>, map_line: usize, policy: &Polic
 /// `30`, `30s`, `2.5`, `2.5 sec`, `10 seconds` → CPU seconds.
 pub fn parse_cpu_seconds(text: &str) -> Option<f64> {
     let t = text.trim().to_ascii_lowercase();
-    let number = ["seconds", "second", "secs", "sec", "s"].iter().find_map(|unit| t.strip_suffix(unit)).unwrap_or(&t).trim();
-    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') || number.matches('.').count() > 1 {
+    let number = ["seconds", "second", "secs", "sec", "s"]
+        .iter()
+        .find_map(|unit| t.strip_suffix(unit))
+        .unwrap_or(&t)
+        .trim();
+    if number.is_empty()
+        || !number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        || number.matches('.').count() > 1
+    {
         return None;
     }
     number.parse::<f64>().ok().filter(|v| v.is_finite())
@@ -411,21 +677,46 @@ pub fn parse_cpu_seconds(text: &str) -> Option<f64> {
 fn declared_inputs(r: &mut Reasons, node: &Node) -> Vec<DeclaredInput> {
     let items = match node {
         Node::Seq { items, .. } => items,
-        Node::Scalar { value, quoted: false, .. } if yaml::is_null(value) => return Vec::new(),
+        Node::Scalar {
+            value,
+            quoted: false,
+            ..
+        } if yaml::is_null(value) => return Vec::new(),
         other => {
-            r.add("inputs.type", format!("`inputs` must be a list of {{path, sha256}}, found {}", other.kind()), other.line());
+            r.add(
+                "inputs.type",
+                format!(
+                    "`inputs` must be a list of {{path, sha256}}, found {}",
+                    other.kind()
+                ),
+                other.line(),
+            );
             return Vec::new();
         }
     };
     let mut inputs: Vec<DeclaredInput> = Vec::new();
     for item in items {
         let Node::Map { entries, line } = item else {
-            r.add("inputs.type", format!("each input must be a mapping with `path` and `sha256`, found {}", item.kind()), item.line());
+            r.add(
+                "inputs.type",
+                format!(
+                    "each input must be a mapping with `path` and `sha256`, found {}",
+                    item.kind()
+                ),
+                item.line(),
+            );
             continue;
         };
         for e in entries {
             if e.key != "path" && e.key != "sha256" {
-                r.add("inputs.unknown_key", format!("unknown key `{}` in an input (allowed: path, sha256)", e.key), e.key_line);
+                r.add(
+                    "inputs.unknown_key",
+                    format!(
+                        "unknown key `{}` in an input (allowed: path, sha256)",
+                        e.key
+                    ),
+                    e.key_line,
+                );
             }
         }
         let path = item.get("path").and_then(scalar_str);
@@ -440,7 +731,11 @@ fn declared_inputs(r: &mut Reasons, node: &Node) -> Vec<DeclaredInput> {
             continue;
         }
         match sha {
-            None => r.add("inputs.hash_missing", format!("input `{path}` has no sha256: every declared input needs its hash"), *line),
+            None => r.add(
+                "inputs.hash_missing",
+                format!("input `{path}` has no sha256: every declared input needs its hash"),
+                *line,
+            ),
             Some(sha) if !is_sha256_hex(&sha) => r.add(
                 "inputs.hash_format",
                 format!("the sha256 of input `{path}` must be 64 lowercase hex characters"),
@@ -448,7 +743,11 @@ fn declared_inputs(r: &mut Reasons, node: &Node) -> Vec<DeclaredInput> {
             ),
             Some(sha) => {
                 if inputs.iter().any(|i| i.path == path) {
-                    r.add("inputs.duplicate_path", format!("input `{path}` is declared twice"), path_line);
+                    r.add(
+                        "inputs.duplicate_path",
+                        format!("input `{path}` is declared twice"),
+                        path_line,
+                    );
                 } else {
                     inputs.push(DeclaredInput { path, sha256: sha });
                 }
@@ -462,11 +761,17 @@ fn declared_inputs(r: &mut Reasons, node: &Node) -> Vec<DeclaredInput> {
 /// components, backslashes or control characters.
 pub fn input_path_problem(path: &str) -> Option<(&'static str, String)> {
     let Some(rel) = path.strip_prefix("/in/") else {
-        return Some(("inputs.path_outside_in", format!("input path `{path}` must be under /in/")));
+        return Some((
+            "inputs.path_outside_in",
+            format!("input path `{path}` must be under /in/"),
+        ));
     };
     let components: Vec<&str> = rel.split('/').collect();
     if components.contains(&"..") {
-        return Some(("inputs.path_traversal", format!("input path `{path}` climbs out with `..`")));
+        return Some((
+            "inputs.path_traversal",
+            format!("input path `{path}` climbs out with `..`"),
+        ));
     }
     if rel.is_empty()
         || components.iter().any(|c| c.is_empty() || *c == ".")
@@ -474,13 +779,21 @@ pub fn input_path_problem(path: &str) -> Option<(&'static str, String)> {
         || path.chars().any(char::is_control)
         || path.len() > 1024
     {
-        return Some(("inputs.path_invalid", format!("input path `{path}` is not a plain relative file path under /in/")));
+        return Some((
+            "inputs.path_invalid",
+            format!("input path `{path}` is not a plain relative file path under /in/"),
+        ));
     }
     None
 }
 
 /// Section rules. Returns the work, outputs and risk assessment when all are valid.
-fn body_rules(body: &sections::Body<'_>, fm: &FrontMatter, policy: &Policy, r: &mut Reasons) -> Option<(Work, Vec<String>, RiskAssessment)> {
+fn body_rules(
+    body: &sections::Body<'_>,
+    fm: &FrontMatter,
+    policy: &Policy,
+    r: &mut Reasons,
+) -> Option<(Work, Vec<String>, RiskAssessment)> {
     if !fm.backend_known {
         return None;
     }
@@ -494,7 +807,10 @@ fn body_rules(body: &sections::Body<'_>, fm: &FrontMatter, policy: &Policy, r: &
     };
     let mut found: BTreeMap<&'static str, &Section<'_>> = BTreeMap::new();
     for s in &body.sections {
-        let canonical = required.iter().chain(optional).find(|t| t.eq_ignore_ascii_case(&s.title));
+        let canonical = required
+            .iter()
+            .chain(optional)
+            .find(|t| t.eq_ignore_ascii_case(&s.title));
         match canonical {
             Some(t) => {
                 if let Some(first) = found.get(t) {
@@ -511,22 +827,41 @@ fn body_rules(body: &sections::Body<'_>, fm: &FrontMatter, policy: &Policy, r: &
             None => r.add("body.unknown_section", format!("unknown section `## {}` (a {backend_name} request has: {})", s.title, required.iter().chain(optional).copied().collect::<Vec<_>>().join(", ")), s.heading_line),
         }
     }
-    let end_line = body.sections.last().and_then(|s| s.lines.last().map(|l| l.number)).unwrap_or(1);
+    let end_line = body
+        .sections
+        .last()
+        .and_then(|s| s.lines.last().map(|l| l.number))
+        .unwrap_or(1);
     for t in required {
         match found.get(t) {
-            None => r.add("body.missing_section", format!("required section `## {t}` is missing"), end_line),
-            Some(s) if s.content_lines().next().is_none() => r.add("body.empty_section", format!("section `## {t}` is empty"), s.heading_line),
+            None => r.add(
+                "body.missing_section",
+                format!("required section `## {t}` is missing"),
+                end_line,
+            ),
+            Some(s) if s.content_lines().next().is_none() => r.add(
+                "body.empty_section",
+                format!("section `## {t}` is empty"),
+                s.heading_line,
+            ),
             Some(_) => {}
         }
     }
-    let outputs = found.get("Output Expectations").map(|s| output_paths(s, r)).unwrap_or_default();
-    let risk = found.get("Risk Assessment").and_then(|s| risk_assessment(s, r));
+    let outputs = found
+        .get("Output Expectations")
+        .map(|s| output_paths(s, r))
+        .unwrap_or_default();
+    let risk = found
+        .get("Risk Assessment")
+        .and_then(|s| risk_assessment(s, r));
     let work = match fm.backend {
         BackendKind::Era => {
             if let Some(s) = found.get("Input Files") {
                 input_files_section(s, fm, r);
             }
-            found.get("Command").and_then(|s| era_command(s, fm, policy, r))
+            found
+                .get("Command")
+                .and_then(|s| era_command(s, fm, policy, r))
         }
         BackendKind::Monty => {
             let code = found.get("Code").and_then(|s| monty_code(s, r));
@@ -546,14 +881,33 @@ fn body_rules(body: &sections::Body<'_>, fm: &FrontMatter, policy: &Policy, r: &
     }
 }
 
-fn era_command(s: &Section<'_>, fm: &FrontMatter, policy: &Policy, r: &mut Reasons) -> Option<Work> {
+fn era_command(
+    s: &Section<'_>,
+    fm: &FrontMatter,
+    policy: &Policy,
+    r: &mut Reasons,
+) -> Option<Work> {
     let content: Vec<&Line<'_>> = s.content_lines().collect();
-    if content.iter().any(|l| sections::fence_marker(l.text).is_some()) {
-        r.add("command.code_fence", "the command must be plain text, not a code fence", content[0].number);
+    if content
+        .iter()
+        .any(|l| sections::fence_marker(l.text).is_some())
+    {
+        r.add(
+            "command.code_fence",
+            "the command must be plain text, not a code fence",
+            content[0].number,
+        );
         return None;
     }
     if content.len() > 1 {
-        r.add("command.multiple_lines", format!("the command must be exactly one line, found {}", content.len()), content[1].number);
+        r.add(
+            "command.multiple_lines",
+            format!(
+                "the command must be exactly one line, found {}",
+                content.len()
+            ),
+            content[1].number,
+        );
         return None;
     }
     let line = content.first()?;
@@ -572,13 +926,21 @@ fn era_command(s: &Section<'_>, fm: &FrontMatter, policy: &Policy, r: &mut Reaso
     };
     let program = &words[0];
     let guest = if program.contains('/') {
-        r.add("command.host_path", format!("the program `{program}` must be a bare name such as `python`, not a path"), line.number);
+        r.add(
+            "command.host_path",
+            format!("the program `{program}` must be a bare name such as `python`, not a path"),
+            line.number,
+        );
         None
     } else {
         match policy.guest_for_program(program) {
             Some(g) => Some(g.guest.clone()),
             None => {
-                let known: Vec<&str> = policy.guests.iter().flat_map(|g| g.programs.iter().map(String::as_str)).collect();
+                let known: Vec<&str> = policy
+                    .guests
+                    .iter()
+                    .flat_map(|g| g.programs.iter().map(String::as_str))
+                    .collect();
                 r.add("command.unknown_program", format!("`{program}` is not a registered guest program (registered: {}); nothing runs on the host", known.join(", ")), line.number);
                 None
             }
@@ -595,13 +957,37 @@ fn era_command(s: &Section<'_>, fm: &FrontMatter, policy: &Policy, r: &mut Reaso
             ok = false;
         }
     }
-    ok.then(|| Work::Era { command_line: command_line.to_owned(), argv: words, guest })
+    ok.then(|| Work::Era {
+        command_line: command_line.to_owned(),
+        argv: words,
+        guest,
+    })
 }
 
 fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
+    // Markdown wraps paths in backticks, quotes, brackets and emphasis, and follows them
+    // with punctuation: `\`/out/x.json\`:` is the path /out/x.json.
     text.split_whitespace()
-        .map(|t| t.trim_matches(|c: char| matches!(c, '`' | '"' | '\'' | '(' | ')' | '[' | ']' | '*' | '<' | '>')))
-        .map(|t| t.trim_end_matches(['.', ',', ':', ';']))
+        .map(|t| {
+            t.trim_matches(|c: char| {
+                matches!(
+                    c,
+                    '`' | '"'
+                        | '\''
+                        | '('
+                        | ')'
+                        | '['
+                        | ']'
+                        | '*'
+                        | '<'
+                        | '>'
+                        | '.'
+                        | ','
+                        | ':'
+                        | ';'
+                )
+            })
+        })
         .filter(|t| !t.is_empty())
 }
 
@@ -609,21 +995,47 @@ fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
     let mut named: Vec<(String, Option<String>, usize)> = Vec::new();
     for line in s.content_lines() {
         let tokens: Vec<&str> = path_tokens(line.text).collect();
-        let path = tokens.iter().find(|t| t.starts_with("/in/") || **t == "/in");
-        let sha = tokens.iter().map(|t| t.trim_start_matches("sha256:").trim_start_matches("sha256=")).find(|t| t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()));
+        let path = tokens
+            .iter()
+            .find(|t| t.starts_with("/in/") || **t == "/in");
+        let sha = tokens
+            .iter()
+            .map(|t| {
+                t.trim_start_matches("sha256:")
+                    .trim_start_matches("sha256=")
+            })
+            .find(|t| t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()));
         if let Some(path) = path {
             named.push(((*path).to_owned(), sha.map(str::to_owned), line.number));
         } else if let Some(p) = tokens.iter().find(|t| t.starts_with('/')) {
-            r.add("inputs.path_outside_in", format!("`## Input Files` names `{p}`, which is not under /in/"), line.number);
+            r.add(
+                "inputs.path_outside_in",
+                format!("`## Input Files` names `{p}`, which is not under /in/"),
+                line.number,
+            );
         }
     }
     for input in &fm.inputs {
         match named.iter().find(|(p, _, _)| *p == input.path) {
-            None => r.add("inputs.section_missing_file", format!("input `{}` is declared in the front matter but not listed in `## Input Files`", input.path), s.heading_line),
-            Some((_, None, line)) => r.add("inputs.section_hash_missing", format!("`## Input Files` lists `{}` without its sha256", input.path), *line),
+            None => r.add(
+                "inputs.section_missing_file",
+                format!(
+                    "input `{}` is declared in the front matter but not listed in `## Input Files`",
+                    input.path
+                ),
+                s.heading_line,
+            ),
+            Some((_, None, line)) => r.add(
+                "inputs.section_hash_missing",
+                format!("`## Input Files` lists `{}` without its sha256", input.path),
+                *line,
+            ),
             Some((_, Some(sha), line)) if *sha != input.sha256 => r.add(
                 "inputs.section_hash_mismatch",
-                format!("`## Input Files` gives sha256 {sha} for `{}`, the front matter {}", input.path, input.sha256),
+                format!(
+                    "`## Input Files` gives sha256 {sha} for `{}`, the front matter {}",
+                    input.path, input.sha256
+                ),
                 *line,
             ),
             Some(_) => {}
@@ -631,7 +1043,10 @@ fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
     }
     for (path, _, line) in &named {
         if !fm.inputs.iter().any(|i| i.path == *path) {
-            let line_hint = fm.inputs_line.map(|l| format!(" (front matter `inputs` on line {l})")).unwrap_or_default();
+            let line_hint = fm
+                .inputs_line
+                .map(|l| format!(" (front matter `inputs` on line {l})"))
+                .unwrap_or_default();
             r.add("inputs.section_undeclared_file", format!("`## Input Files` lists `{path}`, which the front matter `inputs` does not declare{line_hint}"), *line);
         }
     }
@@ -645,11 +1060,19 @@ fn output_paths(s: &Section<'_>, r: &mut Reasons) -> Vec<String> {
                 continue;
             }
             if token.split('/').any(|c| c == "..") {
-                r.add("outputs.path_traversal", format!("output path `{token}` climbs out with `..`"), line.number);
+                r.add(
+                    "outputs.path_traversal",
+                    format!("output path `{token}` climbs out with `..`"),
+                    line.number,
+                );
             } else if token == "/out" || token.starts_with("/out/") {
                 outputs.push(token.to_owned());
             } else {
-                r.add("outputs.path_outside_out", format!("output path `{token}` must be under /out/"), line.number);
+                r.add(
+                    "outputs.path_outside_out",
+                    format!("output path `{token}` must be under /out/"),
+                    line.number,
+                );
             }
         }
     }
@@ -660,7 +1083,9 @@ fn risk_assessment(s: &Section<'_>, r: &mut Reasons) -> Option<RiskAssessment> {
     let mut fields: BTreeMap<String, (String, usize)> = BTreeMap::new();
     for line in s.content_lines() {
         let t = line.text.trim().trim_start_matches(['-', '*', '+']).trim();
-        let Some((key, value)) = t.split_once(':') else { continue };
+        let Some((key, value)) = t.split_once(':') else {
+            continue;
+        };
         let key = key.replace(['*', '_', '`'], "").trim().to_ascii_lowercase();
         let value = value.replace(['*', '`'], "").trim().to_owned();
         fields.entry(key).or_insert((value, line.number));
@@ -668,16 +1093,32 @@ fn risk_assessment(s: &Section<'_>, r: &mut Reasons) -> Option<RiskAssessment> {
     let mut field = |name: &str, allowed: Option<&[&str]>, code: &str| -> Option<String> {
         match fields.get(name) {
             None => {
-                r.add("risk.missing_field", format!("`## Risk Assessment` must include `{}:`", capitalize(name)), s.heading_line);
+                r.add(
+                    "risk.missing_field",
+                    format!("`## Risk Assessment` must include `{}:`", capitalize(name)),
+                    s.heading_line,
+                );
                 None
             }
             Some((value, line)) if value.is_empty() => {
-                r.add("risk.empty_field", format!("`{}:` is empty", capitalize(name)), *line);
+                r.add(
+                    "risk.empty_field",
+                    format!("`{}:` is empty", capitalize(name)),
+                    *line,
+                );
                 None
             }
             Some((value, line)) => match allowed {
                 Some(allowed) if !allowed.contains(&value.to_ascii_lowercase().as_str()) => {
-                    r.add(code, format!("`{}:` must be one of {}, found `{value}`", capitalize(name), allowed.join("|")), *line);
+                    r.add(
+                        code,
+                        format!(
+                            "`{}:` must be one of {}, found `{value}`",
+                            capitalize(name),
+                            allowed.join("|")
+                        ),
+                        *line,
+                    );
                     None
                 }
                 Some(_) => Some(value.to_ascii_lowercase()),
@@ -687,20 +1128,35 @@ fn risk_assessment(s: &Section<'_>, r: &mut Reasons) -> Option<RiskAssessment> {
     };
     let level = field("risk level", Some(&["low", "medium", "high"]), "risk.level");
     let justification = field("justification", None, "risk.empty_field");
-    let data_sensitivity = field("data sensitivity", Some(&["public", "internal", "confidential"]), "risk.data_sensitivity");
+    let data_sensitivity = field(
+        "data sensitivity",
+        Some(&["public", "internal", "confidential"]),
+        "risk.data_sensitivity",
+    );
     let network_rationale = field("network rationale", None, "risk.empty_field");
-    Some(RiskAssessment { level: level?, justification: justification?, data_sensitivity: data_sensitivity?, network_rationale: network_rationale? })
+    Some(RiskAssessment {
+        level: level?,
+        justification: justification?,
+        data_sensitivity: data_sensitivity?,
+        network_rationale: network_rationale?,
+    })
 }
 
 fn capitalize(s: &str) -> String {
     let mut c = s.chars();
-    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 fn monty_code(s: &Section<'_>, r: &mut Reasons) -> Option<String> {
     let (code, _info) = sections::unfence(&s.text());
     if code.trim().is_empty() {
-        r.add("monty.code_empty", "`## Code` holds no code", s.heading_line);
+        r.add(
+            "monty.code_empty",
+            "`## Code` holds no code",
+            s.heading_line,
+        );
         return None;
     }
     Some(code)
@@ -713,9 +1169,10 @@ fn python_identifier_re() -> &'static regex::Regex {
 }
 
 const PYTHON_KEYWORDS: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-    "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
-    "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
 ];
 
 fn monty_inputs(s: &Section<'_>, r: &mut Reasons) -> Option<String> {
@@ -723,18 +1180,30 @@ fn monty_inputs(s: &Section<'_>, r: &mut Reasons) -> Option<String> {
     let value: serde_json::Value = match serde_json::from_str(&json) {
         Ok(v) => v,
         Err(e) => {
-            r.add("monty.inputs_invalid_json", format!("`## Inputs (JSON)` is not valid JSON: {e}"), s.heading_line);
+            r.add(
+                "monty.inputs_invalid_json",
+                format!("`## Inputs (JSON)` is not valid JSON: {e}"),
+                s.heading_line,
+            );
             return None;
         }
     };
     let Some(object) = value.as_object() else {
-        r.add("monty.inputs_not_object", "`## Inputs (JSON)` must be a JSON object whose keys name the inputs", s.heading_line);
+        r.add(
+            "monty.inputs_not_object",
+            "`## Inputs (JSON)` must be a JSON object whose keys name the inputs",
+            s.heading_line,
+        );
         return None;
     };
     let mut ok = true;
     for key in object.keys() {
         if !python_identifier_re().is_match(key) || PYTHON_KEYWORDS.contains(&key.as_str()) {
-            r.add("monty.input_name", format!("input name `{key}` is not a Python identifier"), s.heading_line);
+            r.add(
+                "monty.input_name",
+                format!("input name `{key}` is not a Python identifier"),
+                s.heading_line,
+            );
             ok = false;
         }
     }
@@ -760,11 +1229,29 @@ mod tests {
     fn input_paths() {
         assert_eq!(input_path_problem("/in/a.csv"), None);
         assert_eq!(input_path_problem("/in/d/a.csv"), None);
-        assert_eq!(input_path_problem("/etc/passwd").map(|p| p.0), Some("inputs.path_outside_in"));
-        assert_eq!(input_path_problem("/in/../etc").map(|p| p.0), Some("inputs.path_traversal"));
-        assert_eq!(input_path_problem("/in/").map(|p| p.0), Some("inputs.path_invalid"));
-        assert_eq!(input_path_problem("/in//a").map(|p| p.0), Some("inputs.path_invalid"));
-        assert_eq!(input_path_problem("/in/./a").map(|p| p.0), Some("inputs.path_invalid"));
-        assert_eq!(input_path_problem("in/a").map(|p| p.0), Some("inputs.path_outside_in"));
+        assert_eq!(
+            input_path_problem("/etc/passwd").map(|p| p.0),
+            Some("inputs.path_outside_in")
+        );
+        assert_eq!(
+            input_path_problem("/in/../etc").map(|p| p.0),
+            Some("inputs.path_traversal")
+        );
+        assert_eq!(
+            input_path_problem("/in/").map(|p| p.0),
+            Some("inputs.path_invalid")
+        );
+        assert_eq!(
+            input_path_problem("/in//a").map(|p| p.0),
+            Some("inputs.path_invalid")
+        );
+        assert_eq!(
+            input_path_problem("/in/./a").map(|p| p.0),
+            Some("inputs.path_invalid")
+        );
+        assert_eq!(
+            input_path_problem("in/a").map(|p| p.0),
+            Some("inputs.path_outside_in")
+        );
     }
 }

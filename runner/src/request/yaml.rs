@@ -11,9 +11,19 @@ use saphyr_parser::{Event, Parser, ScalarStyle};
 /// A YAML node with the 1-based line of the original file where it starts.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
-    Scalar { value: String, quoted: bool, line: usize },
-    Seq { items: Vec<Node>, line: usize },
-    Map { entries: Vec<Entry>, line: usize },
+    Scalar {
+        value: String,
+        quoted: bool,
+        line: usize,
+    },
+    Seq {
+        items: Vec<Node>,
+        line: usize,
+    },
+    Map {
+        entries: Vec<Entry>,
+        line: usize,
+    },
 }
 
 /// One key of a mapping.
@@ -74,7 +84,14 @@ pub struct Budget {
 /// Loads one YAML document. `first_line` is the file line of the text's first line.
 /// Returns every structural error found (duplicate keys do not stop loading).
 pub fn load(text: &str, first_line: usize, budget: Budget) -> Result<Node, Vec<LoadError>> {
-    let mut loader = Loader { budget, nodes: 0, errors: Vec::new(), stack: Vec::new(), root: None, documents: 0 };
+    let mut loader = Loader {
+        budget,
+        nodes: 0,
+        errors: Vec::new(),
+        stack: Vec::new(),
+        root: None,
+        documents: 0,
+    };
     let mut parser = Parser::new_from_str(text);
     while let Some(event) = parser.next_event() {
         match event {
@@ -97,14 +114,25 @@ pub fn load(text: &str, first_line: usize, budget: Budget) -> Result<Node, Vec<L
     }
     match (loader.root.take(), loader.errors.is_empty()) {
         (Some(root), true) => Ok(root),
-        (None, true) => Err(vec![LoadError { code: "yaml.not_mapping", message: "front matter is empty".into(), line: first_line }]),
+        (None, true) => Err(vec![LoadError {
+            code: "yaml.not_mapping",
+            message: "front matter is empty".into(),
+            line: first_line,
+        }]),
         (_, false) => Err(loader.errors),
     }
 }
 
 enum Frame {
-    Seq { items: Vec<Node>, line: usize },
-    Map { entries: Vec<Entry>, line: usize, pending_key: Option<(String, usize)> },
+    Seq {
+        items: Vec<Node>,
+        line: usize,
+    },
+    Map {
+        entries: Vec<Entry>,
+        line: usize,
+        pending_key: Option<(String, usize)>,
+    },
 }
 
 struct Loader {
@@ -118,33 +146,54 @@ struct Loader {
 
 impl Loader {
     fn event(&mut self, event: Event<'_>, line: usize) -> Result<(), LoadError> {
-        let fatal = |code, message: String| LoadError { code, message, line };
+        let fatal = |code, message: String| LoadError {
+            code,
+            message,
+            line,
+        };
         match event {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => Ok(()),
             Event::DocumentStart(_) => {
                 self.documents += 1;
                 if self.documents > 1 {
-                    return Err(fatal("yaml.multiple_documents", "front matter holds more than one YAML document".into()));
+                    return Err(fatal(
+                        "yaml.multiple_documents",
+                        "front matter holds more than one YAML document".into(),
+                    ));
                 }
                 Ok(())
             }
-            Event::Alias(_) => Err(fatal("yaml.alias", "YAML aliases (`*name`) are not allowed in front matter".into())),
+            Event::Alias(_) => Err(fatal(
+                "yaml.alias",
+                "YAML aliases (`*name`) are not allowed in front matter".into(),
+            )),
             Event::Scalar(value, style, anchor, tag) => {
                 self.check_anchor_and_tag(anchor, tag.is_some(), line)?;
                 self.count(line)?;
                 let quoted = !matches!(style, ScalarStyle::Plain);
-                self.push(Node::Scalar { value: value.into_owned(), quoted, line })
+                self.push(Node::Scalar {
+                    value: value.into_owned(),
+                    quoted,
+                    line,
+                })
             }
             Event::SequenceStart(anchor, tag) => {
                 self.check_anchor_and_tag(anchor, tag.is_some(), line)?;
                 self.open(line)?;
-                self.stack.push(Frame::Seq { items: Vec::new(), line });
+                self.stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    line,
+                });
                 Ok(())
             }
             Event::MappingStart(anchor, tag) => {
                 self.check_anchor_and_tag(anchor, tag.is_some(), line)?;
                 self.open(line)?;
-                self.stack.push(Frame::Map { entries: Vec::new(), line, pending_key: None });
+                self.stack.push(Frame::Map {
+                    entries: Vec::new(),
+                    line,
+                    pending_key: None,
+                });
                 Ok(())
             }
             Event::SequenceEnd => match self.stack.pop() {
@@ -158,12 +207,25 @@ impl Loader {
         }
     }
 
-    fn check_anchor_and_tag(&self, anchor: usize, tagged: bool, line: usize) -> Result<(), LoadError> {
+    fn check_anchor_and_tag(
+        &self,
+        anchor: usize,
+        tagged: bool,
+        line: usize,
+    ) -> Result<(), LoadError> {
         if anchor != 0 {
-            return Err(LoadError { code: "yaml.anchor", message: "YAML anchors (`&name`) are not allowed in front matter".into(), line });
+            return Err(LoadError {
+                code: "yaml.anchor",
+                message: "YAML anchors (`&name`) are not allowed in front matter".into(),
+                line,
+            });
         }
         if tagged {
-            return Err(LoadError { code: "yaml.tag", message: "YAML tags (`!tag`, `!!type`) are not allowed in front matter".into(), line });
+            return Err(LoadError {
+                code: "yaml.tag",
+                message: "YAML tags (`!tag`, `!!type`) are not allowed in front matter".into(),
+                line,
+            });
         }
         Ok(())
     }
@@ -173,7 +235,10 @@ impl Loader {
         if self.nodes > self.budget.max_nodes {
             return Err(LoadError {
                 code: "yaml.too_many_nodes",
-                message: format!("front matter has more than {} YAML nodes", self.budget.max_nodes),
+                message: format!(
+                    "front matter has more than {} YAML nodes",
+                    self.budget.max_nodes
+                ),
                 line,
             });
         }
@@ -185,7 +250,10 @@ impl Loader {
         if self.stack.len() >= self.budget.max_depth {
             return Err(LoadError {
                 code: "yaml.too_deep",
-                message: format!("front matter nests deeper than {} levels", self.budget.max_depth),
+                message: format!(
+                    "front matter nests deeper than {} levels",
+                    self.budget.max_depth
+                ),
                 line,
             });
         }
@@ -199,7 +267,10 @@ impl Loader {
                 if !matches!(node, Node::Map { .. }) {
                     return Err(LoadError {
                         code: "yaml.not_mapping",
-                        message: format!("front matter must be a mapping of keys to values, found {}", node.kind()),
+                        message: format!(
+                            "front matter must be a mapping of keys to values, found {}",
+                            node.kind()
+                        ),
                         line: node.line(),
                     });
                 }
@@ -210,13 +281,20 @@ impl Loader {
                 items.push(node);
                 Ok(())
             }
-            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                ..
+            }) => match pending_key.take() {
                 None => match node {
                     Node::Scalar { value, line, .. } => {
                         if let Some(first) = entries.iter().find(|e| e.key == value) {
                             self.errors.push(LoadError {
                                 code: "yaml.duplicate_key",
-                                message: format!("key `{value}` appears twice (first on line {})", first.key_line),
+                                message: format!(
+                                    "key `{value}` appears twice (first on line {})",
+                                    first.key_line
+                                ),
                                 line,
                             });
                         }
@@ -225,12 +303,19 @@ impl Loader {
                     }
                     other => Err(LoadError {
                         code: "yaml.complex_key",
-                        message: format!("mapping keys must be plain strings, found {}", other.kind()),
+                        message: format!(
+                            "mapping keys must be plain strings, found {}",
+                            other.kind()
+                        ),
                         line: other.line(),
                     }),
                 },
                 Some((key, key_line)) => {
-                    entries.push(Entry { key, key_line, value: node });
+                    entries.push(Entry {
+                        key,
+                        key_line,
+                        value: node,
+                    });
                     Ok(())
                 }
             },
@@ -242,7 +327,10 @@ impl Loader {
 mod tests {
     use super::*;
 
-    const BUDGET: Budget = Budget { max_depth: 8, max_nodes: 200 };
+    const BUDGET: Budget = Budget {
+        max_depth: 8,
+        max_nodes: 200,
+    };
 
     fn codes(text: &str) -> Vec<&'static str> {
         match load(text, 2, BUDGET) {
@@ -253,14 +341,30 @@ mod tests {
 
     #[test]
     fn loads_mapping_with_lines() {
-        let node = load("a: 1\nb:\n  - path: \"/in/x\"\n    sha256: abc\n", 2, BUDGET).unwrap();
-        let Node::Map { entries, .. } = &node else { panic!("not a map") };
+        let node = load(
+            "a: 1\nb:\n  - path: \"/in/x\"\n    sha256: abc\n",
+            2,
+            BUDGET,
+        )
+        .unwrap();
+        let Node::Map { entries, .. } = &node else {
+            panic!("not a map")
+        };
         assert_eq!(entries[0].key, "a");
         assert_eq!(entries[0].key_line, 2);
         assert_eq!(entries[1].key_line, 3);
-        let Node::Seq { items, .. } = &entries[1].value else { panic!("not a seq") };
+        let Node::Seq { items, .. } = &entries[1].value else {
+            panic!("not a seq")
+        };
         assert_eq!(items[0].line(), 4);
-        assert_eq!(items[0].get("path"), Some(&Node::Scalar { value: "/in/x".into(), quoted: true, line: 4 }));
+        assert_eq!(
+            items[0].get("path"),
+            Some(&Node::Scalar {
+                value: "/in/x".into(),
+                quoted: true,
+                line: 4
+            })
+        );
     }
 
     #[test]
@@ -278,7 +382,11 @@ mod tests {
             ("", "yaml.not_mapping"),
         ];
         for (text, code) in cases {
-            assert!(codes(text).contains(code), "{text:?}: wanted {code}, got {:?}", codes(text));
+            assert!(
+                codes(text).contains(code),
+                "{text:?}: wanted {code}, got {:?}",
+                codes(text)
+            );
         }
     }
 

@@ -41,7 +41,9 @@ pub fn is_safe_component(name: &str) -> bool {
         && name.len() <= 200
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+@=,-".contains(&b))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+@=,-".contains(&b))
 }
 
 /// A name shown in a finding: control and non-ASCII characters escaped.
@@ -63,7 +65,16 @@ pub fn collect(out: &Dir, dest: &Dir, limits: WalkLimits) -> io::Result<Collecte
     let mut collected = Collected::default();
     let mut seen = 0u64;
     let mut renamed = 0usize;
-    walk(out, dest, "", 0, limits, &mut seen, &mut renamed, &mut collected)?;
+    walk(
+        out,
+        dest,
+        "",
+        0,
+        limits,
+        &mut seen,
+        &mut renamed,
+        &mut collected,
+    )?;
     collected.artifacts.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(collected)
 }
@@ -86,11 +97,17 @@ fn walk(
         let raw_name = entry.file_name();
         let shown = format!("/out/{}{}", prefix, escaped(&raw_name));
         if *seen > limits.max_entries {
-            c.findings.push(format!("/out holds more than {} entries; the rest were not collected", limits.max_entries));
+            c.findings.push(format!(
+                "/out holds more than {} entries; the rest were not collected",
+                limits.max_entries
+            ));
             return Ok(());
         }
         let file_type = entry.file_type()?;
-        let name = raw_name.to_str().filter(|n| is_safe_component(n)).map(str::to_owned);
+        let name = raw_name
+            .to_str()
+            .filter(|n| is_safe_component(n))
+            .map(str::to_owned);
         let stored = match &name {
             Some(n) => n.clone(),
             None => {
@@ -101,30 +118,65 @@ fn walk(
             }
         };
         if file_type.is_symlink() {
-            let target = src.read_link_contents(&raw_name).map(|t| escaped(t.as_os_str())).unwrap_or_else(|_| "?".into());
-            c.findings.push(format!("{shown} is a symlink to `{target}`; it was reported, not followed or collected"));
+            let target = src
+                .read_link_contents(&raw_name)
+                .map(|t| escaped(t.as_os_str()))
+                .unwrap_or_else(|_| "?".into());
+            c.findings.push(format!(
+                "{shown} is a symlink to `{target}`; it was reported, not followed or collected"
+            ));
         } else if file_type.is_dir() {
             if depth + 1 > limits.max_depth {
-                c.findings.push(format!("{shown} nests deeper than {} levels; not collected", limits.max_depth));
+                c.findings.push(format!(
+                    "{shown} nests deeper than {} levels; not collected",
+                    limits.max_depth
+                ));
                 continue;
             }
             let dir_flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY;
-            let sub_src = Dir::from_std_file(src.open_with(&raw_name, OpenOptions::new().read(true).custom_flags(dir_flags.bits()))?.into_std());
+            let sub_src = Dir::from_std_file(
+                src.open_with(
+                    &raw_name,
+                    OpenOptions::new().read(true).custom_flags(dir_flags.bits()),
+                )?
+                .into_std(),
+            );
             dest.create_dir(&stored)?;
             let sub_dest = dest.open_dir(&stored)?;
-            walk(&sub_src, &sub_dest, &format!("{prefix}{stored}/"), depth + 1, limits, seen, renamed, c)?;
+            walk(
+                &sub_src,
+                &sub_dest,
+                &format!("{prefix}{stored}/"),
+                depth + 1,
+                limits,
+                seen,
+                renamed,
+                c,
+            )?;
         } else if file_type.is_file() {
             let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-            let mut file = src.open_with(&raw_name, OpenOptions::new().read(true).custom_flags(flags.bits()))?;
+            let mut file = src.open_with(
+                &raw_name,
+                OpenOptions::new().read(true).custom_flags(flags.bits()),
+            )?;
             if !file.metadata()?.is_file() {
-                c.findings.push(format!("{shown} changed type while being collected; not collected"));
+                c.findings.push(format!(
+                    "{shown} changed type while being collected; not collected"
+                ));
                 continue;
             }
-            let mut copy = dest.open_with(&stored, OpenOptions::new().write(true).create_new(true).mode(0o644))?;
+            let mut copy = dest.open_with(
+                &stored,
+                OpenOptions::new().write(true).create_new(true).mode(0o644),
+            )?;
             let (sha256, bytes) = copy_hashing(&mut file, &mut copy)?;
             copy.sync_all()?;
             c.total_bytes += bytes;
-            c.artifacts.push(Artifact { path: format!("{prefix}{stored}"), sha256, bytes });
+            c.artifacts.push(Artifact {
+                path: format!("{prefix}{stored}"),
+                sha256,
+                bytes,
+            });
         } else {
             c.findings.push(format!("{shown} is not a regular file, directory or symlink (a FIFO, socket or device); not collected"));
         }
@@ -164,17 +216,52 @@ mod tests {
         std::fs::create_dir(out.path().join("plots")).unwrap();
         std::fs::write(out.path().join("plots/a.txt"), b"a").unwrap();
         std::os::unix::fs::symlink("../../../etc/passwd", out.path().join("escape")).unwrap();
-        std::fs::write(out.path().join(std::ffi::OsStr::from_bytes(b"bad\nname\x1b")), b"x").unwrap();
-        nix::unistd::mkfifo(&out.path().join("pipe"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        std::fs::write(
+            out.path()
+                .join(std::ffi::OsStr::from_bytes(b"bad\nname\x1b")),
+            b"x",
+        )
+        .unwrap();
+        nix::unistd::mkfifo(
+            &out.path().join("pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         let src = Dir::open_ambient_dir(out.path(), ambient_authority()).unwrap();
         let dst = Dir::open_ambient_dir(dest.path(), ambient_authority()).unwrap();
-        let c = collect(&src, &dst, WalkLimits { max_entries: 100, max_depth: 8 }).unwrap();
+        let c = collect(
+            &src,
+            &dst,
+            WalkLimits {
+                max_entries: 100,
+                max_depth: 8,
+            },
+        )
+        .unwrap();
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
         assert_eq!(c.artifacts[1].sha256, crate::digest::sha256_hex(b"{}"));
-        assert!(c.findings.iter().any(|f| f.contains("/out/escape is a symlink to `../../../etc/passwd`")), "{:?}", c.findings);
-        assert!(c.findings.iter().any(|f| f.contains("bad\\u{a}name\\u{1b}")), "{:?}", c.findings);
-        assert!(c.findings.iter().any(|f| f.contains("/out/pipe is not a regular file")), "{:?}", c.findings);
+        assert!(
+            c.findings
+                .iter()
+                .any(|f| f.contains("/out/escape is a symlink to `../../../etc/passwd`")),
+            "{:?}",
+            c.findings
+        );
+        assert!(
+            c.findings
+                .iter()
+                .any(|f| f.contains("bad\\u{a}name\\u{1b}")),
+            "{:?}",
+            c.findings
+        );
+        assert!(
+            c.findings
+                .iter()
+                .any(|f| f.contains("/out/pipe is not a regular file")),
+            "{:?}",
+            c.findings
+        );
         assert!(!dest.path().join("escape").exists());
     }
 
@@ -187,7 +274,15 @@ mod tests {
         }
         let src = Dir::open_ambient_dir(out.path(), ambient_authority()).unwrap();
         let dst = Dir::open_ambient_dir(dest.path(), ambient_authority()).unwrap();
-        let c = collect(&src, &dst, WalkLimits { max_entries: 5, max_depth: 8 }).unwrap();
+        let c = collect(
+            &src,
+            &dst,
+            WalkLimits {
+                max_entries: 5,
+                max_depth: 8,
+            },
+        )
+        .unwrap();
         assert_eq!(c.artifacts.len(), 5);
         assert!(c.findings[0].contains("more than 5 entries"));
     }

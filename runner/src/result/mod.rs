@@ -46,25 +46,46 @@ impl Staging {
     /// # Ambient authority
     /// Creates directories under `results_dir` on the host filesystem.
     pub fn new(results_dir: &Path) -> Result<Self, PublishError> {
-        std::fs::create_dir_all(results_dir).map_err(|source| PublishError::ResultsDir { dir: results_dir.to_owned(), source })?;
+        std::fs::create_dir_all(results_dir).map_err(|source| PublishError::ResultsDir {
+            dir: results_dir.to_owned(),
+            source,
+        })?;
         let tmp = tempfile::Builder::new()
             .prefix(".tmp-result-")
             .tempdir_in(results_dir)
-            .map_err(|source| PublishError::ResultsDir { dir: results_dir.to_owned(), source })?;
-        std::fs::create_dir(tmp.path().join("out")).map_err(|source| PublishError::Write { dir: tmp.path().to_owned(), source })?;
-        Ok(Self { results_dir: results_dir.to_owned(), tmp: Some(tmp) })
+            .map_err(|source| PublishError::ResultsDir {
+                dir: results_dir.to_owned(),
+                source,
+            })?;
+        std::fs::create_dir(tmp.path().join("out")).map_err(|source| PublishError::Write {
+            dir: tmp.path().to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            results_dir: results_dir.to_owned(),
+            tmp: Some(tmp),
+        })
     }
 
     /// The staging directory (its `out/` receives the artifacts).
     pub fn path(&self) -> &Path {
-        self.tmp.as_ref().map_or(self.results_dir.as_path(), |t| t.path())
+        self.tmp
+            .as_ref()
+            .map_or(self.results_dir.as_path(), |t| t.path())
     }
 
     /// Writes a stream file (`stdout`, `stderr`) into the staging directory.
     pub fn write_stream(&self, name: &str, bytes: &[u8]) -> Result<(), PublishError> {
         let path = self.path().join(name);
-        let werr = |source| PublishError::Write { dir: self.path().to_owned(), source };
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(werr)?;
+        let werr = |source| PublishError::Write {
+            dir: self.path().to_owned(),
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(werr)?;
         f.write_all(bytes).map_err(werr)?;
         f.sync_all().map_err(werr)?;
         Ok(())
@@ -73,17 +94,28 @@ impl Staging {
     /// Publishes: picks a free name `base`, `base-2`, `base-3`, …, renames the staging
     /// directory to it, renders the document with that id, and links `id.md` into place.
     /// Returns the document's path.
-    pub fn publish(mut self, base: &str, render: impl Fn(&str) -> String) -> Result<PathBuf, PublishError> {
+    pub fn publish(
+        mut self,
+        base: &str,
+        render: impl Fn(&str) -> String,
+    ) -> Result<PathBuf, PublishError> {
         let werr = |dir: &Path| {
             let dir = dir.to_owned();
             move |source| PublishError::Write { dir, source }
         };
-        let tmp = self.tmp.take().ok_or_else(|| PublishError::NoName { base: base.to_owned(), tries: 0 })?;
+        let tmp = self.tmp.take().ok_or_else(|| PublishError::NoName {
+            base: base.to_owned(),
+            tries: 0,
+        })?;
         let tmp_path = tmp.keep();
         sync_tree(&tmp_path).map_err(werr(&tmp_path))?;
         const TRIES: usize = 1000;
         for n in 1..=TRIES {
-            let id = if n == 1 { base.to_owned() } else { format!("{base}-{n}") };
+            let id = if n == 1 {
+                base.to_owned()
+            } else {
+                format!("{base}-{n}")
+            };
             let doc_path = self.results_dir.join(format!("{id}.md"));
             if doc_path.symlink_metadata().is_ok() {
                 continue;
@@ -91,23 +123,37 @@ impl Staging {
             let dir_path = self.results_dir.join(&id);
             match rename_noreplace(&tmp_path, &dir_path) {
                 Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EEXIST as i32) || e.raw_os_error() == Some(nix::errno::Errno::ENOTEMPTY as i32) => continue,
+                Err(e)
+                    if e.raw_os_error() == Some(nix::errno::Errno::EEXIST as i32)
+                        || e.raw_os_error() == Some(nix::errno::Errno::ENOTEMPTY as i32) =>
+                {
+                    continue;
+                }
                 Err(e) => {
                     let _ = std::fs::remove_dir_all(&tmp_path);
-                    return Err(PublishError::Write { dir: self.results_dir.clone(), source: e });
+                    return Err(PublishError::Write {
+                        dir: self.results_dir.clone(),
+                        source: e,
+                    });
                 }
             }
             let text = render(&id);
             let doc_tmp = self.results_dir.join(format!(".tmp-{id}.md"));
             let written = (|| -> io::Result<()> {
-                let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&doc_tmp)?;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&doc_tmp)?;
                 f.write_all(text.as_bytes())?;
                 f.sync_all()?;
                 Ok(())
             })();
             if let Err(e) = written {
                 let _ = std::fs::remove_file(&doc_tmp);
-                return Err(PublishError::Write { dir: self.results_dir.clone(), source: e });
+                return Err(PublishError::Write {
+                    dir: self.results_dir.clone(),
+                    source: e,
+                });
             }
             // link() never replaces. A runner writes `id.md` only after claiming the
             // directory `id`, which we hold, so a clash here means someone else wrote it.
@@ -118,16 +164,31 @@ impl Staging {
                     sync_dir(&self.results_dir).map_err(werr(&self.results_dir))?;
                     return Ok(doc_path);
                 }
-                Err(e) => return Err(PublishError::Write { dir: self.results_dir.clone(), source: e }),
+                Err(e) => {
+                    return Err(PublishError::Write {
+                        dir: self.results_dir.clone(),
+                        source: e,
+                    });
+                }
             }
         }
         let _ = std::fs::remove_dir_all(&tmp_path);
-        Err(PublishError::NoName { base: base.to_owned(), tries: TRIES })
+        Err(PublishError::NoName {
+            base: base.to_owned(),
+            tries: TRIES,
+        })
     }
 }
 
 fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    nix::fcntl::renameat2(nix::fcntl::AT_FDCWD, from, nix::fcntl::AT_FDCWD, to, nix::fcntl::RenameFlags::RENAME_NOREPLACE).map_err(io::Error::from)
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        from,
+        nix::fcntl::AT_FDCWD,
+        to,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    )
+    .map_err(io::Error::from)
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -160,7 +221,15 @@ pub fn result_id(now: time::OffsetDateTime, request_id: &str) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn utc_timestamp(now: time::OffsetDateTime) -> String {
-    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", now.year(), u8::from(now.month()), now.day(), now.hour(), now.minute(), now.second())
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    )
 }
 
 /// True for names the results directory uses for work in progress.
@@ -181,11 +250,21 @@ mod tests {
             s.write_stream("stdout", b"hi").unwrap();
             paths.push(s.publish("TS-1-x", |id| format!("id {id}\n")).unwrap());
         }
-        let names: Vec<String> = paths.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = paths
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names, vec!["TS-1-x.md", "TS-1-x-2.md", "TS-1-x-3.md"]);
         assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), "id TS-1-x-2\n");
-        assert_eq!(std::fs::read(dir.path().join("TS-1-x-3/stdout")).unwrap(), b"hi");
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().filter(|e| is_temporary_name(&e.file_name())).collect();
+        assert_eq!(
+            std::fs::read(dir.path().join("TS-1-x-3/stdout")).unwrap(),
+            b"hi"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| is_temporary_name(&e.file_name()))
+            .collect();
         assert!(leftovers.is_empty());
     }
 
@@ -215,8 +294,13 @@ mod tests {
 
     #[test]
     fn unwritable_results_dir_is_a_clear_error() {
-        let err = Staging::new(Path::new("/proc/runner-cannot-write-here")).err().unwrap();
-        assert!(err.to_string().contains("/proc/runner-cannot-write-here"), "{err}");
+        let err = Staging::new(Path::new("/proc/runner-cannot-write-here"))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("/proc/runner-cannot-write-here"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,0 +1,39 @@
+# Recipes for `runner`. `just --list` shows them. CI runs `just test` (see .ci/run).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+runner := "target/release/runner"
+example := "examples/csv-stats/TR-20261121-100000Z-csv-stats.md"
+
+# Build the release binary (tests run against it too).
+build:
+    cargo build --release --locked
+
+# Fetch, verify and precompile every pinned guest (once; later runs find them cached).
+guests: build
+    {{runner}} guest fetch
+
+# Run the main job on the ERA example and print the result's path.
+demo: guests
+    {{runner}} validate examples/*/TR-*.md
+    {{runner}} exec {{example}}
+
+# The whole test suite, on the real guest.
+test: guests
+    RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace
+
+# What CI runs: formatting, lints, then the tests.
+ci: lint test
+
+# rustfmt and clippy, warnings as errors.
+lint:
+    cargo fmt --all --check
+    cargo clippy --release --locked --workspace --all-targets -- -D warnings
+
+# Validate every example request.
+validate-examples: build
+    {{runner}} validate examples/*/TR-*.md
+
+# Time request validation (a typical 5 KB request, an 8 MiB hostile one).
+bench-validate:
+    cargo run --release --locked --example bench_validate

@@ -1,0 +1,613 @@
+//! The adversarial request corpus: every `tests/requests/<attack>.md` is judged by the
+//! validator and compared with its sidecar `<attack>.expect.json`:
+//!
+//! ```json
+//! {"verdict": "REJECT", "codes": ["command.chaining"], "lines": {"command.chaining": 25}}
+//! ```
+//!
+//! `codes` is the exact set of reason codes (sorted, unique); `lines` pins the line of
+//! some of them; an optional `note` says why the fixture exists. One harness runs them
+//! all and reports every mismatch at once. Cases too large or too binary to commit
+//! (a 2 MiB request, invalid UTF-8 at chosen places) are generated here.
+
+use runner::policy::Policy;
+use runner::request::{self, Reason};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Fewest fixtures the corpus may hold.
+const MIN_FIXTURES: usize = 60;
+/// Fewest ACCEPT fixtures (valid variants keep the validator from rejecting everything).
+const MIN_ACCEPT_FIXTURES: usize = 5;
+const SIDECAR_SUFFIX: &str = ".expect.json";
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/requests")
+}
+
+/// A sidecar: what the validator must say about its fixture.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expectation {
+    verdict: String,
+    codes: Vec<String>,
+    #[serde(default)]
+    lines: BTreeMap<String, usize>,
+    /// Why the fixture exists (for a fixture that exposes a validator bug, the bug).
+    #[serde(default)]
+    note: Option<String>,
+}
+
+struct Fixture {
+    name: String,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    expect: Expectation,
+}
+
+/// Every `*.md` in the corpus with its sidecar, sorted by name.
+fn fixtures() -> Vec<Fixture> {
+    let mut out = Vec::new();
+    for path in corpus_files("md") {
+        let name = file_name(&path).trim_end_matches(".md").to_owned();
+        let sidecar = corpus_dir().join(format!("{name}{SIDECAR_SUFFIX}"));
+        let text = std::fs::read_to_string(&sidecar)
+            .unwrap_or_else(|e| panic!("{name}: cannot read sidecar {}: {e}", sidecar.display()));
+        let expect: Expectation =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: bad sidecar: {e}"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.push(Fixture {
+            name,
+            path,
+            bytes,
+            expect,
+        });
+    }
+    out
+}
+
+/// Corpus files whose name ends in `.{ext}`, sorted.
+fn corpus_files(ext: &str) -> Vec<PathBuf> {
+    let dir = corpus_dir();
+    let entries =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let mut files: Vec<PathBuf> = entries
+        .map(|e| e.expect("a readable directory entry").path())
+        .filter(|p| p.is_file() && file_name(p).ends_with(&format!(".{ext}")))
+        .collect();
+    files.sort();
+    files
+}
+
+fn file_name(path: &Path) -> &str {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .expect("a UTF-8 file name")
+}
+
+/// The validator's verdict and reasons for `bytes` under the built-in policy.
+fn judge(bytes: &[u8], policy: &Policy) -> (&'static str, Vec<Reason>) {
+    match request::validate(bytes, policy) {
+        Ok(_) => ("ACCEPT", Vec::new()),
+        Err(reasons) => ("REJECT", reasons),
+    }
+}
+
+fn code_set(reasons: &[Reason]) -> Vec<String> {
+    reasons
+        .iter()
+        .map(|r| r.code.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+fn show_reasons(reasons: &[Reason]) -> String {
+    if reasons.is_empty() {
+        return "      (no reasons)\n".into();
+    }
+    reasons
+        .iter()
+        .map(|r| {
+            format!(
+                "      {}:{} {}\n",
+                r.code,
+                r.line.map_or("-".into(), |l| l.to_string()),
+                r.message
+            )
+        })
+        .collect()
+}
+
+/// How a fixture's judgement differs from its sidecar, if it does.
+fn mismatch(f: &Fixture, verdict: &str, reasons: &[Reason]) -> Option<String> {
+    let mut problems = Vec::new();
+    if verdict != f.expect.verdict {
+        problems.push(format!(
+            "verdict: expected {}, got {verdict}",
+            f.expect.verdict
+        ));
+    }
+    let got = code_set(reasons);
+    if got != f.expect.codes {
+        problems.push(format!(
+            "codes: expected {:?}, got {:?}",
+            f.expect.codes, got
+        ));
+    }
+    for (code, line) in &f.expect.lines {
+        let lines: Vec<String> = reasons
+            .iter()
+            .filter(|r| &r.code == code)
+            .map(|r| r.line.map_or("-".into(), |l| l.to_string()))
+            .collect();
+        if !reasons
+            .iter()
+            .any(|r| &r.code == code && r.line == Some(*line))
+        {
+            problems.push(format!(
+                "line of {code}: expected {line}, got [{}]",
+                lines.join(", ")
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return None;
+    }
+    let note = f
+        .expect
+        .note
+        .as_deref()
+        .map(|n| format!("    note: {n}\n"))
+        .unwrap_or_default();
+    Some(format!(
+        "  {}.md\n    {}\n{note}    reasons:\n{}",
+        f.name,
+        problems.join("\n    "),
+        show_reasons(reasons)
+    ))
+}
+
+#[test]
+fn every_fixture_gets_its_expected_verdict_codes_and_lines() {
+    let policy = Policy::builtin();
+    let fixtures = fixtures();
+    let failures: Vec<String> = fixtures
+        .iter()
+        .filter_map(|f| {
+            let (verdict, reasons) = judge(&f.bytes, &policy);
+            mismatch(f, verdict, &reasons)
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} request fixtures disagree with their sidecars:\n{}",
+        failures.len(),
+        fixtures.len(),
+        failures.join("")
+    );
+}
+
+#[test]
+fn corpus_is_large_and_every_fixture_has_a_well_formed_sidecar() {
+    let mds: BTreeSet<String> = corpus_files("md")
+        .iter()
+        .map(|p| file_name(p).trim_end_matches(".md").to_owned())
+        .collect();
+    let sidecars: BTreeSet<String> = corpus_files("json")
+        .iter()
+        .map(|p| file_name(p).to_owned())
+        .filter_map(|n| n.strip_suffix(SIDECAR_SUFFIX).map(str::to_owned))
+        .collect();
+    let stray_json: Vec<String> = corpus_files("json")
+        .iter()
+        .map(|p| file_name(p).to_owned())
+        .filter(|n| !n.ends_with(SIDECAR_SUFFIX))
+        .collect();
+    let orphans: Vec<&String> = sidecars.difference(&mds).collect();
+    let missing: Vec<&String> = mds.difference(&sidecars).collect();
+    assert!(
+        mds.len() >= MIN_FIXTURES,
+        "the corpus holds {} fixtures; it must hold at least {MIN_FIXTURES}",
+        mds.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "fixtures without a sidecar: {missing:?}"
+    );
+    assert!(
+        orphans.is_empty(),
+        "sidecars without a fixture: {orphans:?}"
+    );
+    assert!(
+        stray_json.is_empty(),
+        "JSON files that are not `*{SIDECAR_SUFFIX}`: {stray_json:?}"
+    );
+
+    let mut problems = Vec::new();
+    let mut accepts = 0;
+    for f in fixtures() {
+        let e = &f.expect;
+        match e.verdict.as_str() {
+            "ACCEPT" => {
+                accepts += 1;
+                if !e.codes.is_empty() {
+                    problems.push(format!("{}: an ACCEPT lists codes", f.name));
+                }
+            }
+            "REJECT" if e.codes.is_empty() => {
+                problems.push(format!("{}: a REJECT lists no codes", f.name))
+            }
+            "REJECT" => {}
+            other => problems.push(format!(
+                "{}: verdict {other:?} is neither ACCEPT nor REJECT",
+                f.name
+            )),
+        }
+        let sorted: Vec<String> = e
+            .codes
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if sorted != e.codes {
+            problems.push(format!("{}: codes must be sorted and unique", f.name));
+        }
+        for code in e.lines.keys() {
+            if !e.codes.contains(code) {
+                problems.push(format!(
+                    "{}: pins the line of {code}, which is not in codes",
+                    f.name
+                ));
+            }
+        }
+        if !f
+            .name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            problems.push(format!(
+                "{}: fixture names are lowercase-kebab-case, named after the attack",
+                f.name
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "malformed sidecars:\n  {}",
+        problems.join("\n  ")
+    );
+    assert!(
+        accepts >= MIN_ACCEPT_FIXTURES,
+        "only {accepts} ACCEPT fixtures; keep at least {MIN_ACCEPT_FIXTURES} valid variants"
+    );
+}
+
+#[test]
+fn every_reason_points_at_a_real_line_and_says_something() {
+    let policy = Policy::builtin();
+    let mut problems = Vec::new();
+    for f in fixtures() {
+        let line_count = f.bytes.split(|&b| b == b'\n').count();
+        for r in judge(&f.bytes, &policy).1 {
+            if r.message.trim().is_empty() {
+                problems.push(format!("{}: {} has an empty message", f.name, r.code));
+            }
+            if r.line.is_some_and(|l| l == 0 || l > line_count) {
+                problems.push(format!(
+                    "{}: {} points at line {:?} of a {line_count}-line file",
+                    f.name, r.code, r.line
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// An accepted request's outputs are what a later stage will look for under /out, so
+/// they must be plain paths, without the markdown around them.
+#[test]
+fn accepted_outputs_are_plain_sandbox_paths() {
+    let policy = Policy::builtin();
+    let mut problems = Vec::new();
+    for f in fixtures() {
+        let Ok(approved) = request::validate(&f.bytes, &policy) else {
+            continue;
+        };
+        for out in approved.outputs() {
+            let plain = (out == "/out" || out.starts_with("/out/"))
+                && !out.contains([
+                    '`', '"', '\'', '*', ':', ',', ';', '(', ')', '[', ']', '<', '>',
+                ]);
+            if !plain {
+                problems.push(format!("{}: output {out:?}", f.name));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "accepted requests carry outputs that are not plain /out paths:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// A CRLF + BOM copy of a valid request is the same request: accepted, and with the
+/// same normalized hash (but a different hash of its bytes).
+#[test]
+fn crlf_and_bom_variants_normalize_to_the_same_hash() {
+    let policy = Policy::builtin();
+    let lf =
+        std::fs::read(corpus_dir().join("accept-era-csv-stats-copy.md")).expect("the LF fixture");
+    let crlf =
+        std::fs::read(corpus_dir().join("accept-crlf-and-bom.md")).expect("the CRLF + BOM fixture");
+    let a = request::validate(&lf, &policy).expect("the LF copy is accepted");
+    let b = request::validate(&crlf, &policy).expect("the CRLF + BOM copy is accepted");
+    assert_eq!(a.normalized_sha256(), b.normalized_sha256());
+    assert_ne!(a.bytes_sha256(), b.bytes_sha256());
+}
+
+// ------------------------------------------------------------------ generated cases
+
+fn valid_request() -> Vec<u8> {
+    std::fs::read(corpus_dir().join("accept-era-csv-stats-copy.md")).expect("the valid ERA fixture")
+}
+
+#[test]
+fn oversize_request_is_rejected_before_parsing() {
+    let policy = Policy::builtin();
+    let mut bytes = valid_request();
+    let filler =
+        b"- stdout: one more line of realistic-looking expectations about /out/summary.json.\n";
+    while bytes.len() < 2 * 1024 * 1024 {
+        bytes.extend_from_slice(filler);
+    }
+    let (verdict, reasons) = judge(&bytes, &policy);
+    assert_eq!(verdict, "REJECT");
+    assert_eq!(
+        code_set(&reasons),
+        ["request.too_large"],
+        "{}",
+        show_reasons(&reasons)
+    );
+    assert_eq!(
+        reasons[0].line, None,
+        "an oversize request has no line to point at"
+    );
+
+    // One byte over the cap is already too large; exactly the cap is judged normally.
+    let cap = usize::try_from(policy.request.max_bytes).expect("a cap that fits in memory");
+    let mut at_cap = valid_request();
+    at_cap.resize(cap, b'\n');
+    assert_ne!(code_set(&judge(&at_cap, &policy).1), ["request.too_large"]);
+    at_cap.push(b'\n');
+    assert_eq!(code_set(&judge(&at_cap, &policy).1), ["request.too_large"]);
+}
+
+#[test]
+fn invalid_utf8_is_rejected_with_the_line_it_is_on() {
+    let policy = Policy::builtin();
+    let valid = valid_request();
+    let text = String::from_utf8(valid.clone()).expect("the fixture is UTF-8");
+    let line_start =
+        |n: usize| -> usize { text.split_inclusive('\n').take(n - 1).map(str::len).sum() };
+    // (description, bytes, expected line)
+    let mut cases: Vec<(&str, Vec<u8>, usize)> = Vec::new();
+    for (what, bad, line) in [
+        ("a lone 0xff", &b"\xff"[..], 1),
+        ("an overlong '/'", b"\xc0\xaf", 25),
+        ("a UTF-16 surrogate", b"\xed\xa0\x80", 37),
+    ] {
+        let mut bytes = valid.clone();
+        let at = line_start(line);
+        bytes.splice(at..at, bad.iter().copied());
+        cases.push((what, bytes, line));
+    }
+    let mut truncated = valid.clone();
+    truncated.extend_from_slice("\u{20ac}".as_bytes().get(..2).expect("a 3-byte character"));
+    let last_line = truncated.iter().filter(|&&b| b == b'\n').count() + 1;
+    cases.push((
+        "a character cut at the end of the file",
+        truncated,
+        last_line,
+    ));
+    let mut crlf = text.replace('\n', "\r\n").into_bytes();
+    let at = crlf
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w == b"\r\n")
+        .nth(8)
+        .map(|(i, _)| i)
+        .expect("ten lines");
+    crlf.insert(at, 0xfe);
+    cases.push(("0xfe at the end of line 9 of a CRLF file", crlf, 9));
+
+    let mut problems = Vec::new();
+    for (what, bytes, line) in cases {
+        let (verdict, reasons) = judge(&bytes, &policy);
+        let ok = verdict == "REJECT"
+            && code_set(&reasons) == ["request.not_utf8"]
+            && reasons[0].line == Some(line);
+        if !ok {
+            problems.push(format!(
+                "{what}: expected request.not_utf8 on line {line}, got {verdict}\n{}",
+                show_reasons(&reasons)
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ------------------------------------------------------------------ the CLI
+
+fn runner(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(args)
+        .output()
+        .expect("the runner binary runs")
+}
+
+#[test]
+fn cli_json_over_the_whole_corpus() {
+    let policy = Policy::builtin();
+    let fixtures = fixtures();
+    let mut args: Vec<&std::ffi::OsStr> = vec!["validate".as_ref(), "--json".as_ref()];
+    args.extend(fixtures.iter().map(|f| f.path.as_os_str()));
+    let out = runner(&args);
+    let stdout = String::from_utf8(out.stdout).expect("JSON Lines are UTF-8");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "validate exits 1 when any file is rejected; stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), fixtures.len(), "one JSON line per file");
+    let mut problems = Vec::new();
+    for (f, line) in fixtures.iter().zip(&lines) {
+        let v: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(format!("{}: not JSON ({e}): {line}", f.name));
+                continue;
+            }
+        };
+        let keys: BTreeSet<&str> = v
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        if keys != BTreeSet::from(["file", "kind", "verdict", "reasons"]) {
+            problems.push(format!("{}: keys {keys:?}", f.name));
+            continue;
+        }
+        if v["file"].as_str() != f.path.to_str() {
+            problems.push(format!("{}: file is {}", f.name, v["file"]));
+        }
+        if v["kind"] != "tool_request" {
+            problems.push(format!("{}: kind is {}", f.name, v["kind"]));
+        }
+        let reasons = v["reasons"].as_array().cloned().unwrap_or_default();
+        for r in &reasons {
+            let rkeys: BTreeSet<&str> = r
+                .as_object()
+                .map(|o| o.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            let well_formed = rkeys == BTreeSet::from(["code", "message", "line"])
+                && r["code"].is_string()
+                && r["message"].is_string()
+                && (r["line"].is_null() || r["line"].is_u64());
+            if !well_formed {
+                problems.push(format!("{}: malformed reason {r}", f.name));
+            }
+        }
+        // The CLI says what the library says ...
+        let (lib_verdict, lib_reasons) = judge(&f.bytes, &policy);
+        let cli_codes: Vec<String> = reasons
+            .iter()
+            .filter_map(|r| r["code"].as_str().map(str::to_owned))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if v["verdict"] != lib_verdict || cli_codes != code_set(&lib_reasons) {
+            problems.push(format!(
+                "{}: CLI says {} {cli_codes:?}, the library {lib_verdict} {:?}",
+                f.name,
+                v["verdict"],
+                code_set(&lib_reasons)
+            ));
+        }
+        // ... and that is what the sidecar expects.
+        if v["verdict"] != f.expect.verdict.as_str() {
+            let note = f
+                .expect
+                .note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            problems.push(format!(
+                "{}: verdict {} but the sidecar expects {}{note}",
+                f.name, v["verdict"], f.expect.verdict
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "`runner validate --json` over the corpus:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn cli_human_output_names_file_line_code_and_shows_the_line() {
+    let dir = corpus_dir();
+    let bad = dir.join("chaining-semicolon.md");
+    let good = dir.join("accept-era-csv-stats-copy.md");
+    let out = runner(&["validate".as_ref(), good.as_os_str(), bad.as_os_str()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (good, bad) = (good.display().to_string(), bad.display().to_string());
+    assert!(stdout.contains(&format!("{good}: ACCEPT\n")), "{stdout}");
+    assert!(stdout.contains(&format!("{bad}: REJECT\n")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{bad}:25: command.chaining: ")),
+        "FILE:LINE: code: message\n{stdout}"
+    );
+    let shown = stdout
+        .lines()
+        .find(|l| l.contains("   25 | "))
+        .unwrap_or_else(|| panic!("the offending line is shown:\n{stdout}"));
+    assert!(
+        shown.ends_with(
+            "`python -u stats.py --in /in/data.csv --out /out/summary.json; rm -rf /out`"
+        ),
+        "{shown}"
+    );
+
+    // Invisible characters in the shown line are escaped, not passed to the terminal.
+    let bidi = dir.join("bidi-override-in-purpose.md");
+    let out = runner(&["validate".as_ref(), bidi.as_os_str()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("{}:9: text.invisible_character: ", bidi.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\\u{202e}") && !stdout.contains('\u{202e}'),
+        "the bidi override is shown escaped:\n{stdout}"
+    );
+}
+
+#[test]
+fn cli_exit_codes() {
+    let dir = corpus_dir();
+    let good = dir.join("accept-monty-primes-copy.md");
+    let missing = dir.join("no-such-request.md");
+    assert_eq!(
+        runner(&["validate".as_ref(), good.as_os_str()])
+            .status
+            .code(),
+        Some(0),
+        "all accepted"
+    );
+    let out = runner(&[
+        "validate".as_ref(),
+        "--json".as_ref(),
+        good.as_os_str(),
+        missing.as_os_str(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "an unreadable file is an I/O error"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().count(),
+        2,
+        "every file still gets its line:\n{stdout}"
+    );
+    assert!(stdout.contains("io.unreadable"), "{stdout}");
+}
