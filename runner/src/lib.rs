@@ -11,10 +11,12 @@ pub mod cli;
 pub mod digest;
 pub mod exit_codes;
 pub mod guest;
+pub mod lock;
 pub mod normalize;
 pub mod policy;
 pub mod request;
 pub mod result;
+pub mod sign;
 pub mod stage;
 
 /// The runner's own version, recorded in every result's Provenance.
@@ -22,3 +24,7 @@ pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The wasmtime version the runner embeds (kept equal to the pin in Cargo.toml;
 /// a unit test checks them against Cargo.lock).
 pub const WASMTIME_VERSION: &str = "48.0.8";
+/// The Monty version the monty worker (`runner-monty`) embeds, recorded as the engine of
+/// monty results (kept equal to the pin in Cargo.toml; a `runner-monty` test checks it
+/// against Cargo.lock).
+pub const MONTY_VERSION: &str = "1.4.0";

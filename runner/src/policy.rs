@@ -80,6 +80,31 @@ struct ForbiddenRuleFile {
     pattern: String,
     #[serde(default)]
     spaced: Vec<String>,
+    /// The document kinds the rule judges; absent means all of them.
+    #[serde(default)]
+    applies_to: Option<Vec<RuleTarget>>,
+}
+
+/// The kinds of document a forbidden-content rule can apply to (`applies_to` in the
+/// policy). Governed packets are packets: their strings are scanned with the packet rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleTarget {
+    Request,
+    Result,
+    Packet,
+}
+
+impl RuleTarget {
+    pub const ALL: [RuleTarget; 3] = [RuleTarget::Request, RuleTarget::Result, RuleTarget::Packet];
+
+    fn index(self) -> usize {
+        match self {
+            RuleTarget::Request => 0,
+            RuleTarget::Result => 1,
+            RuleTarget::Packet => 2,
+        }
+    }
 }
 
 /// A compiled forbidden-content rule.
@@ -91,6 +116,8 @@ pub struct ForbiddenRule {
     pub pattern: Regex,
     /// Words matched against runs of spaced-out letters.
     pub spaced: Vec<String>,
+    /// The document kinds the rule judges.
+    pub applies_to: Vec<RuleTarget>,
 }
 
 /// The effective policy.
@@ -100,7 +127,11 @@ pub struct Policy {
     pub limits: LimitMaxima,
     pub output: OutputCaps,
     pub guests: Vec<GuestMapping>,
+    /// The rules that apply to tool requests (the request validator scans with these).
+    /// Every kind's rules: [`Policy::rules_for`].
     pub forbidden: Vec<ForbiddenRule>,
+    /// The rules per [`RuleTarget`], in policy order.
+    rules_by_target: [Vec<ForbiddenRule>; 3],
     /// sha256 of the policy text as loaded (pinned in results and locks).
     pub sha256: String,
     /// Where it came from: `built-in` or a path.
@@ -156,23 +187,49 @@ impl Policy {
                 .build()
                 .map_err(|e| invalid(format!("forbidden rule {}: {e}", rule.code)))?;
             let spaced = rule.spaced.iter().map(|w| w.to_lowercase()).collect();
+            let applies_to = match rule.applies_to {
+                None => RuleTarget::ALL.to_vec(),
+                Some(list) if list.is_empty() => {
+                    return Err(invalid(format!(
+                        "forbidden rule {}: `applies_to` is empty (omit it to apply the rule to every kind)",
+                        rule.code
+                    )));
+                }
+                Some(list) => list,
+            };
             forbidden.push(ForbiddenRule {
                 code: rule.code,
                 message: rule.message,
                 pattern,
                 spaced,
+                applies_to,
             });
         }
+        let rules_by_target = RuleTarget::ALL.map(|target| {
+            forbidden
+                .iter()
+                .filter(|r| r.applies_to.contains(&target))
+                .cloned()
+                .collect::<Vec<_>>()
+        });
         Ok(Self {
             request: file.request,
             limits: file.limits,
             output: file.output,
             guests: file.guests,
-            forbidden,
+            forbidden: rules_by_target[RuleTarget::Request.index()].clone(),
+            rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             origin: origin.to_owned(),
             text: text.to_owned(),
         })
+    }
+
+    /// The forbidden-content rules that judge documents of kind `target`. The result
+    /// writer withholds excerpt lines with `rules_for(RuleTarget::Result)`, the same rules
+    /// the result validator applies, so a result the runner writes passes its own gate.
+    pub fn rules_for(&self, target: RuleTarget) -> &[ForbiddenRule] {
+        &self.rules_by_target[target.index()]
     }
 
     /// The guest a command's program word selects, if any.
@@ -212,6 +269,49 @@ mod tests {
         let text = format!("{DEFAULT_POLICY_TOML}\n[surprise]\nx = 1\n");
         let err = Policy::parse(&text, "t").unwrap_err().to_string();
         assert!(err.contains("surprise"), "{err}");
+    }
+
+    #[test]
+    fn applies_to_selects_rules_per_kind() {
+        let p = Policy::builtin();
+        let codes = |t| -> Vec<&str> { p.rules_for(t).iter().map(|r| r.code.as_str()).collect() };
+        // `forbidden` is exactly the request rules.
+        assert_eq!(
+            p.forbidden.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
+            codes(RuleTarget::Request)
+        );
+        assert!(codes(RuleTarget::Request).contains(&"forbidden.host_path"));
+        assert!(!codes(RuleTarget::Packet).contains(&"forbidden.host_path"));
+        assert!(!codes(RuleTarget::Request).contains(&"forbidden.runnable_command"));
+        for t in RuleTarget::ALL {
+            assert!(codes(t).contains(&"forbidden.secret"), "{t:?}");
+            assert!(codes(t).contains(&"forbidden.package_install"), "{t:?}");
+        }
+        for t in [RuleTarget::Result, RuleTarget::Packet] {
+            for code in [
+                "forbidden.runnable_command",
+                "forbidden.hierarchy_override",
+                "forbidden.persistence",
+                "forbidden.instruction_to_run",
+            ] {
+                assert!(codes(t).contains(&code), "{t:?} lacks {code}");
+            }
+        }
+    }
+
+    #[test]
+    fn applies_to_unknown_kind_or_empty_is_an_error() {
+        let base = "[request]\nmax_bytes = 1\nmax_yaml_depth = 1\nmax_yaml_nodes = 1\n[limits]\nmax_memory_limit_mb = 1\nmax_time_limit_sec = 1\nmax_cpu_limit_sec = 1\n[output]\nstdout_max_bytes = 1\nstderr_max_bytes = 1\nout_max_bytes = 1\nout_max_files = 1\nexcerpt_lines = 1\n";
+        let rule = |applies: &str| {
+            format!("{base}[[forbidden]]\ncode = \"forbidden.x\"\nmessage = \"x\"\npattern = \"x\"\n{applies}")
+        };
+        let p = Policy::parse(&rule("applies_to = [\"result\"]"), "t").unwrap();
+        assert!(p.forbidden.is_empty());
+        assert_eq!(p.rules_for(RuleTarget::Result).len(), 1);
+        assert!(Policy::parse(&rule("applies_to = [\"email\"]"), "t").is_err());
+        assert!(Policy::parse(&rule("applies_to = []"), "t").is_err());
+        let all = Policy::parse(&rule(""), "t").unwrap();
+        assert!(RuleTarget::ALL.iter().all(|t| all.rules_for(*t).len() == 1));
     }
 
     #[test]

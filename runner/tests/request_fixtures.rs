@@ -440,6 +440,42 @@ fn invalid_utf8_is_rejected_with_the_line_it_is_on() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// With one guest (the built-in policy) a program and a language can never disagree, so
+/// `command.guest_mismatch` needs a policy with a second guest.
+#[test]
+fn program_and_language_must_select_the_same_guest() {
+    let extra = "\n[[guests]]\nguest = \"cpython-3.11\"\nprograms = [\"python3.11\"]\nlanguages = [\"python3.11\"]\n";
+    let policy = Policy::parse(
+        &format!("{}{extra}", runner::policy::DEFAULT_POLICY_TOML),
+        "two-guests",
+    )
+    .expect("a valid policy");
+    let valid = String::from_utf8(valid_request()).expect("UTF-8");
+    let command = "`python -u stats.py --in /in/data.csv --out /out/summary.json`";
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("python3.11", "python", &["command.guest_mismatch"]),
+        ("python", "python3.11", &["command.guest_mismatch"]),
+        ("python3.11", "python3.11", &[]),
+        ("python", "python3", &[]),
+    ];
+    let mut problems = Vec::new();
+    for (language, program, want) in cases {
+        let text = valid
+            .replacen("language: python\n", &format!("language: {language}\n"), 1)
+            .replacen(command, &command.replacen("python", program, 1), 1);
+        let (_, reasons) = judge(text.as_bytes(), &policy);
+        if code_set(&reasons) != *want {
+            problems.push(format!(
+                "language {language}, program {program}: expected {want:?}\n{}",
+                show_reasons(&reasons)
+            ));
+        } else if let Some(r) = reasons.first().filter(|r| r.line != Some(25)) {
+            problems.push(format!("language {language}, program {program}: the mismatch is reported on line {:?}, not on the command (25)", r.line));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 // ------------------------------------------------------------------ the CLI
 
 fn runner(args: &[&std::ffi::OsStr]) -> Output {

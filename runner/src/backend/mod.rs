@@ -7,6 +7,7 @@
 //! The validator, staging, result writer and hashing know nothing of which backend ran.
 
 pub mod confine;
+pub mod monty;
 pub mod wasmtime;
 pub mod worker;
 

@@ -980,7 +980,12 @@ mod tests {
         let found = json_line(outcome);
         for (label, result) in found.as_object().expect("object") {
             let result = result.as_str().unwrap_or_default();
+            eprintln!("{label}: {result}");
             assert!(result.starts_with("err: "), "{label} succeeded: {result}");
+            // A mistake in the probe itself would also "fail".
+            for mistake in ["NameError", "AttributeError", "TypeError", "SyntaxError"] {
+                assert!(!result.starts_with(&format!("err: {mistake}")), "{label}: {result}");
+            }
         }
     }
 

@@ -98,13 +98,19 @@ pub enum WorkerReply {
 /// the reply on stdout. Returns the process exit code (0 when the guest ran, whatever
 /// its own exit code; 1 when the worker could not run it).
 pub fn worker_main() -> i32 {
-    let reply = match serve(io::stdin().lock()) {
+    finish(match serve(io::stdin().lock()) {
         Ok(outcome) => WorkerReply::Ok { outcome },
         Err(failure) => WorkerReply::Error {
             message: failure.error.to_string(),
             module_rejected: failure.module_rejected,
         },
-    };
+    })
+}
+
+/// Print `reply` as the worker's one JSON line on stdout and return the worker's exit
+/// code (0 when the guest ran, 1 when the worker could not run it). Every worker
+/// (this one, `runner-monty-worker`) ends here.
+pub fn finish(reply: WorkerReply) -> i32 {
     let code = i32::from(!matches!(reply, WorkerReply::Ok { .. }));
     let mut line = match serde_json::to_vec(&reply) {
         Ok(line) => line,
@@ -137,7 +143,7 @@ impl From<BackendError> for WorkerFailure {
 }
 
 fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
-    let request = read_request(stdin)?;
+    let request: WorkerRequest = read_request(stdin)?;
     let spec = &request.spec;
     let Program::Guest(guest) = &spec.program else {
         return Err(
@@ -162,6 +168,7 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
         }),
     };
     let mut outcome = run_guest(&engine, &module, guest, spec, &options)?;
+    eprintln!("DEBUG cpu after run: {:?}", super::wasmtime::cpu_time(CpuClock::Process));
     drop(module);
     if let Some(hard) = confinement.fsize_hard {
         // The guest is done: the captures may be larger than its /out allowance.
@@ -175,7 +182,8 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     Ok(outcome)
 }
 
-fn read_request(stdin: impl Read) -> Result<WorkerRequest, BackendError> {
+/// Read a worker's request (at most [`MAX_REQUEST_BYTES`] of JSON) from `stdin`.
+pub fn read_request<T: serde::de::DeserializeOwned>(stdin: impl Read) -> Result<T, BackendError> {
     let mut bytes = Vec::new();
     stdin
         .take(MAX_REQUEST_BYTES + 1)
@@ -191,13 +199,15 @@ fn read_request(stdin: impl Read) -> Result<WorkerRequest, BackendError> {
 }
 
 /// The CPU budget the worker checks itself: a little under `RLIMIT_CPU`.
-fn cpu_check_limit(cpu: Duration) -> Duration {
+pub fn cpu_check_limit(cpu: Duration) -> Duration {
     cpu.checked_sub(CPU_CHECK_MARGIN)
         .filter(|d| !d.is_zero())
         .unwrap_or(cpu)
 }
 
-fn write_capture(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
+/// Write a captured stream to `path` (`capture_dir/stdout` or `capture_dir/stderr`),
+/// never through a symlink.
+pub fn write_capture(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -340,7 +350,7 @@ impl Backend for WasmtimeBackend {
     }
 }
 
-enum Supervised {
+pub(crate) enum Supervised {
     Outcome(Outcome),
     ModuleRejected(String),
 }
@@ -370,19 +380,56 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Start the worker, feed it the request, watch it until it exits, and describe how
-/// the run ended.
-///
-/// # Ambient Authority
-///
-/// Runs `exe`; reads `spec.capture_dir` and walks `spec.out_dir`.
+/// Run the wasmtime worker (`runner __worker`) on `request`.
 fn supervise(
     exe: &Path,
     request: &WorkerRequest,
     grace: Duration,
 ) -> Result<Supervised, BackendError> {
-    let spec = &request.spec;
+    let payload = serde_json::to_vec(request)
+        .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+    supervise_worker(WorkerJob {
+        exe,
+        args: &[WORKER_ARG],
+        payload,
+        spec: &request.spec,
+        startup_allowance: STARTUP_ALLOWANCE,
+        grace,
+        engine: engine_name(),
+        oom_exit_code: None,
+    })
+}
+
+/// One worker process for [`supervise_worker`]: what to run, what to tell it, and how
+/// to read its end. Both backends (wasmtime, Monty) go through here.
+pub(crate) struct WorkerJob<'a> {
+    pub exe: &'a Path,
+    pub args: &'a [&'a str],
+    /// The request, written to the worker's stdin.
+    pub payload: Vec<u8>,
+    pub spec: &'a SandboxSpec,
+    /// Time for the worker to start, added to the kill deadline along with the grace.
+    pub startup_allowance: Duration,
+    /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
+    pub grace: Duration,
+    /// Engine recorded in outcomes the runner writes itself (kills, crashes).
+    pub engine: String,
+    /// Exit status by which the worker says its memory cap ended it (Monty's allocator
+    /// exits with 65 rather than aborting); `None` when it has none.
+    pub oom_exit_code: Option<i32>,
+}
+
+/// Start the worker, feed it the request, watch it until it exits, and describe how
+/// the run ended.
+///
+/// # Ambient Authority
+///
+/// Runs `job.exe`; reads `spec.capture_dir` and walks `spec.out_dir`.
+pub(crate) fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> {
+    let spec = job.spec;
     let limits = &spec.limits;
+    let exe = job.exe;
+    let engine = job.engine.as_str();
     let tmpfs = confine::out_caps_enforced(&spec.out_dir, limits);
     let mut runner_layers = vec![if tmpfs {
         format!(
@@ -393,12 +440,11 @@ fn supervise(
     } else {
         format!("out_poll({}ms)", OUT_POLL_INTERVAL.as_millis())
     }];
-    let payload = serde_json::to_vec(request)
-        .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+    let payload = job.payload;
 
     let started = Instant::now();
     let child = Command::new(exe)
-        .arg(WORKER_ARG)
+        .args(job.args)
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::piped())
@@ -421,10 +467,10 @@ fn supervise(
         i32::try_from(guard.child().id())
             .map_err(|_| BackendError::Worker("worker pid out of range".into()))?,
     );
-    let kill_at = started + limits.wall + STARTUP_ALLOWANCE + grace;
+    let kill_at = started + limits.wall + job.startup_allowance + job.grace;
     runner_layers.push(format!(
         "wall_kill(+{}ms)",
-        (STARTUP_ALLOWANCE + grace).as_millis()
+        (job.startup_allowance + job.grace).as_millis()
     ));
     let mut killed: Option<Kill> = None;
     let mut next_out_poll = started + OUT_POLL_INTERVAL;
@@ -481,6 +527,7 @@ fn supervise(
                 limits.wall
             ),
             elapsed,
+            engine,
         ),
         (Some(Kill::OutOverCaps(usage)), _) => limit_outcome(
             OutcomeKind::OutputLimit,
@@ -489,10 +536,23 @@ fn supervise(
                 usage.bytes, usage.entries, limits.out_bytes, limits.out_files
             ),
             elapsed,
+            engine,
         ),
         (None, Some(signal)) => {
             let (kind, detail) = classify_signal(signal, cpu, limits);
-            limit_outcome(kind, format!("{detail}{}", stderr_note()), elapsed)
+            limit_outcome(kind, format!("{detail}{}", stderr_note()), elapsed, engine)
+        }
+        (None, None) if job.oom_exit_code.is_some() && status.code() == job.oom_exit_code => {
+            limit_outcome(
+                OutcomeKind::MemoryExceeded,
+                format!(
+                    "memory limit of {} bytes reached: the worker's allocator cap ended it{}",
+                    limits.memory_bytes,
+                    stderr_note()
+                ),
+                elapsed,
+                engine,
+            )
         }
         (None, None) => match parse_reply(&reply, reply_overflow) {
             Ok(WorkerReply::Ok { outcome }) => outcome,
@@ -509,6 +569,7 @@ fn supervise(
                     stderr_note()
                 ),
                 elapsed,
+                engine,
             ),
         },
     };
@@ -529,7 +590,7 @@ fn supervise(
         mark_output_limit(&mut outcome, limits, usage, full);
     }
 
-    outcome.engine = engine_name();
+    outcome.engine = job.engine;
     outcome.confinement.extend(runner_layers);
     Ok(Supervised::Outcome(outcome))
 }
@@ -572,7 +633,7 @@ fn push_detail(outcome: &mut Outcome, note: &str) {
     });
 }
 
-fn limit_outcome(kind: OutcomeKind, detail: String, runtime_sec: f64) -> Outcome {
+fn limit_outcome(kind: OutcomeKind, detail: String, runtime_sec: f64, engine: &str) -> Outcome {
     Outcome {
         kind,
         exit_code: kind.conventional_exit_code().unwrap_or(1),
@@ -582,7 +643,7 @@ fn limit_outcome(kind: OutcomeKind, detail: String, runtime_sec: f64) -> Outcome
         stdout_capped: false,
         stderr_capped: false,
         detail: Some(detail),
-        engine: engine_name(),
+        engine: engine.to_owned(),
         confinement: Vec::new(),
     }
 }
@@ -692,4 +753,412 @@ fn zombie_cpu_time(pid: Pid) -> Option<Duration> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(Duration::from_millis((utime + stime) * 10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::wasmtime::testkit::{Sandbox, limits, shared, target_profile_dir, test_cache_dir, text};
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The worker program: `$RUNNER_WORKER_EXE`, else the `backend-worker` example that
+    /// `cargo test` builds next to the test binary.
+    fn worker_exe() -> PathBuf {
+        if let Some(exe) = std::env::var_os(WORKER_EXE_ENV).filter(|v| !v.is_empty()) {
+            return PathBuf::from(exe);
+        }
+        let exe = target_profile_dir().join("examples").join("backend-worker");
+        assert!(
+            exe.is_file(),
+            "{} is missing: run the tests with `cargo test --release -p runner` (which \
+             builds examples), or `cargo build --release -p runner --example backend-worker`, \
+             or set {WORKER_EXE_ENV}",
+            exe.display()
+        );
+        exe
+    }
+
+    fn backend() -> WasmtimeBackend {
+        // Compile once per test process (shared with the in-process tests).
+        let _ = shared();
+        WasmtimeBackend::new(test_cache_dir())
+            .expect("backend")
+            .with_worker_exe(worker_exe())
+    }
+
+    /// A fake worker: a shell script.
+    fn fake_worker(dir: &Path, script: &str) -> PathBuf {
+        let path = dir.join("fake-worker.sh");
+        fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn has_layer(outcome: &Outcome, prefix: &str) -> bool {
+        outcome.confinement.iter().any(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn hello_world_via_worker() {
+        let backend = backend();
+        let sandbox = Sandbox::python("print('hello from the worker')", limits());
+        backend.prepare(sandbox.guest(), |_| {}).unwrap();
+        let started = Instant::now();
+        let outcome = backend.run(&sandbox.spec).unwrap();
+        eprintln!(
+            "hello world via worker: {:.3} s wall (guest {:.3} s)",
+            started.elapsed().as_secs_f64(),
+            outcome.runtime_sec
+        );
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 0);
+        assert_eq!(text(&outcome.stdout), "hello from the worker\n");
+        assert_eq!(fs::read(sandbox.host("capture/stdout")).unwrap(), outcome.stdout);
+        for layer in [
+            "pdeathsig",
+            "rlimit_core=0",
+            "rlimit_nofile=64",
+            "rlimit_cpu=30s",
+            "rlimit_as=",
+            "rlimit_fsize=16777216",
+            "net_namespace",
+            "no_new_privs",
+            "out_poll",
+            "wall_kill",
+        ] {
+            assert!(has_layer(&outcome, layer), "{layer} missing: {:?}", outcome.confinement);
+        }
+    }
+
+    #[test]
+    fn exit_code_via_worker() {
+        let sandbox = Sandbox::python("import sys; sys.stderr.write('err'); sys.exit(3)", limits());
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 3);
+        assert_eq!(text(&outcome.stderr), "err");
+    }
+
+    #[test]
+    fn sleep_times_out_in_the_worker() {
+        let mut l = limits();
+        l.wall = Duration::from_secs(2);
+        let sandbox = Sandbox::python("import time\nprint('zz', flush=True)\ntime.sleep(30)", l);
+        let started = Instant::now();
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 124);
+        // Stopped by the worker itself, not by the runner's kill: output kept.
+        assert!((1.9..2.6).contains(&outcome.runtime_sec), "{}", outcome.runtime_sec);
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert_eq!(text(&outcome.stdout), "zz\n");
+    }
+
+    #[test]
+    fn busy_loop_under_a_cpu_limit_is_cpu_exhausted() {
+        let mut l = limits();
+        l.wall = Duration::from_secs(20);
+        l.cpu = Duration::from_secs(1);
+        let sandbox = Sandbox::python("print('spin', flush=True)\nwhile True: pass", l);
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::CpuExhausted, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 152);
+        assert!(outcome.runtime_sec < 3.0, "{}", outcome.runtime_sec);
+        assert!(has_layer(&outcome, "rlimit_cpu=1s"), "{outcome:?}");
+        assert_eq!(text(&outcome.stdout), "spin\n");
+    }
+
+    #[test]
+    fn memory_balloon_via_worker() {
+        let mut l = limits();
+        l.memory_bytes = 64 << 20;
+        let sandbox = Sandbox::python("b = bytearray(500 * 1024 * 1024)", l);
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
+    }
+
+    /// RLIMIT_AS leaves room for a large, permitted linear memory.
+    #[test]
+    fn large_permitted_memory_works_under_rlimit_as() {
+        let mut l = limits();
+        l.memory_bytes = 2 << 30;
+        let sandbox = Sandbox::python(
+            "b = bytearray(1536 * 1024 * 1024)\nb[-1] = 1\nprint(len(b))",
+            l,
+        );
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?} {}", text(&outcome.stderr));
+        assert_eq!(text(&outcome.stdout), format!("{}\n", 1536u64 << 20));
+    }
+
+    #[test]
+    fn open_files_are_capped_without_breaking_the_guest() {
+        let sandbox = Sandbox::python(
+            "import os\nfs = []\ntry:\n    for i in range(200):\n        fs.append(open(f'/out/f{i % 10}', 'w'))\nexcept OSError as e:\n    print(len(fs), e.errno)",
+            limits(),
+        );
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        let out = text(&outcome.stdout);
+        let opened: usize = out.split_whitespace().next().unwrap().parse().unwrap();
+        assert!((40..64).contains(&opened), "{out}");
+    }
+
+    #[test]
+    fn stdout_flood_via_worker() {
+        let mut l = limits();
+        l.stdout_bytes = 100 << 10;
+        let sandbox = Sandbox::python("while True: print('y' * 999)", l);
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        assert!(outcome.stdout_capped);
+        assert_eq!(outcome.stdout.len(), 100 << 10);
+    }
+
+    #[test]
+    fn out_byte_flood_is_output_limit_when_polled() {
+        let mut l = limits();
+        l.out_bytes = 1 << 20;
+        let sandbox = Sandbox::python(
+            "f = open('/out/big', 'wb')\nwhile True: f.write(b'z' * 65536)",
+            l,
+        );
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        assert!(has_layer(&outcome, "out_poll"));
+        // RLIMIT_FSIZE stopped the file at the cap.
+        assert!(fs::metadata(sandbox.host("out/big")).unwrap().len() <= 1 << 20);
+    }
+
+    #[test]
+    fn out_file_flood_is_output_limit_when_polled() {
+        let mut l = limits();
+        l.out_files = 10;
+        l.wall = Duration::from_secs(10);
+        let sandbox = Sandbox::python(
+            "import time\nfor i in range(100000):\n    open(f'/out/f{i}', 'w').close()\n    time.sleep(0.001)",
+            l,
+        );
+        let started = Instant::now();
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        // The poll killed it long before it finished or timed out.
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(outcome.detail.unwrap_or_default().contains("worker killed"));
+    }
+
+    #[test]
+    fn sparse_out_file_is_output_limit() {
+        let mut l = limits();
+        l.out_bytes = 1 << 20;
+        let sandbox = Sandbox::python(
+            "import os\nf = open('/out/sparse', 'wb')\ntry:\n    f.truncate(1 << 40)\nexcept OSError as e:\n    print('truncate', e.errno)\nf.seek(2 << 20)\ntry:\n    f.write(b'x')\n    f.flush()\nexcept OSError as e:\n    print('write', e.errno)",
+            l,
+        );
+        let outcome = backend().run(&sandbox.spec).unwrap();
+        // RLIMIT_FSIZE refuses both (EFBIG), so nothing is over and the run completes;
+        // were it not so, the post-run walk would call it output_limit.
+        assert!(
+            matches!(outcome.kind, OutcomeKind::Completed | OutcomeKind::OutputLimit),
+            "{outcome:?}"
+        );
+        assert!(fs::metadata(sandbox.host("out/sparse")).unwrap().len() <= 1 << 20);
+    }
+
+    /// Runs a sandbox from a thread with its own mount namespace, with a tmpfs on
+    /// `/out`: the worker (spawned from that thread) writes into the tmpfs.
+    fn run_with_tmpfs(sandbox: Sandbox) -> Option<(Outcome, Vec<String>)> {
+        std::thread::spawn(move || {
+            let mount = confine::mount_tmpfs_in_thread_namespace(
+                &sandbox.spec.out_dir,
+                &sandbox.spec.limits,
+            )
+            .unwrap()?;
+            let outcome = backend().run(&sandbox.spec).unwrap();
+            let listing = fs::read_dir(&sandbox.spec.out_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            mount.unmount().unwrap();
+            Some((outcome, listing))
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn out_byte_flood_on_tmpfs_is_output_limit() {
+        let mut l = limits();
+        l.out_bytes = 1 << 20;
+        l.out_files = 4;
+        let sandbox = Sandbox::python(
+            "import sys\nf = open('/out/big', 'wb')\ntry:\n    while True:\n        f.write(b'z' * 65536)\n        f.flush()\nexcept OSError as e:\n    print('stopped', e.errno)\n    sys.exit(0)",
+            l,
+        );
+        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
+            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        };
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        assert!(has_layer(&outcome, "out_tmpfs"), "{:?}", outcome.confinement);
+        assert!(text(&outcome.stdout).starts_with("stopped"), "{}", text(&outcome.stdout));
+        assert_eq!(listing, vec!["big".to_owned()]);
+    }
+
+    #[test]
+    fn out_file_flood_on_tmpfs_is_output_limit() {
+        let mut l = limits();
+        l.out_files = 10;
+        let sandbox = Sandbox::python(
+            "import sys\nn = 0\ntry:\n    for i in range(1000):\n        open(f'/out/f{i}', 'w').close()\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n    sys.exit(0)",
+            l,
+        );
+        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
+            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        };
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        assert!(text(&outcome.stdout).starts_with("10 "), "{}", text(&outcome.stdout));
+        assert_eq!(listing.len(), 10);
+    }
+
+    #[test]
+    fn writing_within_the_tmpfs_caps_completes() {
+        let mut l = limits();
+        l.out_bytes = 1 << 20;
+        l.out_files = 4;
+        let sandbox = Sandbox::python("open('/out/small', 'w').write('ok')", l);
+        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
+            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        };
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(listing, vec!["small".to_owned()]);
+    }
+
+    #[test]
+    fn worker_printing_garbage_is_trapped() {
+        let sandbox = Sandbox::python("print(1)", limits());
+        let exe = fake_worker(sandbox.root.path(), "cat > /dev/null; echo 'not json'; echo oops >&2");
+        let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        let detail = outcome.detail.unwrap_or_default();
+        assert!(detail.contains("without a valid reply") && detail.contains("oops"), "{detail}");
+    }
+
+    #[test]
+    fn worker_flooding_stdout_is_bounded() {
+        let sandbox = Sandbox::python("print(1)", limits());
+        let exe = fake_worker(sandbox.root.path(), "head -c 50000000 /dev/zero");
+        let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        assert!(outcome.detail.unwrap_or_default().contains("longer than"));
+    }
+
+    #[test]
+    fn worker_crashing_is_trapped() {
+        let sandbox = Sandbox::python("print(1)", limits());
+        let exe = fake_worker(sandbox.root.path(), "kill -SEGV $$");
+        let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        assert!(outcome.detail.unwrap_or_default().contains("SIGSEGV"));
+    }
+
+    #[test]
+    fn worker_that_hangs_is_killed_at_the_deadline() {
+        let mut l = limits();
+        l.wall = Duration::from_secs(1);
+        let sandbox = Sandbox::python("print(1)", l);
+        let exe = fake_worker(sandbox.root.path(), "exec sleep 100");
+        let started = Instant::now();
+        let outcome = backend()
+            .with_worker_exe(exe)
+            .with_grace(Duration::from_millis(200))
+            .run(&sandbox.spec)
+            .unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        let took = started.elapsed();
+        assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
+    }
+
+    #[test]
+    fn worker_error_reply_is_a_backend_error() {
+        let sandbox = Sandbox::python("print(1)", limits());
+        let exe = fake_worker(
+            sandbox.root.path(),
+            "cat > /dev/null; echo '{\"status\":\"error\",\"message\":\"no luck\"}'; exit 1",
+        );
+        let err = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap_err();
+        assert!(err.to_string().contains("no luck"), "{err}");
+    }
+
+    #[test]
+    fn missing_worker_program_is_a_backend_error() {
+        let sandbox = Sandbox::python("print(1)", limits());
+        let err = backend()
+            .with_worker_exe("/nonexistent/worker")
+            .run(&sandbox.spec)
+            .unwrap_err();
+        assert!(err.to_string().contains("cannot start"), "{err}");
+    }
+
+    #[test]
+    fn signals_map_to_outcomes() {
+        let l = Limits {
+            cpu: Duration::from_secs(2),
+            ..limits()
+        };
+        let xcpu = Signal::SIGXCPU as i32;
+        let kill = Signal::SIGKILL as i32;
+        let segv = Signal::SIGSEGV as i32;
+        assert_eq!(classify_signal(xcpu, None, &l).0, OutcomeKind::CpuExhausted);
+        assert_eq!(
+            classify_signal(kill, Some(Duration::from_millis(3010)), &l).0,
+            OutcomeKind::CpuExhausted
+        );
+        assert_eq!(
+            classify_signal(kill, Some(Duration::from_millis(100)), &l).0,
+            OutcomeKind::Trapped
+        );
+        assert_eq!(classify_signal(segv, None, &l).0, OutcomeKind::Trapped);
+        assert!(classify_signal(segv, None, &l).1.contains("SIGSEGV"));
+    }
+
+    #[test]
+    fn replies_are_parsed_strictly() {
+        assert!(parse_reply(b"", false).is_err());
+        assert!(parse_reply(b"{}", false).is_err());
+        assert!(parse_reply(b"\xff", false).is_err());
+        let line = br#"{"status":"error","message":"m"}"#;
+        assert!(parse_reply(line, false).is_ok());
+        assert!(parse_reply(line, true).is_err());
+        let two = [&line[..], b"\n", &line[..]].concat();
+        assert!(parse_reply(&two, false).is_err());
+    }
+
+    #[test]
+    fn tampered_module_is_recompiled_by_the_runner() {
+        let shared = shared();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let backend = WasmtimeBackend::new(&cache).unwrap().with_worker_exe(worker_exe());
+        // Seed this cache with the shared module, then let the backend verify it.
+        fs::create_dir(&cache).unwrap();
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o700)).unwrap();
+        let name = shared.cwasm.file_name().unwrap();
+        fs::copy(&shared.cwasm, cache.join(name)).unwrap();
+        let mut sidecar = shared.cwasm.as_os_str().to_owned();
+        sidecar.push(".sha256");
+        fs::copy(&sidecar, cache.join(Path::new(&sidecar).file_name().unwrap())).unwrap();
+        let sandbox = Sandbox::python("print('again')", limits());
+        let cwasm = backend.prepare(sandbox.guest(), |_| {}).unwrap();
+        assert_eq!(cwasm, cache.join(name));
+        // After the runner verified it, the file changes: the worker refuses it, the
+        // runner compiles again and retries.
+        let mut bytes = fs::read(&cwasm).unwrap();
+        let mid = bytes.len() / 3;
+        bytes[mid] ^= 0xff;
+        fs::write(&cwasm, &bytes).unwrap();
+        let outcome = backend.run(&sandbox.spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(text(&outcome.stdout), "again\n");
+        assert_eq!(fs::read(&cwasm).unwrap(), fs::read(&shared.cwasm).unwrap());
+    }
 }

@@ -8,7 +8,10 @@
 use super::read::{Read2, read_document};
 use crate::backend::confine;
 use crate::backend::worker::WasmtimeBackend;
-use crate::backend::{Backend, GuestProgram, Limits, Outcome, Program, SandboxSpec};
+use crate::backend::monty::MontyBackend;
+use crate::backend::{
+    Backend, GuestProgram, Limits, MontyProgram, Outcome, Program, SandboxSpec,
+};
 use crate::digest::sha256_hex;
 use crate::exit_codes;
 use crate::guest::{self, manifest::GuestManifest};
@@ -142,12 +145,17 @@ impl ExecCommand {
                     };
                     (Box::new(backend), program, Some((guest_name.clone(), sha)))
                 }
-                Work::Monty { .. } => {
-                    return Err(Failure::new(
-                        exit_codes::IO,
-                        "backend.unavailable",
-                        "the monty backend is not built into this runner yet; only ERA requests can run",
-                    ));
+                Work::Monty { code, inputs_json } => {
+                    let backend = MontyBackend::new();
+                    // A missing worker binary is a setup problem: say so before staging.
+                    backend.worker_exe().map_err(|e| {
+                        Failure::new(exit_codes::IO, "backend.unavailable", e.to_string())
+                    })?;
+                    let program = Program::Monty(MontyProgram {
+                        code: code.clone(),
+                        inputs_json: inputs_json.clone(),
+                    });
+                    (Box::new(backend), program, None)
                 }
             };
 

@@ -1,0 +1,196 @@
+//! `runner-monty-worker`: runs one monty request's Python code with Monty, in a
+//! process of its own, for `runner` (`runner::backend::monty::MontyBackend`).
+//!
+//! Protocol (the wasmtime worker's): stdin carries one
+//! `runner::backend::monty::MontyWorkerRequest` as JSON; the worker opens `/in`
+//! (read-only) and `/out` (read-write) as mounts, binds the inputs, confines itself
+//! (`runner::backend::confine::confine_worker`: rlimits, no core, network namespace,
+//! no_new_privs), arms the allocator cap, runs the code on a thread with a fixed
+//! stack, writes the captured stdout/stderr to `capture_dir`, and prints one
+//! `WorkerReply` JSON line. When the allocator cap fires the process exits with
+//! `monty_types::OOM_EXIT_CODE` (65) at once; the runner reads that as
+//! `memory_exceeded`.
+
+mod capture;
+mod inputs;
+mod session;
+
+use capture::Capture;
+use runner::backend::confine;
+use runner::backend::monty::MontyWorkerRequest;
+use runner::backend::worker::{self, WorkerReply};
+use runner::backend::{BackendError, Limits, Outcome, OutcomeKind, Program};
+use std::io;
+
+/// Counts every allocation of the process and ends it (exit 65) past the hard cap;
+/// see `monty-alloc`. Only a binary may declare it, which is why Monty runs here.
+#[global_allocator]
+static ALLOC: monty_alloc::LimitedAllocator = monty_alloc::LimitedAllocator;
+
+/// Native stack of the interpreter thread. Monty bounds Python recursion at 1000
+/// frames; its own recursive `repr`, `==` and value conversion fit in this.
+const INTERPRETER_STACK: usize = 16 << 20;
+/// Address space beyond what the run may allocate: the binary, libraries, thread
+/// stacks and allocator slack. `RLIMIT_AS` backs up the allocator cap for memory that
+/// never passes through it.
+const ADDRESS_SPACE_OVERHEAD: u64 = 512 << 20;
+
+fn main() {
+    let reply = match serve() {
+        Ok(outcome) => WorkerReply::Ok { outcome },
+        Err(error) => WorkerReply::Error {
+            message: error.to_string(),
+            module_rejected: false,
+        },
+    };
+    std::process::exit(worker::finish(reply));
+}
+
+/// `RLIMIT_AS` for a run: the memory limit with Monty's headroom, the reserved
+/// capture buffers, the interpreter stack, and fixed overhead.
+fn address_space_limit(limits: &Limits) -> u64 {
+    let cap = u64::try_from(session::hard_memory_cap(limits)).unwrap_or(u64::MAX);
+    cap.saturating_add(limits.stdout_bytes)
+        .saturating_add(limits.stderr_bytes)
+        .saturating_add(INTERPRETER_STACK as u64)
+        .saturating_add(ADDRESS_SPACE_OVERHEAD)
+}
+
+fn serve() -> Result<Outcome, BackendError> {
+    let request: MontyWorkerRequest = worker::read_request(io::stdin().lock())?;
+    let spec = request.spec;
+    let limits = spec.limits.clone();
+    let Program::Monty(program) = spec.program else {
+        return Err(BackendError::Worker(
+            "the monty worker runs monty programs only".into(),
+        ));
+    };
+    // Everything that needs ambient authority happens before confinement: the mounts
+    // open their directories here and work relative to them afterwards.
+    let mounts =
+        session::mount_table(&spec.in_dir, &spec.out_dir, &limits).map_err(BackendError::Worker)?;
+    let bound = inputs::bind(program.inputs_json.as_deref());
+    let capture = Capture::new(
+        limits.stdout_bytes,
+        limits.stderr_bytes,
+        Some(worker::cpu_check_limit(limits.cpu)),
+    );
+
+    let address_space = address_space_limit(&limits);
+    let confinement = confine::confine_worker(&limits, Some(address_space));
+    for skipped in &confinement.skipped {
+        eprintln!("runner-monty-worker: confinement layer not applied: {skipped}");
+    }
+
+    let mut outcome = match bound {
+        Ok(bound) => {
+            let run_limits = limits.clone();
+            let interpreter = std::thread::Builder::new()
+                .name("monty".into())
+                .stack_size(INTERPRETER_STACK)
+                .spawn(move || {
+                    session::run(
+                        program.code,
+                        bound,
+                        mounts,
+                        &run_limits,
+                        capture,
+                        session::Arm::AllocatorCap,
+                    )
+                })
+                .map_err(|e| BackendError::Worker(format!("cannot start the interpreter: {e}")))?;
+            match interpreter.join() {
+                Ok(outcome) => outcome,
+                Err(panic) => trapped(format!("the interpreter panicked: {}", panic_text(&panic))),
+            }
+        }
+        Err(why) => trapped(format!("inputs could not be bound: {why}")),
+    };
+    // The guest is done: lift the cap so writing the reply cannot trip it.
+    let _ = monty_alloc::set_hard_limit(None);
+
+    if let Some(hard) = confinement.fsize_hard {
+        // The captures may be larger than the guest's /out allowance.
+        let _ = confine::relax_fsize(hard);
+    }
+    worker::write_capture(&spec.capture_dir.join("stdout"), &outcome.stdout)?;
+    worker::write_capture(&spec.capture_dir.join("stderr"), &outcome.stderr)?;
+    outcome.stdout = Vec::new();
+    outcome.stderr = Vec::new();
+    outcome.confinement = confinement.applied;
+    outcome.confinement.extend([
+        format!("monty_alloc_cap={}", session::hard_memory_cap(&limits)),
+        format!("monty_memory={}", limits.memory_bytes),
+        format!("monty_time={}ms", limits.wall.as_millis()),
+        format!(
+            "cpu_check={}ms",
+            worker::cpu_check_limit(limits.cpu).as_millis()
+        ),
+        "monty_recursion=1000".to_owned(),
+        "mount(/in,ro)".to_owned(),
+        format!("mount(/out,rw,write_limit={})", limits.out_bytes),
+    ]);
+    Ok(outcome)
+}
+
+fn trapped(detail: String) -> Outcome {
+    let kind = OutcomeKind::Trapped;
+    Outcome {
+        kind,
+        exit_code: kind.conventional_exit_code().unwrap_or(1),
+        runtime_sec: 0.0,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        stdout_capped: false,
+        stderr_capped: false,
+        detail: Some(detail),
+        engine: runner::backend::monty::engine_name(),
+        confinement: Vec::new(),
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_exit_code_matches_monty() {
+        assert_eq!(
+            runner::backend::monty::MONTY_OOM_EXIT_CODE,
+            monty_types::OOM_EXIT_CODE
+        );
+    }
+
+    /// `runner::MONTY_VERSION` (what results record) is the monty in Cargo.lock.
+    #[test]
+    fn monty_version_matches_the_lock_file() {
+        let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"))
+            .expect("Cargo.lock");
+        let entry = format!("name = \"monty\"\nversion = \"{}\"\n", runner::MONTY_VERSION);
+        assert!(lock.contains(&entry), "Cargo.lock has no {entry:?}");
+    }
+
+    #[test]
+    fn address_space_covers_the_cap_and_the_captures() {
+        let limits = Limits {
+            memory_bytes: 64 << 20,
+            wall: std::time::Duration::from_secs(1),
+            cpu: std::time::Duration::from_secs(1),
+            stdout_bytes: 16 << 20,
+            stderr_bytes: 16 << 20,
+            out_bytes: 1 << 20,
+            out_files: 1,
+        };
+        let as_limit = address_space_limit(&limits);
+        assert!(as_limit > (64 + 32 + 16) << 20);
+        assert!(as_limit < 2 << 30);
+    }
+}

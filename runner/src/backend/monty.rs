@@ -1,0 +1,224 @@
+//! The Monty backend: a monty request's `## Code` runs in Monty, pydantic's sandboxed
+//! Python interpreter, inside a worker process of its own (`runner-monty-worker`, the
+//! `runner-monty` crate), never in the runner's process.
+//!
+//! Why a process: Monty's memory limit works through a process-wide allocator cap
+//! that ends the whole process when it fires, several allocation patterns abort it
+//! outright, and its time limit is checked between interpreter steps, so one long
+//! native operation (a huge big-integer multiply) runs on past it. The worker is
+//! therefore confined like the wasmtime worker ([`super::confine::confine_worker`]) and
+//! supervised by the same code ([`super::worker::supervise_worker`]): the runner kills
+//! it at the wall-clock deadline plus a short grace, reads its exit (the allocator's
+//! exit status [`MONTY_OOM_EXIT_CODE`] is `memory_exceeded`, SIGXCPU is
+//! `cpu_exhausted`, any other death is `trapped`) and always returns a complete
+//! [`Outcome`].
+//!
+//! Protocol: stdin carries one [`MontyWorkerRequest`] as JSON; stdout carries one
+//! [`super::worker::WorkerReply`] line; captured stdout/stderr go to
+//! `capture_dir/stdout` and `capture_dir/stderr`, exactly as with the wasmtime worker.
+//! This crate does not depend on `monty`: the worker binary does.
+
+use super::worker::{self, Supervised, WorkerJob};
+use super::{Backend, BackendError, Outcome, Program, SandboxSpec};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Environment variable naming the Monty worker binary.
+pub const MONTY_WORKER_ENV: &str = "RUNNER_MONTY_WORKER";
+/// File name of the Monty worker binary, looked for next to the runner's own.
+pub const MONTY_WORKER_BIN: &str = "runner-monty-worker";
+/// Exit status of a worker whose allocator cap fired (`monty_types::OOM_EXIT_CODE`;
+/// the worker crate checks the two agree).
+pub const MONTY_OOM_EXIT_CODE: i32 = 65;
+/// Time for the worker to start (no module to load: Monty starts in microseconds).
+pub const STARTUP_ALLOWANCE: Duration = Duration::from_millis(250);
+/// Time past the wall-clock limit before the runner SIGKILLs the worker. The worker's
+/// own time limit (Monty's) normally ends the run first, in order, output kept.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+
+/// What the runner sends the Monty worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MontyWorkerRequest {
+    /// The spec; its program is a [`super::MontyProgram`].
+    pub spec: SandboxSpec,
+}
+
+/// The engine recorded in Provenance.
+pub fn engine_name() -> String {
+    format!("monty {}", crate::MONTY_VERSION)
+}
+
+/// The monty backend: one confined `runner-monty-worker` process per request.
+#[derive(Debug, Clone)]
+pub struct MontyBackend {
+    worker_exe: Option<PathBuf>,
+    grace: Duration,
+}
+
+impl Default for MontyBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MontyBackend {
+    pub fn new() -> Self {
+        Self {
+            worker_exe: None,
+            grace: DEFAULT_GRACE,
+        }
+    }
+
+    /// Run workers from `exe` instead of `$RUNNER_MONTY_WORKER` or the binary next to
+    /// the runner's own.
+    pub fn with_worker_exe(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.worker_exe = Some(exe.into());
+        self
+    }
+
+    /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// The worker binary: the one given, else `$RUNNER_MONTY_WORKER`, else
+    /// `runner-monty-worker` next to the running executable. An error when it is not
+    /// a file, saying how to build it.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Reads `$RUNNER_MONTY_WORKER` and the path of the running executable.
+    pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
+        let exe = if let Some(exe) = &self.worker_exe {
+            exe.clone()
+        } else if let Some(exe) = std::env::var_os(MONTY_WORKER_ENV).filter(|v| !v.is_empty()) {
+            PathBuf::from(exe)
+        } else {
+            let runner = std::env::current_exe().map_err(|e| {
+                BackendError::Worker(format!("cannot locate the runner binary: {e}"))
+            })?;
+            runner.with_file_name(MONTY_WORKER_BIN)
+        };
+        if !exe.is_file() {
+            return Err(BackendError::Worker(format!(
+                "the Monty worker {} is missing; build it with `cargo build --release -p \
+                 runner-monty --ignore-rust-version` (or `just build`), or set {MONTY_WORKER_ENV}",
+                exe.display()
+            )));
+        }
+        Ok(exe)
+    }
+}
+
+impl Backend for MontyBackend {
+    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError> {
+        if !matches!(spec.program, Program::Monty(_)) {
+            return Err(BackendError::Worker(
+                "the monty backend runs monty programs only".into(),
+            ));
+        }
+        let exe = self.worker_exe()?;
+        let payload = serde_json::to_vec(&MontyWorkerRequest { spec: spec.clone() })
+            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+        let job = WorkerJob {
+            exe: &exe,
+            args: &[],
+            payload,
+            spec,
+            startup_allowance: STARTUP_ALLOWANCE,
+            grace: self.grace,
+            engine: engine_name(),
+            oom_exit_code: Some(MONTY_OOM_EXIT_CODE),
+        };
+        match worker::supervise_worker(job)? {
+            Supervised::Outcome(outcome) => Ok(outcome),
+            Supervised::ModuleRejected(message) => Err(BackendError::Worker(message)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Limits, MontyProgram, OutcomeKind};
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    fn spec(root: &Path) -> SandboxSpec {
+        for d in ["in", "out", "capture"] {
+            fs::create_dir(root.join(d)).unwrap();
+        }
+        SandboxSpec {
+            program: Program::Monty(MontyProgram {
+                code: "print(1)".into(),
+                inputs_json: None,
+            }),
+            in_dir: root.join("in"),
+            out_dir: root.join("out"),
+            capture_dir: root.join("capture"),
+            limits: Limits {
+                memory_bytes: 64 << 20,
+                wall: Duration::from_secs(2),
+                cpu: Duration::from_secs(2),
+                stdout_bytes: 1 << 20,
+                stderr_bytes: 1 << 20,
+                out_bytes: 1 << 20,
+                out_files: 16,
+            },
+        }
+    }
+
+    /// A stand-in worker: a shell script.
+    fn fake_worker(dir: &Path, script: &str) -> PathBuf {
+        let path = dir.join("fake-monty-worker.sh");
+        fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn missing_worker_says_how_to_build_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = MontyBackend::new().with_worker_exe(dir.path().join("nope"));
+        let err = backend.worker_exe().unwrap_err().to_string();
+        assert!(err.contains("--ignore-rust-version"), "{err}");
+    }
+
+    #[test]
+    fn allocator_exit_status_is_memory_exceeded() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec(dir.path());
+        let exe = fake_worker(
+            dir.path(),
+            "cat >/dev/null; echo 'monty worker: allocation of 9 bytes exceeds the memory limit' >&2; exit 65",
+        );
+        let outcome = MontyBackend::new().with_worker_exe(exe).run(&spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 137);
+        assert!(outcome.detail.unwrap().contains("exceeds the memory limit"));
+        assert_eq!(outcome.engine, engine_name());
+    }
+
+    #[test]
+    fn abort_is_trapped_and_a_hang_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec(dir.path());
+        let exe = fake_worker(dir.path(), "cat >/dev/null; kill -ABRT $$");
+        let outcome = MontyBackend::new().with_worker_exe(exe).run(&spec).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        assert!(outcome.detail.unwrap().contains("SIGABRT"));
+
+        let exe = fake_worker(dir.path(), "exec sleep 30");
+        let outcome = MontyBackend::new()
+            .with_worker_exe(exe)
+            .with_grace(Duration::from_millis(100))
+            .run(&spec)
+            .unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 124);
+        assert!(outcome.runtime_sec < 3.5, "{}", outcome.runtime_sec);
+    }
+}

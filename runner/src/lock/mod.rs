@@ -1,0 +1,321 @@
+//! The replay lock (`TS-….lock.json`), after `../shared/references/replay-lock.md`.
+//!
+//! One canonical JSON object (RFC 8785) per run pins everything the run depended on —
+//! the request's normalized text, the policy, the backend and engine, the guest's
+//! sha256, the limits, every input — and everything it produced: stdout, stderr, every
+//! artifact, the exit code, the outcome, and the result document itself. Its
+//! `lock_sha256` is the sha256 of the canonical JSON of the object without that key:
+//! the run's content address (L1). Digests carry their algorithm, `sha256:<hex>` (L9).
+//!
+//! Reading is strict (L8): the file must be exactly the canonical text of a lock
+//! object, every key known and present, and `lock_sha256` must re-derive.
+
+pub mod jcs;
+pub mod verify;
+
+use serde::{Deserialize, Serialize};
+
+/// The value of `lock_type`.
+pub const LOCK_TYPE: &str = "runner.lock/v1";
+
+/// `sha256:<hex>` of bytes.
+pub fn sha256_tagged(bytes: &[u8]) -> String {
+    format!("sha256:{}", crate::digest::sha256_hex(bytes))
+}
+
+/// `sha256:<hex>` of text after the project's text normalization (BOM, CRLF, NFC).
+pub fn text_sha256_tagged(text: &str) -> String {
+    sha256_tagged(crate::normalize::for_hashing(text).as_bytes())
+}
+
+/// Adds the algorithm tag to a bare hex digest.
+pub fn tag(hex: &str) -> String {
+    format!("sha256:{hex}")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    pub lock_type: String,
+    pub result_id: String,
+    pub created_utc: String,
+    pub request: RequestPin,
+    pub policy: PolicyPin,
+    pub backend: String,
+    pub runtime: RuntimePin,
+    pub limits: LimitsPin,
+    pub inputs_count: u64,
+    pub inputs: Vec<FilePin>,
+    pub outputs: OutputsPin,
+    /// `sha256:` of the result document's normalized text.
+    pub result_sha256: String,
+    pub lock_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestPin {
+    pub request_id: String,
+    /// `sha256:` of the request's normalized text.
+    pub sha256: String,
+    pub requested_by: String,
+    pub approved_by: String,
+    pub approved_utc: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyPin {
+    /// `built-in` or the path given with `--policy`.
+    pub origin: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimePin {
+    pub runner_version: String,
+    /// `wasmtime` or `monty`.
+    pub engine: String,
+    pub engine_version: String,
+    /// The guest, for ERA runs; `null` for monty.
+    pub guest: Option<GuestPin>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuestPin {
+    pub name: String,
+    pub sha256: String,
+}
+
+/// Limits as integers (milliseconds and bytes), so the lock holds no floats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsPin {
+    pub memory_bytes: u64,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub out_bytes: u64,
+    pub out_files: u64,
+}
+
+impl From<&crate::backend::Limits> for LimitsPin {
+    fn from(l: &crate::backend::Limits) -> Self {
+        Self {
+            memory_bytes: l.memory_bytes,
+            wall_ms: l.wall.as_millis() as u64,
+            cpu_ms: l.cpu.as_millis() as u64,
+            stdout_bytes: l.stdout_bytes,
+            stderr_bytes: l.stderr_bytes,
+            out_bytes: l.out_bytes,
+            out_files: l.out_files,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilePin {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamPin {
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputsPin {
+    pub stdout: StreamPin,
+    pub stderr: StreamPin,
+    pub artifacts_count: u64,
+    pub artifacts: Vec<FilePin>,
+    pub exit_code: i32,
+    pub outcome: String,
+}
+
+/// Why a lock file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockError {
+    #[error("the lock is not JSON: {0}")]
+    NotJson(String),
+    #[error("the lock does not have the lock's fields: {0}")]
+    Shape(String),
+    #[error("the lock is not in canonical form (RFC 8785); it was edited or not written by runner")]
+    NotCanonical,
+    #[error("lock_type is `{0}`, expected `runner.lock/v1`")]
+    Type(String),
+    #[error("{what} says {declared} but holds {actual} entries")]
+    Count { what: &'static str, declared: u64, actual: u64 },
+    #[error("lock_sha256 does not re-derive: the lock says {declared}, its content hashes to {actual}")]
+    Rollup { declared: String, actual: String },
+    #[error("cannot encode the lock: {0}")]
+    Encode(String),
+}
+
+impl Lock {
+    /// Computes `lock_sha256` over the object without that key.
+    pub fn rollup(&self) -> Result<String, LockError> {
+        let mut value = serde_json::to_value(self).map_err(|e| LockError::Encode(e.to_string()))?;
+        if let Some(map) = value.as_object_mut() {
+            map.remove("lock_sha256");
+        }
+        jcs::digest(&value).map_err(|e| LockError::Encode(e.to_string()))
+    }
+
+    /// Sets `lock_sha256` and returns the canonical text to write.
+    pub fn seal(mut self) -> Result<(Self, String), LockError> {
+        self.inputs_count = self.inputs.len() as u64;
+        self.outputs.artifacts_count = self.outputs.artifacts.len() as u64;
+        self.lock_sha256 = self.rollup()?;
+        let text = jcs::to_string(&self).map_err(|e| LockError::Encode(e.to_string()))?;
+        Ok((self, text))
+    }
+
+    /// Parses a lock file strictly: canonical bytes, every field known and present,
+    /// counts that match, and a `lock_sha256` that re-derives.
+    pub fn parse(bytes: &[u8]) -> Result<Self, LockError> {
+        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| LockError::NotJson(e.to_string()))?;
+        let lock: Lock = serde_json::from_value(value.clone()).map_err(|e| LockError::Shape(e.to_string()))?;
+        // A missing optional key deserializes as null; re-serializing shows it.
+        let again = serde_json::to_value(&lock).map_err(|e| LockError::Encode(e.to_string()))?;
+        if again != value {
+            return Err(LockError::Shape("a field is missing or has a value of another type".into()));
+        }
+        let canonical = jcs::to_string(&value).map_err(|e| LockError::Encode(e.to_string()))?;
+        if canonical.as_bytes() != bytes {
+            return Err(LockError::NotCanonical);
+        }
+        if lock.lock_type != LOCK_TYPE {
+            return Err(LockError::Type(lock.lock_type));
+        }
+        if lock.inputs_count != lock.inputs.len() as u64 {
+            return Err(LockError::Count { what: "inputs_count", declared: lock.inputs_count, actual: lock.inputs.len() as u64 });
+        }
+        if lock.outputs.artifacts_count != lock.outputs.artifacts.len() as u64 {
+            return Err(LockError::Count { what: "outputs.artifacts_count", declared: lock.outputs.artifacts_count, actual: lock.outputs.artifacts.len() as u64 });
+        }
+        let actual = lock.rollup()?;
+        if actual != lock.lock_sha256 {
+            return Err(LockError::Rollup { declared: lock.lock_sha256, actual });
+        }
+        Ok(lock)
+    }
+}
+
+/// The lock's file name beside a result `TS-….md`.
+pub fn lock_file_name(result_id: &str) -> String {
+    format!("{result_id}.lock.json")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Lock {
+        Lock {
+            lock_type: LOCK_TYPE.into(),
+            result_id: "TS-20261121-100000Z-TR-x".into(),
+            created_utc: "2026-11-21T10:00:00Z".into(),
+            request: RequestPin {
+                request_id: "TR-x".into(),
+                sha256: tag(&"a".repeat(64)),
+                requested_by: "core".into(),
+                approved_by: "ada".into(),
+                approved_utc: "2026-11-21T09:00:00Z".into(),
+            },
+            policy: PolicyPin { origin: "built-in".into(), sha256: tag(&"b".repeat(64)) },
+            backend: "ERA".into(),
+            runtime: RuntimePin {
+                runner_version: "0.1.0".into(),
+                engine: "wasmtime".into(),
+                engine_version: "48.0.8".into(),
+                guest: Some(GuestPin { name: "cpython-3.12".into(), sha256: tag(&"c".repeat(64)) }),
+            },
+            limits: LimitsPin { memory_bytes: 1, wall_ms: 2, cpu_ms: 3, stdout_bytes: 4, stderr_bytes: 5, out_bytes: 6, out_files: 7 },
+            inputs_count: 0,
+            inputs: vec![FilePin { path: "/in/ü.csv".into(), sha256: tag(&"d".repeat(64)), bytes: 10 }],
+            outputs: OutputsPin {
+                stdout: StreamPin { sha256: tag(&"e".repeat(64)), bytes: 3 },
+                stderr: StreamPin { sha256: tag(&"f".repeat(64)), bytes: 0 },
+                artifacts_count: 0,
+                artifacts: vec![FilePin { path: "summary.json".into(), sha256: tag(&"0".repeat(64)), bytes: 2 }],
+                exit_code: 0,
+                outcome: "completed".into(),
+            },
+            result_sha256: tag(&"1".repeat(64)),
+            lock_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn seal_then_parse_round_trips() {
+        let (lock, text) = sample().seal().unwrap();
+        assert!(lock.lock_sha256.starts_with("sha256:"));
+        assert_eq!(lock.inputs_count, 1);
+        assert_eq!(Lock::parse(text.as_bytes()).unwrap(), lock);
+        assert!(!text.contains('\n') && !text.contains(": "));
+    }
+
+    #[test]
+    fn any_field_change_breaks_the_rollup() {
+        let (_, text) = sample().seal().unwrap();
+        // Change one character inside every string value in turn: each must be caught.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut paths = Vec::new();
+        collect_strings(&value, String::new(), &mut paths);
+        assert!(paths.len() > 20);
+        for pointer in paths {
+            let mut v = value.clone();
+            let s = v.pointer_mut(&pointer).unwrap();
+            let old = s.as_str().unwrap().to_owned();
+            *s = serde_json::Value::String(format!("{old}x"));
+            let tampered = jcs::to_string(&v).unwrap();
+            assert!(Lock::parse(tampered.as_bytes()).is_err(), "tampering {pointer} went unnoticed");
+        }
+    }
+
+    fn collect_strings(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(_) => out.push(at),
+            serde_json::Value::Array(items) => items.iter().enumerate().for_each(|(i, x)| collect_strings(x, format!("{at}/{i}"), out)),
+            serde_json::Value::Object(m) => m.iter().for_each(|(k, x)| collect_strings(x, format!("{at}/{k}"), out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn strictness() {
+        let (_, text) = sample().seal().unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // Unknown key.
+        let mut u = v.clone();
+        u.as_object_mut().unwrap().insert("extra".into(), 1.into());
+        assert!(matches!(Lock::parse(jcs::to_string(&u).unwrap().as_bytes()), Err(LockError::Shape(_))));
+        // Missing optional key.
+        v["runtime"].as_object_mut().unwrap().remove("guest");
+        assert!(matches!(Lock::parse(jcs::to_string(&v).unwrap().as_bytes()), Err(LockError::Shape(_))));
+        // Pretty-printed: not canonical.
+        let pretty = serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(&text).unwrap()).unwrap();
+        assert_eq!(Lock::parse(pretty.as_bytes()), Err(LockError::NotCanonical));
+        // A count that lies.
+        let (mut lock, _) = sample().seal().unwrap();
+        lock.inputs_count = 5;
+        lock.lock_sha256 = lock.rollup().unwrap();
+        let t = jcs::to_string(&lock).unwrap();
+        assert!(matches!(Lock::parse(t.as_bytes()), Err(LockError::Count { .. })));
+    }
+
+    #[test]
+    fn text_hash_normalizes() {
+        assert_eq!(text_sha256_tagged("\u{feff}a\r\né"), text_sha256_tagged("a\ne\u{301}"));
+    }
+}

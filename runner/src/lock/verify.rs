@@ -1,0 +1,267 @@
+//! `runner verify`: re-derive every hash a result and its lock cover from the files on
+//! disk and require equality (L2, L8). Never repairs anything. Each difference names
+//! what differed, what was expected and what was found.
+
+use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
+use crate::request::frontmatter;
+use crate::request::yaml::{self, Node};
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One thing that did not match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub what: String,
+    pub expected: String,
+    pub actual: String,
+}
+
+/// The outcome of verifying one result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    pub verdict: &'static str,
+    pub differences: Vec<Difference>,
+    /// What was re-derived and compared.
+    pub checked: Vec<String>,
+    /// What could not be checked (and so is not vouched for).
+    pub not_checked: Vec<String>,
+    #[serde(skip)]
+    pub lock: Option<Lock>,
+}
+
+fn diff(what: impl Into<String>, expected: impl Into<String>, actual: impl Into<String>) -> Difference {
+    Difference { what: what.into(), expected: expected.into(), actual: actual.into() }
+}
+
+/// Result id and directory of `TS-….md`.
+pub fn result_location(result: &Path) -> (String, PathBuf) {
+    let id = result.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = result.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
+    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    (id, dir)
+}
+
+/// Where a request is looked for when not given: `<request_id>.md` in the results
+/// directory's parent (the default layout, `results/` beside the request) or in the
+/// results directory itself.
+pub fn find_request(results_dir: &Path, request_id: &str) -> Option<PathBuf> {
+    let name = format!("{request_id}.md");
+    [results_dir.join("..").join(&name), results_dir.join(&name)].into_iter().find(|p| p.is_file())
+}
+
+/// Verifies `result` (a `TS-….md`) against its lock and the files beside it.
+///
+/// # Ambient authority
+/// Reads the result, its lock, its artifact directory and the request from the host
+/// filesystem: the paths the operator named, or the layout `runner exec` writes.
+pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
+    let mut differences = Vec::new();
+    let mut checked = Vec::new();
+    let mut not_checked = Vec::new();
+    let (id, dir) = result_location(result);
+    let lock_path = dir.join(lock_file_name(&id));
+    let lock = match std::fs::read(&lock_path) {
+        Err(e) => {
+            differences.push(diff(format!("lock {}", lock_path.display()), "a readable lock file", e.to_string()));
+            None
+        }
+        Ok(bytes) => match Lock::parse(&bytes) {
+            Ok(lock) => {
+                checked.push("lock (canonical form, fields, lock_sha256)".into());
+                Some(lock)
+            }
+            Err(e) => {
+                differences.push(diff("lock", "a canonical runner.lock/v1 whose lock_sha256 re-derives", e.to_string()));
+                None
+            }
+        },
+    };
+    let result_text = match std::fs::read(result) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                differences.push(diff("result document", "UTF-8 text", "invalid UTF-8"));
+                None
+            }
+        },
+        Err(e) => {
+            differences.push(diff(format!("result {}", result.display()), "a readable result document", e.to_string()));
+            None
+        }
+    };
+    let Some(lock) = lock else {
+        return finish(differences, checked, not_checked, None);
+    };
+    if lock.result_id != id {
+        differences.push(diff("lock result_id", &id, &lock.result_id));
+    }
+    if let Some(text) = &result_text {
+        let actual = text_sha256_tagged(text);
+        if actual != lock.result_sha256 {
+            differences.push(diff("result document sha256", &lock.result_sha256, actual));
+        }
+        checked.push("result document".into());
+        compare_front_matter(text, &lock, &mut differences);
+    }
+    let artifact_dir = dir.join(&id);
+    match Dir::open_ambient_dir(&artifact_dir, ambient_authority()) {
+        Err(e) => differences.push(diff(format!("artifact directory {}", artifact_dir.display()), "present", e.to_string())),
+        Ok(adir) => {
+            for (name, pin) in [("stdout", &lock.outputs.stdout), ("stderr", &lock.outputs.stderr)] {
+                match hash_nofollow(&adir, name) {
+                    Ok((sha, bytes)) => {
+                        if sha != pin.sha256 {
+                            differences.push(diff(format!("{name} sha256"), &pin.sha256, sha));
+                        } else if bytes != pin.bytes {
+                            differences.push(diff(format!("{name} bytes"), pin.bytes.to_string(), bytes.to_string()));
+                        }
+                        checked.push(name.into());
+                    }
+                    Err(e) => differences.push(diff(format!("{name} file"), "present", e)),
+                }
+            }
+            let mut on_disk = Vec::new();
+            if let Ok(out) = adir.open_dir("out") {
+                list_files(&out, "", &mut on_disk, 0);
+                for a in &lock.outputs.artifacts {
+                    if a.path.split('/').any(|c| c == ".." || c.is_empty()) {
+                        differences.push(diff(format!("artifact path {}", a.path), "a relative path", "a path that climbs or is empty"));
+                        continue;
+                    }
+                    match hash_nofollow(&out, &a.path) {
+                        Ok((sha, bytes)) => {
+                            if sha != a.sha256 {
+                                differences.push(diff(format!("artifact {}", a.path), &a.sha256, sha));
+                            } else if bytes != a.bytes {
+                                differences.push(diff(format!("artifact {} bytes", a.path), a.bytes.to_string(), bytes.to_string()));
+                            }
+                            checked.push(format!("artifact {}", a.path));
+                        }
+                        Err(e) => differences.push(diff(format!("artifact {}", a.path), &a.sha256, format!("missing or unreadable: {e}"))),
+                    }
+                }
+                for path in on_disk {
+                    if !lock.outputs.artifacts.iter().any(|a| a.path == path) {
+                        differences.push(diff(format!("artifact {path}"), "absent (not in the lock)", "present"));
+                    }
+                }
+            } else if !lock.outputs.artifacts.is_empty() {
+                differences.push(diff("artifact directory out/", "present", "missing"));
+            }
+        }
+    }
+    let request_path = request.map(Path::to_owned).or_else(|| find_request(&dir, &lock.request.request_id));
+    match request_path {
+        Some(p) => match std::fs::read(&p) {
+            Ok(bytes) => {
+                let actual = match std::str::from_utf8(&bytes) {
+                    Ok(t) => text_sha256_tagged(t),
+                    Err(_) => sha256_tagged(&bytes),
+                };
+                if actual != lock.request.sha256 {
+                    differences.push(diff(format!("request {}", p.display()), &lock.request.sha256, actual));
+                }
+                checked.push(format!("request {}", p.display()));
+            }
+            Err(e) => differences.push(diff(format!("request {}", p.display()), "readable", e.to_string())),
+        },
+        None => not_checked.push(format!("request {} (not given and not found beside the results)", lock.request.request_id)),
+    }
+    finish(differences, checked, not_checked, Some(lock))
+}
+
+fn finish(differences: Vec<Difference>, checked: Vec<String>, not_checked: Vec<String>, lock: Option<Lock>) -> Verification {
+    let verdict = if differences.is_empty() { "ACCEPT" } else { "REJECT" };
+    Verification { verdict, differences, checked, not_checked, lock }
+}
+
+/// The result's front matter must agree with the lock on every hash it states.
+fn compare_front_matter(text: &str, lock: &Lock, differences: &mut Vec<Difference>) {
+    let Ok(split) = frontmatter::split(text) else {
+        differences.push(diff("result front matter", "present", "missing"));
+        return;
+    };
+    let budget = yaml::Budget { max_depth: 8, max_nodes: 100_000 };
+    let Ok(root) = yaml::load(&split.front_matter, split.front_matter_first_line, budget) else {
+        differences.push(diff("result front matter", "valid YAML", "invalid"));
+        return;
+    };
+    let scalar = |key: &str| match root.get(key) {
+        Some(Node::Scalar { value, .. }) => value.clone(),
+        _ => String::new(),
+    };
+    for (key, pinned) in [("stdout_sha256", &lock.outputs.stdout.sha256), ("stderr_sha256", &lock.outputs.stderr.sha256)] {
+        let stated = tag(&scalar(key));
+        if stated != *pinned {
+            differences.push(diff(format!("result front matter {key}"), pinned.clone(), stated));
+        }
+    }
+    for (key, pinned) in [("result_id", &lock.result_id), ("request_id", &lock.request.request_id), ("exit_code", &lock.outputs.exit_code.to_string())] {
+        let stated = scalar(key);
+        if stated != *pinned {
+            differences.push(diff(format!("result front matter {key}"), pinned.clone(), stated));
+        }
+    }
+    let stated: Vec<(String, String)> = match root.get("artifacts") {
+        Some(Node::Seq { items, .. }) => items
+            .iter()
+            .map(|i| {
+                let get = |k| match i.get(k) {
+                    Some(Node::Scalar { value, .. }) => value.clone(),
+                    _ => String::new(),
+                };
+                (get("path"), tag(&get("sha256")))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let pinned: Vec<(String, String)> = lock.outputs.artifacts.iter().map(|a| (a.path.clone(), a.sha256.clone())).collect();
+    if stated != pinned {
+        let show = |v: &[(String, String)]| v.iter().map(|(p, s)| format!("{p}={s}")).collect::<Vec<_>>().join(", ");
+        differences.push(diff("result front matter artifacts", show(&pinned), show(&stated)));
+    }
+}
+
+/// sha256 (tagged) and size of `path` under `dir`, refusing symlinks at every step.
+fn hash_nofollow(dir: &Dir, path: &str) -> Result<(String, u64), String> {
+    let mut current = dir.try_clone().map_err(|e| e.to_string())?;
+    let parts: Vec<&str> = path.split('/').collect();
+    for part in &parts[..parts.len() - 1] {
+        let meta = current.symlink_metadata(part).map_err(|e| e.to_string())?;
+        if !meta.is_dir() {
+            return Err(format!("{part} is not a directory"));
+        }
+        current = current.open_dir(part).map_err(|e| e.to_string())?;
+    }
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = current
+        .open_with(parts[parts.len() - 1], OpenOptions::new().read(true).custom_flags(flags.bits()))
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let sha = crate::digest::sha256_reader(file).map_err(|e| e.to_string())?;
+    Ok((tag(&sha), meta.len()))
+}
+
+fn list_files(dir: &Dir, prefix: &str, out: &mut Vec<String>, depth: usize) {
+    if depth > 64 || out.len() > 100_000 {
+        return;
+    }
+    let Ok(entries) = dir.entries() else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => {
+                if let Ok(sub) = dir.open_dir(&name) {
+                    list_files(&sub, &path, out, depth + 1);
+                }
+            }
+            _ => out.push(path),
+        }
+    }
+}
