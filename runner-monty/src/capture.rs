@@ -158,7 +158,11 @@ mod tests {
         assert!(s.push("abc").is_ok());
         let err = s.push("defg").unwrap_err();
         assert_eq!(err.exc_type(), ExcType::OSError);
-        assert!(err.message().unwrap().contains("stdout reached its cap of 5 bytes"));
+        assert!(
+            err.message()
+                .unwrap()
+                .contains("stdout reached its cap of 5 bytes")
+        );
         assert_eq!(s.bytes(), b"abcde");
         assert!(s.capped());
         assert!(s.push("x").is_err(), "still closed");

@@ -109,10 +109,9 @@ fn serve() -> Result<Outcome, BackendError> {
     // The guest is done: lift the cap so writing the reply cannot trip it.
     let _ = monty_alloc::set_hard_limit(None);
 
-    if let Some(hard) = confinement.fsize_hard {
-        // The captures may be larger than the guest's /out allowance.
-        let _ = confine::relax_fsize(hard);
-    }
+    // The captures may be larger than the guest's /out allowance, and SIGXCPU must not
+    // cut the bookkeeping short.
+    confine::relax_after_guest(&confinement);
     worker::write_capture(&spec.capture_dir.join("stdout"), &outcome.stdout)?;
     worker::write_capture(&spec.capture_dir.join("stderr"), &outcome.stderr)?;
     outcome.stdout = Vec::new();
@@ -174,7 +173,10 @@ mod tests {
     fn monty_version_matches_the_lock_file() {
         let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"))
             .expect("Cargo.lock");
-        let entry = format!("name = \"monty\"\nversion = \"{}\"\n", runner::MONTY_VERSION);
+        let entry = format!(
+            "name = \"monty\"\nversion = \"{}\"\n",
+            runner::MONTY_VERSION
+        );
         assert!(lock.contains(&entry), "Cargo.lock has no {entry:?}");
     }
 

@@ -84,6 +84,8 @@ struct HostNotes {
     deadline: bool,
     /// A write to `/out` hit the mount's write limit (or the disk was full).
     out_full: Option<String>,
+    /// A file operation needed more memory than a mount may hold (the memory limit).
+    mount_memory: bool,
 }
 
 /// How the run is armed: the tests run sessions in their own process and leave the
@@ -237,6 +239,7 @@ fn answer_os_call(
                 MountError::Io(e, _) if e.kind() == std::io::ErrorKind::StorageFull => {
                     notes.out_full = Some("/out is full (no space or no inodes left)".into());
                 }
+                MountError::MemoryUsageLimitExceeded(_) => notes.mount_memory = true,
                 _ => {}
             }
             error.into_exception().into()
@@ -268,6 +271,18 @@ fn classify(
     let mut details: Vec<String> = Vec::new();
     let (mut kind, mut exit_code) = match &ended {
         Ok(()) => (OutcomeKind::Completed, 0),
+        Err(exc) if exc.exc_type() == ExcType::SystemExit => {
+            // As CPython: no traceback; the message (Monty's SystemExit carries a
+            // string at most) goes to stderr and makes the exit code 1.
+            match exc.message().filter(|m| !m.is_empty()) {
+                None => (OutcomeKind::Completed, 0),
+                Some(message) => {
+                    capture.stderr.append_host(message);
+                    capture.stderr.append_host("\n");
+                    (OutcomeKind::Completed, 1)
+                }
+            }
+        }
         Err(exc) => {
             // The traceback goes to stderr, as CPython prints it.
             let text = exc.to_string();
@@ -286,7 +301,7 @@ fn classify(
             {
                 Some(OutcomeKind::TimedOut)
             } else if exc.exc_type() == ExcType::MemoryError
-                && message.starts_with("memory limit exceeded")
+                && (message.starts_with("memory limit exceeded") || notes.mount_memory)
             {
                 Some(OutcomeKind::MemoryExceeded)
             } else {
@@ -296,9 +311,6 @@ fn classify(
                 Some(kind) => {
                     details.push(format!("{} ({summary})", limit_name(kind, limits)));
                     (kind, kind.conventional_exit_code().unwrap_or(1))
-                }
-                None if exc.exc_type() == ExcType::SystemExit => {
-                    (OutcomeKind::Completed, system_exit_code(message))
                 }
                 None => {
                     details.push(format!("uncaught exception: {summary}"));
@@ -319,8 +331,7 @@ fn classify(
         (false, true) => output_notes.push("stderr reached its cap".into()),
         (false, false) => {}
     }
-    if !output_notes.is_empty() && matches!(kind, OutcomeKind::Completed | OutcomeKind::Trapped)
-    {
+    if !output_notes.is_empty() && matches!(kind, OutcomeKind::Completed | OutcomeKind::Trapped) {
         output_notes.push(format!("the code's own exit code was {exit_code}"));
         kind = OutcomeKind::OutputLimit;
         exit_code = kind.conventional_exit_code().unwrap_or(exit_code);
@@ -349,21 +360,10 @@ fn limit_name(kind: OutcomeKind, limits: &Limits) -> String {
         OutcomeKind::MemoryExceeded => {
             format!("memory limit of {} bytes reached", limits.memory_bytes)
         }
-        OutcomeKind::CpuExhausted => format!(
-            "cpu limit of {:.3} s reached",
-            limits.cpu.as_secs_f64()
-        ),
+        OutcomeKind::CpuExhausted => {
+            format!("cpu limit of {:.3} s reached", limits.cpu.as_secs_f64())
+        }
         other => other.as_str().to_owned(),
-    }
-}
-
-/// `SystemExit`'s code as CPython reads it: none → 0, an integer → itself, anything
-/// else → 1.
-fn system_exit_code(message: &str) -> i32 {
-    if message.is_empty() || message == "None" {
-        0
-    } else {
-        message.trim().parse().unwrap_or(1)
     }
 }
 
@@ -449,13 +449,24 @@ mod tests {
     #[test]
     fn uncaught_exception_is_exit_1_with_a_traceback() {
         let d = Dirs::new();
-        let o = d.run("def f():\n    raise ValueError('bad')\nf()", None, &limits());
+        let o = d.run(
+            "def f():\n    raise ValueError('bad')\nf()",
+            None,
+            &limits(),
+        );
         assert_eq!(o.kind, OutcomeKind::Completed, "{o:?}");
         assert_eq!(o.exit_code, 1);
         let err = text(&o.stderr);
-        assert!(err.contains("Traceback") && err.contains("ValueError: bad"), "{err}");
-        let o = d.run("raise SystemExit(3)", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 3), "{o:?}");
+        assert!(
+            err.contains("Traceback") && err.contains("ValueError: bad"),
+            "{err}"
+        );
+        let o = d.run("print('bye')\nraise SystemExit", None, &limits());
+        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 0), "{o:?}");
+        assert!(o.stderr.is_empty(), "{o:?}");
+        let o = d.run("raise SystemExit('stopping')", None, &limits());
+        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
+        assert_eq!(text(&o.stderr), "stopping\n");
         let o = d.run("x = (", None, &limits());
         assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
         assert!(text(&o.stderr).contains("SyntaxError"), "{o:?}");
@@ -490,7 +501,14 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
         let out = text(&o.stdout);
         assert!(out.starts_with("abc abc\n"), "{out}");
         assert!(!out.contains("ALLOWED"), "{out}");
-        for label in ["etc", "dotdot", "symlink ", "symlink-dir", "write-in", "overwrite-in"] {
+        for label in [
+            "etc",
+            "dotdot",
+            "symlink ",
+            "symlink-dir",
+            "write-in",
+            "overwrite-in",
+        ] {
             assert!(out.contains(&format!("{label}")), "{label}: {out}");
         }
         assert_eq!(out.matches("denied").count(), 6, "{out}");
@@ -542,7 +560,11 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
     #[test]
     fn faked_limit_messages_are_just_exceptions() {
         let d = Dirs::new();
-        let o = d.run("raise TimeoutError('feed time limit exceeded: 1s > 0s')", None, &limits());
+        let o = d.run(
+            "raise TimeoutError('feed time limit exceeded: 1s > 0s')",
+            None,
+            &limits(),
+        );
         assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
     }
 
@@ -564,6 +586,9 @@ except ImportError as e:
 "#;
         let o = d.run(code, None, &limits());
         let out = text(&o.stdout);
-        assert!(!out.contains("ALLOWED") && out.matches("denied").count() == 3, "{out} {o:?}");
+        assert!(
+            !out.contains("ALLOWED") && out.matches("denied").count() == 3,
+            "{out} {o:?}"
+        );
     }
 }

@@ -15,6 +15,8 @@ pub const IO: i32 = 3;
 /// Staging refused to run: a declared input is missing, not a regular file, or its
 /// sha256 differs from the request. Nothing executed.
 pub const INPUT_MISMATCH: i32 = 4;
+/// `replay --check`: the run was reproduced and at least one output drifted.
+pub const DRIFT: i32 = 5;
 /// Internal error: a bug in the runner. The message says what happened.
 pub const INTERNAL: i32 = 70;
 
@@ -34,5 +36,6 @@ pub const TABLE: &[(i32, &str)] = &[
         INPUT_MISMATCH,
         "a declared input is missing, not a regular file, or its sha256 differs; nothing ran",
     ),
+    (DRIFT, "replay --check: an output (or an input) drifted from the lock"),
     (INTERNAL, "internal error in the runner"),
 ];

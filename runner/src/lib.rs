@@ -10,6 +10,7 @@ pub mod backend;
 pub mod cli;
 pub mod digest;
 pub mod exit_codes;
+pub mod gate;
 pub mod guest;
 pub mod lock;
 pub mod normalize;

@@ -32,42 +32,33 @@ pub fn is_invisible(c: char) -> bool {
         | '\u{e0000}'..='\u{e007f}')
 }
 
-/// Control characters other than tab, LF and CR.
+/// Control characters other than tab and LF. A CR is allowed only as part of a CRLF
+/// line ending, which the line splitter removes before this is asked: a lone CR is a
+/// line break to YAML and a carriage return to a terminal, so it can hide text.
 pub fn is_disallowed_control(c: char) -> bool {
-    (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{2028}' | '\u{2029}')
+    (c.is_control() && !matches!(c, '\t' | '\n')) || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 /// Folds the commonest Cyrillic and Greek look-alikes of Latin letters (after NFKC and
 /// lowercasing). Not a full confusables table: enough that "іgnоre" and "раssword"
 /// written with Cyrillic letters still match the rules.
+#[rustfmt::skip]
 fn fold_homoglyph(c: char) -> char {
     match c {
-        'а' => 'a',
-        'в' => 'b',
-        'е' | 'ё' => 'e',
-        'һ' => 'h',
-        'і' | 'ї' | 'ι' => 'i',
-        'ј' => 'j',
-        'к' | 'κ' => 'k',
-        'м' => 'm',
-        'н' | 'η' => 'n',
-        'о' | 'ο' | 'σ' => 'o',
-        'р' | 'ρ' => 'p',
-        'с' | 'ϲ' => 'c',
-        'т' | 'τ' => 't',
-        'у' | 'γ' => 'y',
-        'х' | 'χ' => 'x',
-        'ѕ' => 's',
-        'ԁ' => 'd',
-        'ɡ' => 'g',
-        'ԛ' => 'q',
-        'ԝ' => 'w',
-        'α' => 'a',
-        'ε' => 'e',
-        'ν' => 'v',
-        'β' => 'b',
-        'ℓ' => 'l',
-        'ı' => 'i',
+        'а' => 'a', 'в' => 'b', 'е' | 'ё' => 'e', 'һ' => 'h', 'і' | 'ї' | 'ι' => 'i',
+        'ј' => 'j', 'к' | 'κ' => 'k', 'м' => 'm', 'н' | 'η' => 'n', 'о' | 'ο' | 'σ' => 'o',
+        'р' | 'ρ' => 'p', 'с' | 'ϲ' => 'c', 'т' | 'τ' => 't', 'у' | 'γ' => 'y', 'х' | 'χ' => 'x',
+        'ѕ' => 's', 'ԁ' => 'd', 'ɡ' => 'g', 'ԛ' => 'q', 'ԝ' => 'w', 'α' => 'a', 'ε' => 'e',
+        'ν' => 'v', 'β' => 'b', 'ℓ' => 'l', 'ı' => 'i',
+        // Small capitals (IPA block), which NFKC leaves alone.
+        'ᴀ' => 'a', 'ʙ' => 'b', 'ᴄ' => 'c', 'ᴅ' => 'd', 'ᴇ' => 'e', 'ꜰ' => 'f', 'ɢ' => 'g',
+        'ʜ' => 'h', 'ɪ' => 'i', 'ᴊ' => 'j', 'ᴋ' => 'k', 'ʟ' => 'l', 'ᴍ' => 'm', 'ɴ' => 'n',
+        'ᴏ' => 'o', 'ᴘ' => 'p', 'ǫ' => 'q', 'ʀ' => 'r', 'ꜱ' => 's', 'ᴛ' => 't', 'ᴜ' => 'u',
+        'ᴠ' => 'v', 'ᴡ' => 'w', 'ʏ' => 'y', 'ᴢ' => 'z',
+        // Blank-looking characters that are not whitespace to Unicode, and whitespace
+        // that NFKC keeps (so `\s` and a plain space see the same thing).
+        '\u{2800}' => ' ',
+        c if c.is_whitespace() => ' ',
         _ => c,
     }
 }
@@ -80,12 +71,21 @@ pub struct Deobfuscated {
     /// Runs of three or more single letters separated by spaces or punctuation
     /// ("p i p  i n s t a l l"), each joined into one word ("pipinstall").
     pub spaced_runs: Vec<String>,
+    /// `folded` with each such run replaced by its joined word ("p i p install" →
+    /// "pip install"); `None` when the line has no run.
+    pub collapsed: Option<String>,
     /// True when the line held invisible characters.
     pub had_invisible: bool,
 }
 
 impl Deobfuscated {
     pub fn of(line: &str) -> Self {
+        // Fast path: ASCII is its own NFKC form and has no invisibles or homoglyphs.
+        if line.is_ascii() {
+            let folded = line.to_ascii_lowercase();
+            let (spaced_runs, collapsed) = spaced_runs(&folded);
+            return Self { folded, spaced_runs, collapsed, had_invisible: false };
+        }
         let had_invisible = line.chars().any(is_invisible);
         let folded: String = line
             .nfkc()
@@ -93,40 +93,69 @@ impl Deobfuscated {
             .flat_map(char::to_lowercase)
             .map(fold_homoglyph)
             .collect();
-        let spaced_runs = spaced_runs(&folded);
-        Self {
-            folded,
-            spaced_runs,
-            had_invisible,
-        }
+        let (spaced_runs, collapsed) = spaced_runs(&folded);
+        Self { folded, spaced_runs, collapsed, had_invisible }
     }
 }
 
 /// Finds runs of ≥3 single alphanumeric characters separated by non-alphanumerics
-/// (`p.i.p`, `c u r l`) and returns each run joined.
-fn spaced_runs(text: &str) -> Vec<String> {
+/// (`p.i.p`, `c u r l`); returns each run joined, and the text with every run replaced
+/// by its joined word (when there is one).
+fn spaced_runs(text: &str) -> (Vec<String>, Option<String>) {
     let mut runs = Vec::new();
+    // (start byte, end byte, joined) of each run.
+    let mut spans: Vec<(usize, usize, String)> = Vec::new();
     let mut current = String::new();
+    let mut start = 0;
+    let mut end = 0;
     let mut count = 0;
-    for token in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-    {
-        if token.chars().count() == 1 {
-            current.push_str(token);
-            count += 1;
-        } else {
-            if count >= 3 {
-                runs.push(std::mem::take(&mut current));
-            }
-            current.clear();
-            count = 0;
+    let mut flush = |current: &mut String, count: &mut usize, start: usize, end: usize| {
+        if *count >= 3 {
+            runs.push(current.clone());
+            spans.push((start, end, std::mem::take(current)));
+        }
+        current.clear();
+        *count = 0;
+    };
+    let mut token_start = None;
+    let bytes_len = text.len();
+    let mut tokens: Vec<(usize, usize)> = Vec::new();
+    for (i, c) in text.char_indices() {
+        if c.is_alphanumeric() {
+            token_start.get_or_insert(i);
+        } else if let Some(s0) = token_start.take() {
+            tokens.push((s0, i));
         }
     }
-    if count >= 3 {
-        runs.push(current);
+    if let Some(s0) = token_start {
+        tokens.push((s0, bytes_len));
     }
-    runs
+    for (s0, e0) in tokens {
+        let token = &text[s0..e0];
+        if token.chars().count() == 1 {
+            if count == 0 {
+                start = s0;
+            }
+            current.push_str(token);
+            end = e0;
+            count += 1;
+        } else {
+            flush(&mut current, &mut count, start, end);
+        }
+    }
+    flush(&mut current, &mut count, start, end);
+    if spans.is_empty() {
+        return (runs, None);
+    }
+    let mut collapsed = String::with_capacity(text.len());
+    let mut at = 0;
+    for (s0, e0, joined) in &spans {
+        collapsed.push_str(&text[at..*s0]);
+        collapsed.push_str(joined);
+        at = *e0;
+    }
+    collapsed.push_str(&text[at..]);
+    (runs, Some(collapsed))
 }
 
 #[cfg(test)]
@@ -170,6 +199,10 @@ mod tests {
         assert_eq!(d.spaced_runs, vec!["curlxsh".to_string()]);
         let d = Deobfuscated::of("c u r l  and  s h");
         assert_eq!(d.spaced_runs, vec!["curl".to_string()]);
+        assert_eq!(Deobfuscated::of("p i p install x").collapsed.as_deref(), Some("pip install x"));
+        assert_eq!(Deobfuscated::of("plain words").collapsed, None);
+        assert_eq!(Deobfuscated::of("ᴘɪᴘ ɪɴsᴛᴀʟʟ").folded, "pip install");
+        assert_eq!(Deobfuscated::of("pip\u{2800}install").folded, "pip install");
         assert!(Deobfuscated::of("a b").spaced_runs.is_empty());
     }
 }

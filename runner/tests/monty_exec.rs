@@ -64,6 +64,9 @@ struct Expectation {
     out_files: Option<BTreeMap<String, String>>,
     #[serde(default)]
     max_runtime_sec: Option<f64>,
+    /// Which layer contains the case, and why the case exists.
+    #[allow(dead_code)]
+    note: String,
 }
 
 /// What `runner exec --json` prints.
@@ -116,8 +119,8 @@ fn cases() -> Vec<(String, Expectation)> {
         .map(|name| {
             let path = cases_dir().join(format!("{name}{SIDECAR_SUFFIX}"));
             let text = std::fs::read_to_string(&path).expect("a readable sidecar");
-            let expect = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{name}: bad sidecar: {e}"));
+            let expect =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: bad sidecar: {e}"));
             (name, expect)
         })
         .collect()
@@ -292,10 +295,11 @@ fn monty_cases_run_contained_with_complete_results() {
                         break;
                     };
                     let (problems, wall) = check(name, expect, &worker);
-                    report
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((name.clone(), problems, wall));
+                    report.lock().unwrap_or_else(|p| p.into_inner()).push((
+                        name.clone(),
+                        problems,
+                        wall,
+                    ));
                 }
             });
         }

@@ -115,14 +115,29 @@ impl Drop for OutTmpfs {
     }
 }
 
-/// The tmpfs options that cap `/out`: `size` in bytes (the kernel rounds up to pages,
-/// and every non-empty file takes at least one page), `nr_inodes` = files and
-/// directories the guest may create + 1 for the root, mode 0700, owned by our euid.
+/// Page size the tmpfs accounts in.
+const PAGE: u64 = 4096;
+
+/// tmpfs `size` for a run's `/out`: `out_bytes` rounded up to pages, plus one page.
+/// The kernel charges whole pages (a 1-byte file takes one); the extra page lets a
+/// guest write exactly `out_bytes` without ENOSPC, so that reaching past the cap,
+/// not reaching it, is what the runner reports as `output_limit`.
+pub fn out_tmpfs_size(limits: &Limits) -> u64 {
+    limits.out_bytes.div_ceil(PAGE).saturating_mul(PAGE).saturating_add(PAGE)
+}
+
+/// tmpfs `nr_inodes` for a run's `/out`: the root, the `out_files` entries the guest
+/// may create, and one more, whose creation proves the guest went past the cap.
+pub fn out_tmpfs_inodes(limits: &Limits) -> u64 {
+    limits.out_files.saturating_add(2)
+}
+
+/// The tmpfs mount options that cap `/out` (mode 0700, owned by our euid).
 pub fn out_tmpfs_options(limits: &Limits) -> String {
     format!(
         "size={},nr_inodes={},mode=0700,uid={},gid={}",
-        limits.out_bytes.max(1),
-        limits.out_files.saturating_add(1),
+        out_tmpfs_size(limits),
+        out_tmpfs_inodes(limits),
         nix::unistd::geteuid(),
         nix::unistd::getegid()
     )
@@ -218,10 +233,8 @@ pub fn out_caps_enforced(out_dir: &Path, limits: &Limits) -> bool {
     let Ok(vfs) = nix::sys::statvfs::statvfs(out_dir) else {
         return false;
     };
-    let page = 4096u64.max(vfs.fragment_size());
     let size = u64::from(vfs.blocks()).saturating_mul(vfs.fragment_size());
-    let cap = limits.out_bytes.max(1).div_ceil(page) * page;
-    size <= cap && u64::from(vfs.files()) <= limits.out_files.saturating_add(1)
+    size <= out_tmpfs_size(limits) && u64::from(vfs.files()) <= out_tmpfs_inodes(limits)
 }
 
 /// True when the tmpfs on `out_dir` has no room left (bytes or inodes).
@@ -291,15 +304,27 @@ pub struct WorkerConfinement {
     pub applied: Vec<String>,
     /// Layers that could not be applied, with the reason (said on stderr).
     pub skipped: Vec<String>,
-    /// `RLIMIT_FSIZE` hard limit: the worker raises its soft limit to this after the
-    /// guest has run, to write the captured stdout/stderr.
+    /// `RLIMIT_FSIZE` hard limit, when set: the worker raises its soft limit to it
+    /// after the guest has run, to write the captured stdout/stderr.
     pub fsize_hard: Option<u64>,
 }
 
-/// `RLIMIT_CPU` soft limit for a CPU budget: whole seconds, rounded up, at least 1.
+/// Seconds `RLIMIT_CPU` allows beyond the CPU budget.
+///
+/// The worker stops the guest itself at the budget, reading the precise CPU clock
+/// every epoch tick, so the guest's output survives. The kernel checks `RLIMIT_CPU`
+/// against its tick-sampled clock instead, which runs ahead of the precise one under
+/// contention (measured: SIGXCPU at 963 ms of precise CPU for a 1 s limit, four busy
+/// processes on two cores). A limit at the budget itself would thus fire first and
+/// lose the output; one second later it is the backstop for a worker whose own check
+/// cannot run (stuck in host code).
+pub const RLIMIT_CPU_SLACK_SECS: u64 = 1;
+
+/// `RLIMIT_CPU` soft limit for a CPU budget: whole seconds rounded up (at least 1),
+/// plus [`RLIMIT_CPU_SLACK_SECS`]. The hard limit is one second more.
 pub fn rlimit_cpu_secs(cpu: Duration) -> u64 {
     let secs = cpu.as_secs() + u64::from(cpu.subsec_nanos() > 0);
-    secs.max(1)
+    secs.max(1) + RLIMIT_CPU_SLACK_SECS
 }
 
 /// Confine the worker process before it runs the guest: resource limits, no core
@@ -343,16 +368,16 @@ pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConf
     // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action kills the
     // worker; ignored, the guest's write fails with EFBIG instead (an I/O error it
     // sees, like ENOSPC on the tmpfs).
-    let fsize_hard = limits
-        .out_bytes
-        .max(limits.stdout_bytes)
-        .max(limits.stderr_bytes);
+    // One byte over the cap is allowed, so a file that reached past the cap shows
+    // as over it afterwards (and one of exactly `out_bytes` does not).
+    let fsize_soft = limits.out_bytes.saturating_add(1);
+    let fsize_hard = fsize_soft.max(limits.stdout_bytes).max(limits.stderr_bytes);
     let fsize = ignore_sigxfsz()
-        .and_then(|()| lower_rlimit(Resource::RLIMIT_FSIZE, limits.out_bytes, fsize_hard));
+        .and_then(|()| lower_rlimit(Resource::RLIMIT_FSIZE, fsize_soft, fsize_hard));
     if fsize.is_ok() {
         c.fsize_hard = Some(fsize_hard);
     }
-    step(format!("rlimit_fsize={}", limits.out_bytes), fsize);
+    step(format!("rlimit_fsize={fsize_soft}"), fsize);
     step(
         "net_namespace".into(),
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET),
@@ -368,11 +393,20 @@ fn lower_rlimit(resource: Resource, soft: u64, hard: u64) -> nix::Result<()> {
     setrlimit(resource, soft.min(hard), hard)
 }
 
-/// Raise the soft `RLIMIT_FSIZE` back to `hard`, so the worker can write the captured
-/// output files after the guest ran.
-pub fn relax_fsize(hard: u64) -> nix::Result<()> {
-    let (_, cur_hard) = getrlimit(Resource::RLIMIT_FSIZE)?;
-    setrlimit(Resource::RLIMIT_FSIZE, hard.min(cur_hard), cur_hard)
+/// After the guest has run: raise the soft `RLIMIT_FSIZE` and `RLIMIT_CPU` to their
+/// hard limits, so the worker can write the captured output (larger than `/out` may
+/// be) and reply without SIGXCPU cutting it short. The hard limits stay.
+pub fn relax_after_guest(confinement: &WorkerConfinement) {
+    if confinement.fsize_hard.is_some() {
+        raise_soft_to_hard(Resource::RLIMIT_FSIZE);
+    }
+    raise_soft_to_hard(Resource::RLIMIT_CPU);
+}
+
+fn raise_soft_to_hard(resource: Resource) {
+    if let Ok((_, hard)) = getrlimit(resource) {
+        let _ = setrlimit(resource, hard, hard);
+    }
 }
 
 #[allow(unsafe_code)]
@@ -399,11 +433,11 @@ mod tests {
     }
 
     #[test]
-    fn rlimit_cpu_rounds_up() {
-        assert_eq!(rlimit_cpu_secs(Duration::from_millis(1)), 1);
-        assert_eq!(rlimit_cpu_secs(Duration::from_secs(2)), 2);
-        assert_eq!(rlimit_cpu_secs(Duration::from_millis(2001)), 3);
-        assert_eq!(rlimit_cpu_secs(Duration::ZERO), 1);
+    fn rlimit_cpu_rounds_up_and_adds_the_slack() {
+        assert_eq!(rlimit_cpu_secs(Duration::from_millis(1)), 2);
+        assert_eq!(rlimit_cpu_secs(Duration::from_secs(2)), 3);
+        assert_eq!(rlimit_cpu_secs(Duration::from_millis(2001)), 4);
+        assert_eq!(rlimit_cpu_secs(Duration::ZERO), 2);
     }
 
     #[test]
@@ -457,10 +491,16 @@ mod tests {
                     return None;
                 };
                 assert!(out_caps_enforced(&path, &limits));
-                for i in 0..3 {
-                    fs::write(path.join(format!("f{i}")), b"x").unwrap();
-                }
-                let fourth = fs::write(path.join("f3"), b"x").unwrap_err();
+                // Exactly the caps fit: 3 entries, 64 KiB (empty files take no page).
+                fs::write(path.join("f0"), vec![0u8; 64 << 10]).unwrap();
+                fs::write(path.join("f1"), b"").unwrap();
+                fs::write(path.join("f2"), b"").unwrap();
+                assert!(!tmpfs_full(&path));
+                assert!(!tree_usage(&path, &limits).unwrap().over(&limits));
+                // One entry more still fits (and shows as over); then ENOSPC.
+                fs::write(path.join("f3"), b"").unwrap();
+                assert!(tree_usage(&path, &limits).unwrap().over(&limits));
+                let fourth = fs::write(path.join("f4"), b"x").unwrap_err();
                 let big = fs::write(path.join("f0"), vec![0u8; 128 << 10]).unwrap_err();
                 assert!(tmpfs_full(&path));
                 mount.unmount().unwrap();

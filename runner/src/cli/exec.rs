@@ -7,11 +7,9 @@
 
 use super::read::{Read2, read_document};
 use crate::backend::confine;
-use crate::backend::worker::WasmtimeBackend;
 use crate::backend::monty::MontyBackend;
-use crate::backend::{
-    Backend, GuestProgram, Limits, MontyProgram, Outcome, Program, SandboxSpec,
-};
+use crate::backend::worker::WasmtimeBackend;
+use crate::backend::{Backend, GuestProgram, Limits, MontyProgram, Outcome, Program, SandboxSpec};
 use crate::digest::sha256_hex;
 use crate::exit_codes;
 use crate::guest::{self, manifest::GuestManifest};

@@ -2,6 +2,7 @@
 //! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
 
 pub mod exec;
+pub mod gate;
 pub mod guest;
 pub mod read;
 pub mod validate;
@@ -26,6 +27,9 @@ pub enum Command {
     Validate(validate::ValidateCommand),
     /// Run an approved request in the sandbox and write its Tool Execution Result.
     Exec(exec::ExecCommand),
+    /// Sort an inbox: move each accepted document to one directory and each rejected one,
+    /// with its reason report, to quarantine.
+    Gate(gate::GateCommand),
     /// Manage the pinned guest runtimes (fetch, install from a wheel, list).
     Guest(guest::GuestCommand),
 }
@@ -45,6 +49,7 @@ impl Cli {
         match self.command {
             Command::Validate(cmd) => cmd.execute(&policy),
             Command::Exec(cmd) => cmd.execute(&policy),
+            Command::Gate(cmd) => cmd.execute(&policy),
             Command::Guest(cmd) => cmd.execute(),
         }
     }

@@ -1,17 +1,32 @@
-//! `runner validate FILE… [--json]`: judge each document and print its verdict.
+//! `runner validate FILE… [--catalog FILE] [--json]`: judge each document against its
+//! schema (tool request, tool result, research packet or governed packet, detected from
+//! the document itself) and print its verdict.
+//!
+//! `--json` prints one object per file (JSON Lines):
+//! `{"file","kind","verdict","reasons":[{"code","message","line"}]}`, plus `"notes"` (same
+//! shape as reasons) only when something was not checked: a governed packet's content
+//! hashes without `--catalog`, a result's artifacts without its directory beside it.
+//! Notes do not make the verdict REJECT here; the gate (`runner gate`) treats them as
+//! reasons.
 
-use super::read::{Read2, read_document};
 use crate::exit_codes;
+use crate::gate::{self, Catalog, Context, Follow, ReadError};
 use crate::policy::Policy;
-use crate::request::{self, Reason};
+use crate::request::Reason;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateCommand {
-    /// Documents to judge (tool requests: `TR-….md`).
+    /// Documents to judge: tool requests (`TR-….md`), tool results (`TS-….md`, with their
+    /// `TS-…/` directory beside them), research packets (`RP-….md`), governed packets
+    /// (JSON).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// Catalog of named queries (`{"named_query_id": "sql", …}`) to re-derive governed
+    /// packets' content hashes.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
     /// Print one JSON object per file (JSON Lines) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -24,13 +39,34 @@ pub struct FileVerdict {
     pub kind: &'static str,
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
+    /// What was not checked; present only when not empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Reason>,
 }
 
 impl ValidateCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
+        let catalog = match &self.catalog {
+            None => None,
+            Some(path) => match Catalog::load(path) {
+                Ok(c) => Some(c),
+                Err(e @ gate::CatalogError::Read { .. }) => {
+                    eprintln!("error: {e}");
+                    return exit_codes::IO;
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return exit_codes::USAGE;
+                }
+            },
+        };
+        let ctx = Context {
+            policy,
+            catalog: catalog.as_ref(),
+        };
         let mut code = exit_codes::OK;
         for file in &self.files {
-            let (verdict, text, io_failed) = judge(file, policy);
+            let (verdict, text, io_failed) = judge(file, &ctx);
             if io_failed {
                 code = exit_codes::IO;
             } else if verdict.verdict == "REJECT" && code == exit_codes::OK {
@@ -53,55 +89,45 @@ impl ValidateCommand {
 }
 
 /// Judges one file: its verdict, its text (for showing lines), and whether reading failed.
-pub fn judge(file: &std::path::Path, policy: &Policy) -> (FileVerdict, Option<String>, bool) {
+pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bool) {
     let name = file.display().to_string();
-    let verdict = |verdict, reasons| FileVerdict {
-        file: name.clone(),
-        kind: "tool_request",
-        verdict,
-        reasons,
-    };
-    match read_document(file, policy.request.max_bytes) {
-        Err(e) => (
-            verdict(
-                "REJECT",
-                vec![Reason::new(
-                    "io.unreadable",
-                    format!("cannot read {name}: {e}"),
-                    None,
-                )],
-            ),
-            None,
-            true,
-        ),
-        Ok(Read2::TooLarge(size)) => (
-            verdict(
-                "REJECT",
-                vec![Reason::new(
-                    "request.too_large",
-                    format!(
-                        "the file is {size} bytes; the policy allows at most {}",
-                        policy.request.max_bytes
-                    ),
-                    None,
-                )],
-            ),
-            None,
+    match gate::judge_file(file, ctx, Follow::Symlinks) {
+        Err(e) => {
+            let message = match e {
+                ReadError::NotRegular => format!("cannot read {name}: not a regular file"),
+                ReadError::Io(e) => format!("cannot read {name}: {e}"),
+            };
+            (
+                FileVerdict {
+                    file: name,
+                    kind: "unknown",
+                    verdict: "REJECT",
+                    reasons: vec![Reason::new("io.unreadable", message, None)],
+                    notes: Vec::new(),
+                },
+                None,
+                true,
+            )
+        }
+        Ok((j, bytes)) => (
+            FileVerdict {
+                file: name,
+                kind: j.kind_name(),
+                verdict: j.verdict.as_str(),
+                reasons: j.reasons,
+                notes: j.notes,
+            },
+            String::from_utf8(bytes).ok(),
             false,
         ),
-        Ok(Read2::Bytes(bytes)) => {
-            let text = String::from_utf8(bytes.clone()).ok();
-            match request::validate(&bytes, policy) {
-                Ok(_) => (verdict("ACCEPT", Vec::new()), text, false),
-                Err(reasons) => (verdict("REJECT", reasons), text, false),
-            }
-        }
     }
 }
 
-/// `FILE: VERDICT`, then per reason `FILE:LINE: code: message` and the line itself.
+/// `FILE: VERDICT`, `  kind: KIND`, then per reason `FILE:LINE: code: message` and the line
+/// itself, then the notes.
 fn print_human(v: &FileVerdict, text: Option<&str>) {
     println!("{}: {}", v.file, v.verdict);
+    println!("  kind: {}", v.kind);
     let lines: Vec<&str> = text
         .map(|t| {
             crate::request::frontmatter::lines(t)
@@ -118,22 +144,13 @@ fn print_human(v: &FileVerdict, text: Option<&str>) {
             println!("  {:>5} | {}", reason.line.unwrap_or(0), printable(line));
         }
     }
+    for note in &v.notes {
+        println!("  {}: note: {}: {}", v.file, note.code, note.message);
+    }
 }
 
 /// A line made safe for a terminal: control and invisible characters shown as escapes,
 /// long lines cut.
 pub fn printable(line: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in line.chars().enumerate() {
-        if i >= 160 {
-            out.push('…');
-            break;
-        }
-        if c.is_control() || crate::normalize::is_invisible(c) {
-            out.push_str(&c.escape_unicode().to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::gate::report::printable(line)
 }

@@ -92,7 +92,11 @@ impl<'a> Fields<'a> {
         let (list, map_line) = match root {
             Node::Map { entries, line } => (entries.as_slice(), *line),
             other => {
-                r.add("yaml.not_mapping", "front matter must be a mapping", other.line());
+                r.add(
+                    "yaml.not_mapping",
+                    "front matter must be a mapping",
+                    other.line(),
+                );
                 (&[][..], other.line())
             }
         };
@@ -104,7 +108,9 @@ impl<'a> Fields<'a> {
                     e.key_line,
                 );
             }
-            entries.entry(e.key.as_str()).or_insert((&e.value, e.key_line));
+            entries
+                .entry(e.key.as_str())
+                .or_insert((&e.value, e.key_line));
         }
         Self { entries, map_line }
     }
@@ -128,27 +134,27 @@ impl<'a> Fields<'a> {
 
     /// A key whose value must be exactly `want` (`result_type: tool_result`).
     pub fn constant(&self, key: &str, want: &str, r: &mut Reasons) {
-        if let Some((node, line)) = self.require(key, r) {
-            if scalar_str(node).as_deref() != Some(want) {
-                r.add(
-                    &format!("front_matter.{key}"),
-                    format!("`{key}` must be `{want}`, found {}", show(node)),
-                    line,
-                );
-            }
+        if let Some((node, line)) = self.require(key, r)
+            && scalar_str(node).as_deref() != Some(want)
+        {
+            r.add(
+                &format!("front_matter.{key}"),
+                format!("`{key}` must be `{want}`, found {}", show(node)),
+                line,
+            );
         }
     }
 
     /// `schema_version`: `1` or `"1"`.
     pub fn schema_version(&self, r: &mut Reasons) {
-        if let Some((node, line)) = self.require("schema_version", r) {
-            if scalar_str(node).as_deref() != Some("1") {
-                r.add(
-                    "front_matter.schema_version",
-                    format!("`schema_version` must be 1, found {}", show(node)),
-                    line,
-                );
-            }
+        if let Some((node, line)) = self.require("schema_version", r)
+            && scalar_str(node).as_deref() != Some("1")
+        {
+            r.add(
+                "front_matter.schema_version",
+                format!("`schema_version` must be 1, found {}", show(node)),
+                line,
+            );
         }
     }
 
@@ -215,7 +221,11 @@ impl<'a> Fields<'a> {
             _ => {
                 r.add(
                     &format!("front_matter.{key}"),
-                    format!("`{key}` must be one of {}, found {}", allowed.join("|"), show(node)),
+                    format!(
+                        "`{key}` must be one of {}, found {}",
+                        allowed.join("|"),
+                        show(node)
+                    ),
                     line,
                 );
                 None
@@ -237,7 +247,10 @@ pub fn sha256_node(node: &Node, what: &str, r: &mut Reasons) -> Option<String> {
         _ => {
             r.add(
                 "front_matter.hash_format",
-                format!("`{what}` must be 64 lowercase hex characters, found {}", show(node)),
+                format!(
+                    "`{what}` must be 64 lowercase hex characters, found {}",
+                    show(node)
+                ),
                 node.line(),
             );
             None
@@ -363,7 +376,10 @@ pub fn section_layout<'b, 'a>(
             None => match expected.iter().find(|t| t.eq_ignore_ascii_case(&s.title)) {
                 Some(t) => r.add(
                     "body.section_title",
-                    format!("section `## {}` must be written exactly `## {t}`", clip(&s.title)),
+                    format!(
+                        "section `## {}` must be written exactly `## {t}`",
+                        clip(&s.title)
+                    ),
                     s.heading_line,
                 ),
                 None => r.add(
@@ -430,9 +446,12 @@ fn ambiguous_headings(lines: &[Line<'_>], r: &mut Reasons) {
         let hashes = rest.chars().take_while(|&c| c == '#').count();
         let atx = (1..=6).contains(&hashes)
             && indent <= 3
-            && rest[hashes..].chars().next().is_none_or(|c| c == ' ' || c == '\t');
+            && rest[hashes..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == ' ' || c == '\t');
         let is_h2_section = indent == 0 && rest.starts_with("## ");
-        if hashes == 2 && indent <= 3 && !is_h2_section && (atx || !rest[2..].starts_with('#')) {
+        if atx && hashes == 2 && !is_h2_section {
             r.add(
                 "body.ambiguous_heading",
                 "a heading that is not written `## Title` at the start of the line",
@@ -469,36 +488,37 @@ pub struct Labelled {
 /// The labelled lines of a section, in order.
 pub fn labelled(section: &Section<'_>) -> Vec<Labelled> {
     let mut out: Vec<Labelled> = Vec::new();
+    // True while the last label had no value of its own and takes a nested list.
+    let mut collecting = false;
     for line in section.content_lines() {
         let indented = line.text.starts_with(' ') || line.text.starts_with('\t');
         let t = line.text.trim();
-        let t = t
+        let item = t
             .strip_prefix("- ")
             .or_else(|| t.strip_prefix("* "))
             .or_else(|| t.strip_prefix("+ "))
             .unwrap_or(t)
             .trim();
-        if let Some((label, value)) = t.split_once(':') {
+        if indented
+            && collecting
+            && let Some(last) = out.last_mut()
+        {
+            last.value.push_str(t);
+            last.value.push('\n');
+            continue;
+        }
+        collecting = false;
+        if let Some((label, value)) = item.split_once(':') {
             let label = label.replace(['*', '_', '`'], "");
             let label = label.split_whitespace().collect::<Vec<_>>().join(" ");
             if !label.is_empty() && label.len() <= 60 && !label.contains('/') {
+                let value = value.trim().trim_matches('*').trim().to_owned();
+                collecting = value.is_empty();
                 out.push(Labelled {
                     label: label.to_ascii_lowercase(),
-                    value: value.trim().trim_matches('*').trim().to_owned(),
+                    value,
                     line: line.number,
                 });
-                continue;
-            }
-        }
-        // A continuation (an item of a nested list) of an empty-valued label.
-        if indented {
-            if let Some(last) = out.last_mut() {
-                if !last.value.is_empty() && !last.value.ends_with('\n') {
-                    // Only empty-valued labels collect nested items.
-                    continue;
-                }
-                last.value.push_str(t);
-                last.value.push('\n');
             }
         }
     }
@@ -554,6 +574,7 @@ pub fn fenced_and_prose<'a>(section: &Section<'a>) -> (Vec<Line<'a>>, Vec<Line<'
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::request::frontmatter::lines;
@@ -574,13 +595,35 @@ mod tests {
             ("## A\nx\n## C\nx\n## B\nx\n", &["body.section_order"]),
             ("## A\nx\n## B\nx\n", &["body.missing_section"]),
             ("## A\nx\n## B\n\n## C\nx\n", &["body.empty_section"]),
-            ("## A\nx\n## B\nx\n## B\nx\n## C\nx\n", &["body.duplicate_section"]),
-            ("## A\nx\n## b\nx\n## B\nx\n## C\nx\n", &["body.section_title"]),
-            ("## A\nx\n## D\nx\n## B\nx\n## C\nx\n", &["body.unknown_section"]),
-            ("hi\n## A\nx\n## B\nx\n## C\nx\n", &["body.text_outside_section"]),
-            ("## A\nx\n ## C\n## B\nx\n## C\nx\n", &["body.ambiguous_heading"]),
-            ("## A\nx\n##C\n## B\nx\n## C\nx\n", &["body.ambiguous_heading"]),
-            ("## A\nC\n---\n## B\nx\n## C\nx\n", &["body.ambiguous_heading"]),
+            (
+                "## A\nx\n## B\nx\n## B\nx\n## C\nx\n",
+                &["body.duplicate_section"],
+            ),
+            (
+                "## A\nx\n## b\nx\n## B\nx\n## C\nx\n",
+                &["body.section_title"],
+            ),
+            (
+                "## A\nx\n## D\nx\n## B\nx\n## C\nx\n",
+                &["body.unknown_section"],
+            ),
+            (
+                "hi\n## A\nx\n## B\nx\n## C\nx\n",
+                &["body.text_outside_section"],
+            ),
+            (
+                "## A\nx\n ## C\n## B\nx\n## C\nx\n",
+                &["body.ambiguous_heading"],
+            ),
+            ("## A\nx\n##C\n## B\nx\n## C\nx\n", &[]),
+            (
+                "## A\nx\n##\tC\n## B\nx\n## C\nx\n",
+                &["body.ambiguous_heading"],
+            ),
+            (
+                "## A\nC\n---\n## B\nx\n## C\nx\n",
+                &["body.ambiguous_heading"],
+            ),
             ("## A\nx\n\n---\n## B\nx\n## C\nx\n", &[]),
             ("## A\n```\n ## C\nC\n---\n```\n## B\nx\n## C\nx\n", &[]),
             ("## A\nx\n### sub\n## B\nx\n## C\nx\n", &[]),

@@ -423,9 +423,7 @@ pub fn canonical_number(lit: &str) -> Result<String, CanonicalError> {
             digits.to_owned()
         });
     }
-    let v: f64 = lit
-        .parse()
-        .map_err(|_| CanonicalError(lit.to_owned()))?;
+    let v: f64 = lit.parse().map_err(|_| CanonicalError(lit.to_owned()))?;
     if !v.is_finite() {
         return Err(CanonicalError(lit.to_owned()));
     }
@@ -463,6 +461,7 @@ pub fn ecmascript_number(v: f64) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -474,10 +473,15 @@ mod tests {
     #[test]
     fn sorted_keys_no_whitespace_utf8_kept() {
         assert_eq!(
-            canon("{ \"b\" : [1, 2.50, true, null], \"a\": \"é\\u00e9\\n\\u0001\", \"\u{10000}\": 0, \"\u{e000}\": 0 }"),
+            canon(
+                "{ \"b\" : [1, 2.50, true, null], \"a\": \"é\\u00e9\\n\\u0001\", \"\u{10000}\": 0, \"\u{e000}\": 0 }"
+            ),
             "{\"a\":\"éé\\n\\u0001\",\"b\":[1,2.5,true,null],\"\u{e000}\":0,\"\u{10000}\":0}"
         );
-        assert_eq!(canon("\"\\/\\\"\\\\\\b\\f\\t\\r\u{7f}\u{2028}\""), "\"/\\\"\\\\\\b\\f\\t\\r\u{7f}\u{2028}\"");
+        assert_eq!(
+            canon("\"\\/\\\"\\\\\\b\\f\\t\\r\u{7f}\u{2028}\""),
+            "\"/\\\"\\\\\\b\\f\\t\\r\u{7f}\u{2028}\""
+        );
         assert_eq!(canon("\"\\ud83d\\ude00\""), "\"\u{1f600}\"");
     }
 
@@ -498,7 +502,10 @@ mod tests {
             ("100000000000000000000", "100000000000000000000"),
             ("1e20", "100000000000000000000"),
             ("1e21", "1e+21"),
-            ("123456789012345678901234567890", "123456789012345678901234567890"),
+            (
+                "123456789012345678901234567890",
+                "123456789012345678901234567890",
+            ),
             ("0.000001", "0.000001"),
             ("1e-7", "1e-7"),
             ("-1.25e-10", "-1.25e-10"),
@@ -580,7 +587,7 @@ mod tests {
         let leaf = prop_oneof![
             Just(serde_json::Value::Null),
             any::<bool>().prop_map(serde_json::Value::Bool),
-            any::<i64>().prop_map(|i| serde_json::Value::from(i)),
+            any::<i64>().prop_map(serde_json::Value::from),
             "\\PC{0,8}".prop_map(serde_json::Value::String),
         ];
         leaf.prop_recursive(3, 24, 4, |inner| {

@@ -11,6 +11,7 @@
 //! object, every key known and present, and `lock_sha256` must re-derive.
 
 pub mod jcs;
+pub mod statement;
 pub mod verify;
 
 use serde::{Deserialize, Serialize};

@@ -104,29 +104,40 @@ pub fn words(line: &str) -> Result<Vec<String>, CommandProblem> {
 pub fn path_problems(args: &[String]) -> Vec<CommandProblem> {
     let mut found = Vec::new();
     for arg in args {
-        // `--out=/out/x.json` carries its path after the `=`.
-        let candidates: Vec<&str> = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with('-') => vec![value],
-            _ => vec![arg.as_str()],
-        };
-        for value in candidates {
+        let mut host = false;
+        for value in path_candidates(arg) {
             if value.starts_with('~') {
-                found.push(problem(
-                    "command.host_path",
-                    format!("argument `{arg}` names a home directory, a host path"),
-                ));
+                found.push(problem("command.host_path", format!("argument `{arg}` names a home directory, a host path")));
             } else if value.starts_with('/') && !is_sandbox_path(value) {
-                found.push(problem("command.host_path", format!("argument `{arg}` is a host path; only /in/… and /out/… exist in the sandbox")));
-            }
-            if value.split(['/', '\\']).any(|c| c == "..") {
-                found.push(problem(
-                    "command.path_traversal",
-                    format!("argument `{arg}` climbs out with `..`"),
-                ));
+                host = true;
             }
         }
+        if host || arg.to_ascii_lowercase().contains("file:") {
+            found.push(problem("command.host_path", format!("argument `{arg}` names a host path; only /in/… and /out/… exist in the sandbox")));
+        }
+        if arg.split(['/', '\\', '=', ':', ',', '@']).any(|c| c == "..") {
+            found.push(problem("command.path_traversal", format!("argument `{arg}` climbs out with `..`")));
+        }
     }
+    found.dedup();
     found
+}
+
+/// The places a path can hide in one argument: the whole word, the value after
+/// `--flag=`, the value glued to a short flag (`-o/etc/x`), and each piece between
+/// `=`, `:`, `,` and `@` (`file:///etc/x`, `@/etc/x`, `a.csv,/etc/x`).
+fn path_candidates(arg: &str) -> Vec<&str> {
+    let mut out = vec![arg];
+    if let Some((flag, value)) = arg.split_once('=') {
+        if flag.starts_with('-') {
+            out.push(value);
+        }
+    }
+    if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") && arg.is_char_boundary(2) {
+        out.push(&arg[2..]);
+    }
+    out.extend(arg.split(['=', ':', ',', '@']).filter(|p| !p.is_empty()));
+    out
 }
 
 /// `/in`, `/out`, or a path under either.

@@ -45,13 +45,38 @@ pub fn scan<'a>(
                     .iter()
                     .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
             };
-            if rule.pattern.is_match(&view.folded) || spaced_hit() {
+            let collapsed_hit = || view.collapsed.as_deref().is_some_and(|c| rule.pattern.is_match(c));
+            if rule.pattern.is_match(&view.folded) || spaced_hit() || collapsed_hit() {
                 findings.push(Finding {
                     code: rule.code.clone(),
                     message: rule.message.clone(),
                     line: line.number,
                 });
             }
+        }
+    }
+    findings
+}
+
+/// Scans a value that may span lines as one line, reporting findings at `line`: YAML
+/// scalars after decoding (escapes such as `\u200b` or `\e` become the characters they
+/// name; folded scalars join their lines) and markdown lines joined the way a renderer
+/// joins them. A newline inside the value is a space; any other control character is
+/// a finding.
+pub fn scan_joined(text: &str, line: usize, rules: &[ForbiddenRule]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if text.chars().any(|c| c != '\n' && is_disallowed_control(c)) {
+        findings.push(Finding {
+            code: "text.control_character".into(),
+            message: "a control character (other than tab) is not allowed".into(),
+            line,
+        });
+    }
+    let flat = text.replace('\n', " ");
+    for mut f in scan([Line { number: line, text: &flat }], rules) {
+        if f.code != "text.control_character" {
+            f.line = line;
+            findings.push(f);
         }
     }
     findings

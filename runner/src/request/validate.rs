@@ -103,8 +103,23 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
             return Err(r.0);
         }
     };
-    for f in forbidden::scan(frontmatter::lines(text), &policy.forbidden) {
-        r.add(&f.code, f.message, f.line);
+    let mut seen = Seen::default();
+    let all_lines: Vec<Line<'_>> = frontmatter::lines(text).collect();
+    for f in forbidden::scan(all_lines.iter().copied(), &policy.forbidden) {
+        seen.report(&mut r, f);
+    }
+    // Markdown joins a paragraph's lines when it renders: "pip" at the end of one line
+    // and "install" at the start of the next read as one phrase.
+    for pair in all_lines.windows(2) {
+        if pair[0].text.trim().is_empty() || pair[1].text.trim().is_empty() {
+            continue;
+        }
+        let joined = format!("{} {}", pair[0].text, pair[1].text);
+        for f in forbidden::scan_joined(&joined, pair[0].number, &policy.forbidden) {
+            if !seen.has(&f.code, pair[0].number) && !seen.has(&f.code, pair[1].number) {
+                seen.report(&mut r, f);
+            }
+        }
     }
     let split = match frontmatter::split(text) {
         Ok(split) => split,
@@ -138,6 +153,15 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
             return Err(r.0);
         }
     };
+    // The YAML values as decoded: escapes and folded lines can hide what the raw
+    // lines show innocently.
+    let mut scalars = Vec::new();
+    collect_scalars(&root, &mut scalars);
+    for (value, line) in scalars {
+        for f in forbidden::scan_joined(&value, line, &policy.forbidden) {
+            seen.report(&mut r, f);
+        }
+    }
     let fm = front_matter(&root, policy, &mut r);
     let body = sections::parse(&split.body);
     let checked = body_rules(&body, &fm, policy, &mut r);
@@ -211,6 +235,37 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     })
 }
 
+/// Forbidden-content findings already reported, so one problem on one line is
+/// reported once whichever view found it.
+#[derive(Default)]
+struct Seen(std::collections::HashSet<(String, usize)>);
+
+impl Seen {
+    fn has(&self, code: &str, line: usize) -> bool {
+        self.0.contains(&(code.to_owned(), line))
+    }
+
+    fn report(&mut self, r: &mut Reasons, f: forbidden::Finding) {
+        if self.0.insert((f.code.clone(), f.line)) {
+            r.add(&f.code, f.message, f.line);
+        }
+    }
+}
+
+/// Every key and scalar value with its line.
+fn collect_scalars(node: &Node, out: &mut Vec<(String, usize)>) {
+    match node {
+        Node::Scalar { value, line, .. } => out.push((value.clone(), *line)),
+        Node::Seq { items, .. } => items.iter().for_each(|i| collect_scalars(i, out)),
+        Node::Map { entries, .. } => {
+            for e in entries {
+                out.push((e.key.clone(), e.key_line));
+                collect_scalars(&e.value, out);
+            }
+        }
+    }
+}
+
 /// The front matter fields, each `None` when missing or invalid (a reason was added).
 struct FrontMatter {
     request_id: Option<String>,
@@ -226,6 +281,8 @@ struct FrontMatter {
     inputs: Vec<DeclaredInput>,
     /// Line of the `inputs` key, or of the closing delimiter when absent.
     inputs_line: Option<usize>,
+    /// Every path the front matter names, valid or not (for the section cross-check).
+    declared_paths: Vec<String>,
 }
 
 fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
@@ -414,9 +471,10 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
     }
 
     let limits = limits(r, &get, map_line, policy);
+    let mut declared_paths = Vec::new();
     let (inputs, inputs_line) = match get("inputs") {
         None => (Vec::new(), None),
-        Some((node, line)) => (declared_inputs(r, node), Some(line)),
+        Some((node, line)) => (declared_inputs(r, node, &mut declared_paths), Some(line)),
     };
     FrontMatter {
         request_id: request_id.map(|(s, _)| s),
@@ -431,6 +489,7 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         limits,
         inputs,
         inputs_line,
+        declared_paths,
     }
 }
 
@@ -448,6 +507,7 @@ fn empty_front_matter() -> FrontMatter {
         limits: None,
         inputs: Vec::new(),
         inputs_line: None,
+        declared_paths: Vec::new(),
     }
 }
 
@@ -513,7 +573,7 @@ fn required_text(
             None
         }
         Some((node, line)) => match scalar_str(node) {
-            Some(s) if !s.trim().is_empty() => Some((s, line)),
+            Some(s) if has_visible_character(&s) => Some((s, line)),
             _ => {
                 let code = if missing_code == "front_matter.missing_key" {
                     "front_matter.empty_value"
@@ -525,6 +585,12 @@ fn required_text(
             }
         },
     }
+}
+
+/// True when `s` holds something a reader can see: not only whitespace, invisible
+/// or control characters.
+fn has_visible_character(s: &str) -> bool {
+    s.chars().any(|c| !c.is_whitespace() && !crate::normalize::is_invisible(c) && !c.is_control() && c != '\u{2800}')
 }
 
 /// Parses an RFC 3339 timestamp that must be in UTC (`Z` or `+00:00`).
@@ -674,7 +740,7 @@ pub fn parse_cpu_seconds(text: &str) -> Option<f64> {
     number.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-fn declared_inputs(r: &mut Reasons, node: &Node) -> Vec<DeclaredInput> {
+fn declared_inputs(r: &mut Reasons, node: &Node, declared_paths: &mut Vec<String>) -> Vec<DeclaredInput> {
     let items = match node {
         Node::Seq { items, .. } => items,
         Node::Scalar {
@@ -726,6 +792,7 @@ fn declared_inputs(r: &mut Reasons, node: &Node) -> Vec<DeclaredInput> {
             continue;
         };
         let path_line = item.get("path").map_or(*line, Node::line);
+        declared_paths.push(path.clone());
         if let Some(problem) = input_path_problem(&path) {
             r.add(problem.0, problem.1, path_line);
             continue;
@@ -966,29 +1033,23 @@ fn era_command(
 
 fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
     // Markdown wraps paths in backticks, quotes, brackets and emphasis, and follows them
-    // with punctuation: `\`/out/x.json\`:` is the path /out/x.json.
-    text.split_whitespace()
-        .map(|t| {
-            t.trim_matches(|c: char| {
-                matches!(
-                    c,
-                    '`' | '"'
-                        | '\''
-                        | '('
-                        | ')'
-                        | '['
-                        | ']'
-                        | '*'
-                        | '<'
-                        | '>'
-                        | '.'
-                        | ','
-                        | ':'
-                        | ';'
-                )
-            })
-        })
-        .filter(|t| !t.is_empty())
+    // with punctuation: "`/out/x.json`:" is the path /out/x.json. A trailing `..` is a
+    // path component, never punctuation.
+    text.split_whitespace().map(trim_path_token).filter(|t| !t.is_empty())
+}
+
+fn trim_path_token(token: &str) -> &str {
+    let mut t = token.trim_start_matches(|c: char| matches!(c, '`' | '"' | '\'' | '(' | '[' | '*' | '<' | '{'));
+    loop {
+        let before = t;
+        t = t.trim_end_matches(|c: char| matches!(c, '`' | '"' | '\'' | ')' | ']' | '*' | '>' | '}' | ',' | ':' | ';'));
+        if t.ends_with('.') && !t.ends_with("..") {
+            t = &t[..t.len() - 1];
+        }
+        if t == before {
+            return t;
+        }
+    }
 }
 
 fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
@@ -1042,7 +1103,7 @@ fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
         }
     }
     for (path, _, line) in &named {
-        if !fm.inputs.iter().any(|i| i.path == *path) {
+        if !fm.declared_paths.iter().any(|p| p == path) {
             let line_hint = fm
                 .inputs_line
                 .map(|l| format!(" (front matter `inputs` on line {l})"))

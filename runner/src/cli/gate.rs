@@ -1,0 +1,113 @@
+//! `runner gate INBOX --accepted DIR --quarantine DIR [--catalog FILE] [--json]`: judge
+//! every document in the inbox, move each ACCEPT to the accepted directory and each
+//! REJECT to quarantine with its reason report (see [`crate::gate::inbox`] for the
+//! crash-safety rules), then report counts and throughput.
+//!
+//! Exit codes: 0 when every document was accepted, 1 when any was quarantined, 3 when
+//! any could not be moved (it stays in the inbox) or a directory is unusable, 2 for a
+//! bad flag or catalog.
+
+use crate::exit_codes;
+use crate::gate::inbox::{self, Dirs};
+use crate::gate::{Catalog, CatalogError, Context};
+use crate::policy::Policy;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct GateCommand {
+    /// The inbox: every file in it is judged (names starting with `.` are uploads in
+    /// progress and are left alone).
+    #[arg(value_name = "INBOX")]
+    pub inbox: PathBuf,
+    /// Where accepted documents go (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub accepted: PathBuf,
+    /// Where rejected documents go, each with `NAME.reasons.md` and `NAME.reasons.json`.
+    #[arg(long, value_name = "DIR")]
+    pub quarantine: PathBuf,
+    /// Catalog of named queries (`{"named_query_id": "sql", …}`). Without it a governed
+    /// packet's content hashes cannot be re-derived and it is quarantined.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// Print one JSON summary object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl GateCommand {
+    pub fn execute(self, policy: &Policy) -> i32 {
+        let catalog = match &self.catalog {
+            None => None,
+            Some(path) => match Catalog::load(path) {
+                Ok(c) => Some(c),
+                Err(e @ CatalogError::Read { .. }) => {
+                    eprintln!("error: {e}");
+                    return exit_codes::IO;
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return exit_codes::USAGE;
+                }
+            },
+        };
+        let ctx = Context {
+            policy,
+            catalog: catalog.as_ref(),
+        };
+        let dirs = Dirs {
+            inbox: self.inbox.clone(),
+            accepted: self.accepted.clone(),
+            quarantine: self.quarantine.clone(),
+        };
+        let summary = match inbox::run(&dirs, &ctx) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit_codes::IO;
+            }
+        };
+        if self.json {
+            match serde_json::to_string(&summary) {
+                Ok(line) => println!("{line}"),
+                Err(e) => {
+                    eprintln!("error: cannot encode the summary: {e}");
+                    return exit_codes::INTERNAL;
+                }
+            }
+        } else {
+            for e in &summary.entries {
+                match (&e.verdict, &e.dest, &e.error, &e.skipped) {
+                    (_, _, Some(err), _) => println!("FAILED  {}: {err}", e.source),
+                    (_, _, _, Some(why)) => println!("SKIPPED {}: {why}", e.source),
+                    (Some(v), Some(dest), None, None) => {
+                        let reasons = if e.codes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", e.codes.join(", "))
+                        };
+                        println!("{v:<7} {} [{}] -> {dest}{reasons}", e.source, e.kind);
+                    }
+                    _ => {}
+                }
+            }
+            println!(
+                "{} documents: {} accepted, {} quarantined, {} failed; {} skipped; {} interrupted moves recovered; {:.3} s, {:.1} files/s",
+                summary.documents,
+                summary.accepted,
+                summary.quarantined,
+                summary.failed,
+                summary.skipped,
+                summary.recovered,
+                summary.seconds,
+                summary.files_per_sec
+            );
+        }
+        if summary.failed > 0 {
+            exit_codes::IO
+        } else if summary.quarantined > 0 {
+            exit_codes::REJECT
+        } else {
+            exit_codes::OK
+        }
+    }
+}

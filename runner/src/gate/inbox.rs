@@ -1,0 +1,668 @@
+//! The gate: judge every document in an inbox and move it to the accepted directory or
+//! to quarantine (with its reason report), so that a crash at any moment loses nothing
+//! and duplicates nothing, and running the gate again is always safe.
+//!
+//! * **What is a document.** Every entry at the top of the inbox, except names starting
+//!   with `.` (uploads in progress: write under a dot-name and rename into place) and
+//!   a result's companions: the directory `X/` and the replay lock `X.lock.json` beside
+//!   `X.md` travel with `X.md`. A directory with no `X.md` beside it stays where it is.
+//!   Symlinks, FIFOs and devices are never followed or read: they are quarantined as they
+//!   are (`io.not_regular`).
+//! * **Verdict.** The one validator ([`super::judge_file`]), read strictly: a note (no
+//!   catalog, no artifact directory) keeps a document out of `accepted`.
+//! * **Order of effects.** For a REJECT the reason report (`NAME.reasons.md` and
+//!   `NAME.reasons.json`) is written into quarantine first; a report without its document
+//!   is harmless and is overwritten when the document's turn comes again. Then the
+//!   companions move (directory first), then the document; each move is one atomic
+//!   rename that never replaces ([`super::moves`]). A document's arrival is the last
+//!   step: readers of `accepted` may treat `X.md` as complete.
+//! * **Intents.** Before a move with companions, and before any copy across
+//!   filesystems, the gate records an intent in the *destination* directory
+//!   (`.gate-intent-NAME.json`, where inbox writers cannot forge one). At start-up every
+//!   intent for this inbox is finished or rolled back: a document that arrived keeps its
+//!   companions and loses any source copy left behind; one that did not arrive gets its
+//!   companions back in the inbox and is judged again.
+//! * **Names.** A destination name is the inbox name made safe (ASCII letters, digits
+//!   and `._+@=,-`; anything else becomes `_`; never ending in a report suffix); when it
+//!   is taken, `name-2.md`, `name-3.md`, … A rename never overwrites.
+//! * **One gate at a time.** The inbox, accepted and quarantine directories are locked
+//!   (`flock`) for the whole run.
+
+use super::moves::{
+    self, TMP_PREFIX, is_exists, move_noreplace, remove_any, same_tree, write_replace,
+};
+use super::{Context, Follow, Judgement, ReadError, Verdict, report};
+use crate::request::Reason;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Prefix of intent records.
+pub const INTENT_PREFIX: &str = ".gate-intent-";
+/// The value of `intent` in an intent record.
+pub const INTENT_TYPE: &str = "runner.gate-intent/v1";
+/// Suffix of a replay lock travelling with its result.
+pub const LOCK_SUFFIX: &str = ".lock.json";
+
+/// A failure that stops the gate before it sorts anything.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("{what} {path}: {source}")]
+    Dir {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("{path} is locked by another gate; run one gate per inbox at a time")]
+    Busy { path: PathBuf },
+    #[error("{a} and {b} are the same directory")]
+    SameDir { a: PathBuf, b: PathBuf },
+}
+
+/// What happened to one inbox entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// The name in the inbox (escaped when not plain).
+    pub source: String,
+    pub kind: &'static str,
+    /// `ACCEPT`, `REJECT`, or absent when the entry was skipped or could not be moved.
+    pub verdict: Option<&'static str>,
+    /// Where it went, relative to the destination root: `accepted/NAME` or
+    /// `quarantine/NAME`.
+    pub dest: Option<String>,
+    /// Companions moved with it (destination names).
+    pub companions: Vec<String>,
+    /// Reason codes (REJECT only).
+    pub codes: Vec<String>,
+    /// Why the entry stayed in the inbox, when it did.
+    pub skipped: Option<String>,
+    /// The error that kept it in the inbox, when one did.
+    pub error: Option<String>,
+}
+
+/// The gate's summary (printed by `runner gate --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub inbox: String,
+    pub accepted_dir: String,
+    pub quarantine_dir: String,
+    /// Documents judged.
+    pub documents: usize,
+    pub accepted: usize,
+    pub quarantined: usize,
+    /// Entries left in the inbox on purpose (hidden names, directories without a result).
+    pub skipped: usize,
+    /// Documents that could not be moved (they stay in the inbox).
+    pub failed: usize,
+    /// Interrupted moves of an earlier run, finished or rolled back.
+    pub recovered: usize,
+    pub seconds: f64,
+    /// Documents per second.
+    pub files_per_sec: f64,
+    pub entries: Vec<Entry>,
+}
+
+/// An intent record: the moves of one document, companions first, the document last.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Intent {
+    intent: String,
+    /// The inbox, canonical.
+    inbox: String,
+    /// `[source name, destination name]`, names within the inbox and destination.
+    moves: Vec<[String; 2]>,
+}
+
+/// The directories of one run.
+pub struct Dirs {
+    pub inbox: PathBuf,
+    pub accepted: PathBuf,
+    pub quarantine: PathBuf,
+}
+
+/// Runs the gate over `dirs.inbox`.
+///
+/// # Ambient authority
+/// Reads, moves and creates files under the three directories the operator named.
+pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
+    let start = Instant::now();
+    let dir_err = |what, path: &Path| {
+        let path = path.to_owned();
+        move |source| GateError::Dir { what, path, source }
+    };
+    for (what, d) in [
+        ("accepted directory", &dirs.accepted),
+        ("quarantine directory", &dirs.quarantine),
+    ] {
+        std::fs::create_dir_all(d).map_err(dir_err(what, d))?;
+    }
+    let inbox = dirs
+        .inbox
+        .canonicalize()
+        .map_err(dir_err("inbox", &dirs.inbox))?;
+    let accepted = dirs
+        .accepted
+        .canonicalize()
+        .map_err(dir_err("accepted directory", &dirs.accepted))?;
+    let quarantine = dirs
+        .quarantine
+        .canonicalize()
+        .map_err(dir_err("quarantine directory", &dirs.quarantine))?;
+    for (a, b) in [
+        (&inbox, &accepted),
+        (&inbox, &quarantine),
+        (&accepted, &quarantine),
+    ] {
+        if a == b {
+            return Err(GateError::SameDir {
+                a: a.clone(),
+                b: b.clone(),
+            });
+        }
+    }
+    let _locks = [&inbox, &accepted, &quarantine]
+        .into_iter()
+        .map(|d| lock_dir(d))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut gate = Gate {
+        inbox,
+        accepted,
+        quarantine,
+        ctx,
+        summary: Summary {
+            inbox: dirs.inbox.display().to_string(),
+            accepted_dir: dirs.accepted.display().to_string(),
+            quarantine_dir: dirs.quarantine.display().to_string(),
+            documents: 0,
+            accepted: 0,
+            quarantined: 0,
+            skipped: 0,
+            failed: 0,
+            recovered: 0,
+            seconds: 0.0,
+            files_per_sec: 0.0,
+            entries: Vec::new(),
+        },
+    };
+    gate.recover();
+    let (documents, skipped) = gate.scan().map_err(dir_err("inbox", &dirs.inbox))?;
+    for (name, why) in skipped {
+        gate.summary.skipped += 1;
+        gate.summary.entries.push(Entry {
+            source: shown(&name),
+            kind: "unknown",
+            verdict: None,
+            dest: None,
+            companions: Vec::new(),
+            codes: Vec::new(),
+            skipped: Some(why),
+            error: None,
+        });
+    }
+    for (name, companions) in documents {
+        let entry = gate.process(&name, &companions);
+        gate.summary.documents += 1;
+        match (&entry.verdict, &entry.error) {
+            (_, Some(_)) => gate.summary.failed += 1,
+            (Some("ACCEPT"), None) => gate.summary.accepted += 1,
+            (Some(_), None) => gate.summary.quarantined += 1,
+            (None, None) => {}
+        }
+        gate.summary.entries.push(entry);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    gate.summary.seconds = seconds;
+    gate.summary.files_per_sec = if seconds > 0.0 {
+        gate.summary.documents as f64 / seconds
+    } else {
+        0.0
+    };
+    Ok(gate.summary)
+}
+
+fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, GateError> {
+    let file = File::open(dir).map_err(|source| GateError::Dir {
+        what: "directory",
+        path: dir.to_owned(),
+        source,
+    })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| {
+            if errno == nix::errno::Errno::EWOULDBLOCK {
+                GateError::Busy {
+                    path: dir.to_owned(),
+                }
+            } else {
+                GateError::Dir {
+                    what: "locking",
+                    path: dir.to_owned(),
+                    source: errno.into(),
+                }
+            }
+        },
+    )
+}
+
+struct Gate<'a> {
+    inbox: PathBuf,
+    accepted: PathBuf,
+    quarantine: PathBuf,
+    ctx: &'a Context<'a>,
+    summary: Summary,
+}
+
+/// A document and the names that travel with it.
+type Document = (OsString, Vec<OsString>);
+/// An entry left in the inbox, and why.
+type Skipped = (OsString, String);
+
+impl Gate<'_> {
+    /// Finishes or rolls back the moves an interrupted run left, and removes its
+    /// temporary files.
+    fn recover(&mut self) {
+        for dest in [self.accepted.clone(), self.quarantine.clone()] {
+            let Ok(entries) = std::fs::read_dir(&dest) else {
+                continue;
+            };
+            let mut names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
+            names.sort();
+            for name in &names {
+                let bytes = name.as_bytes();
+                if bytes.starts_with(INTENT_PREFIX.as_bytes()) && self.recover_intent(&dest, name) {
+                    self.summary.recovered += 1;
+                }
+            }
+            for name in &names {
+                if name.as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
+                    let _ = remove_any(&dest.join(name));
+                }
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(&self.inbox) {
+            for e in entries.flatten() {
+                if e.file_name().as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
+                    let _ = remove_any(&e.path());
+                }
+            }
+        }
+    }
+
+    /// Returns true when the intent was ours and was settled.
+    fn recover_intent(&mut self, dest: &Path, name: &OsStr) -> bool {
+        let path = dest.join(name);
+        let Some(intent) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Intent>(&b).ok())
+        else {
+            // Unreadable or torn (the record is written atomically, so this is not ours).
+            return false;
+        };
+        if intent.intent != INTENT_TYPE
+            || Path::new(&intent.inbox) != self.inbox
+            || intent.moves.is_empty()
+            || !intent.moves.iter().flatten().all(|n| is_plain_name(n))
+        {
+            return false;
+        }
+        let moves: Vec<(PathBuf, PathBuf)> = intent
+            .moves
+            .iter()
+            .map(|[s, d]| (self.inbox.join(s), dest.join(d)))
+            .collect();
+        let Some((doc_src, doc_dst)) = moves.last().cloned() else {
+            return false;
+        };
+        let exists = |p: &Path| p.symlink_metadata().is_ok();
+        if exists(&doc_dst) {
+            // The document arrived: its companions belong with it; drop source copies
+            // a cross-filesystem move did not get to remove.
+            for (src, dst) in &moves {
+                if exists(src) && exists(dst) {
+                    if same_tree(src, dst).unwrap_or(false) {
+                        let _ = remove_any(src);
+                    }
+                } else if exists(src) && src != &doc_src {
+                    let _ = move_noreplace(src, dst, &mut || Ok(()));
+                }
+            }
+        } else {
+            // It did not: bring the companions back and judge it again.
+            for (src, dst) in moves.iter().rev() {
+                if !exists(dst) {
+                    continue;
+                }
+                if exists(src) {
+                    if same_tree(src, dst).unwrap_or(false) {
+                        let _ = remove_any(dst);
+                    }
+                } else {
+                    let _ = move_noreplace(dst, src, &mut || Ok(()));
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+        let _ = moves::sync_dir(dest);
+        let _ = moves::sync_dir(&self.inbox);
+        true
+    }
+
+    /// The documents of the inbox with their companions, and the entries skipped.
+    fn scan(&self) -> io::Result<(Vec<Document>, Vec<Skipped>)> {
+        let mut all: Vec<(OsString, bool)> = Vec::new();
+        for e in std::fs::read_dir(&self.inbox)? {
+            let e = e?;
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            all.push((e.file_name(), is_dir));
+        }
+        all.sort();
+        let files: BTreeSet<&OsStr> = all
+            .iter()
+            .filter(|(_, d)| !d)
+            .map(|(n, _)| n.as_os_str())
+            .collect();
+        let md_for = |stem: &[u8]| -> OsString {
+            let mut v = stem.to_vec();
+            v.extend_from_slice(b".md");
+            OsString::from(std::ffi::OsStr::from_bytes(&v))
+        };
+        let mut documents = Vec::new();
+        let mut skipped = Vec::new();
+        for (name, is_dir) in &all {
+            let bytes = name.as_bytes();
+            if bytes.starts_with(b".") {
+                if !bytes.starts_with(TMP_PREFIX.as_bytes()) {
+                    skipped.push((
+                        name.clone(),
+                        "a hidden name (an upload in progress); rename it into place to submit it"
+                            .into(),
+                    ));
+                }
+                continue;
+            }
+            if *is_dir {
+                if !files.contains(md_for(bytes).as_os_str()) {
+                    skipped.push((
+                        name.clone(),
+                        "a directory without a result document NAME.md beside it".into(),
+                    ));
+                }
+                continue;
+            }
+            if let Some(stem) = bytes.strip_suffix(LOCK_SUFFIX.as_bytes())
+                && files.contains(md_for(stem).as_os_str())
+            {
+                continue;
+            }
+            let mut companions = Vec::new();
+            if let Some(stem) = bytes.strip_suffix(b".md").filter(|s| !s.is_empty()) {
+                let stem = OsStr::from_bytes(stem);
+                if all.iter().any(|(n, d)| *d && n == stem) {
+                    companions.push(stem.to_owned());
+                }
+                let mut lock = stem.as_bytes().to_vec();
+                lock.extend_from_slice(LOCK_SUFFIX.as_bytes());
+                if files.contains(OsStr::from_bytes(&lock)) {
+                    companions.push(OsString::from(OsStr::from_bytes(&lock)));
+                }
+            }
+            documents.push((name.clone(), companions));
+        }
+        Ok((documents, skipped))
+    }
+
+    /// Judges one document and moves it with its companions.
+    fn process(&mut self, name: &OsStr, companions: &[OsString]) -> Entry {
+        let path = self.inbox.join(name);
+        let (judgement, bytes) = match super::judge_file(&path, self.ctx, Follow::NoSymlinks) {
+            Ok((j, bytes)) => (j.strict(), Some(bytes)),
+            Err(ReadError::NotRegular) => (
+                rejected(
+                    "io.not_regular",
+                    "not a regular file (a symlink, FIFO, socket or device): never followed or read",
+                ),
+                None,
+            ),
+            Err(ReadError::Io(e)) => (
+                rejected("io.unreadable", &format!("cannot be read: {e}")),
+                None,
+            ),
+        };
+        let mut entry = Entry {
+            source: shown(name),
+            kind: judgement.kind_name(),
+            verdict: Some(judgement.verdict.as_str()),
+            dest: None,
+            companions: Vec::new(),
+            codes: judgement.reasons.iter().map(|r| r.code.clone()).collect(),
+            skipped: None,
+            error: None,
+        };
+        let (dest_dir, label) = match judgement.verdict {
+            Verdict::Accept => (self.accepted.clone(), "accepted"),
+            Verdict::Reject => (self.quarantine.clone(), "quarantine"),
+        };
+        let text = bytes.as_deref().map(String::from_utf8_lossy);
+        match self.place(name, companions, &dest_dir, &judgement, text.as_deref()) {
+            Ok((doc, moved)) => {
+                entry.dest = Some(format!("{label}/{doc}"));
+                entry.companions = moved.into_iter().map(|c| format!("{label}/{c}")).collect();
+            }
+            Err(e) => {
+                entry.error = Some(format!("left in the inbox: {e}"));
+            }
+        }
+        entry
+    }
+
+    /// Picks a free name, writes the report (REJECT), records an intent when needed,
+    /// and moves companions then the document. Returns the names used.
+    fn place(
+        &self,
+        name: &OsStr,
+        companions: &[OsString],
+        dest: &Path,
+        judgement: &Judgement,
+        text: Option<&str>,
+    ) -> io::Result<(String, Vec<String>)> {
+        let (stem, ext) = safe_name(name);
+        let doc_stem_len = name.as_bytes().len().saturating_sub(3); // companions share `X` of `X.md`
+        for n in 1..=1000usize {
+            let dest_stem = if n == 1 {
+                stem.clone()
+            } else {
+                format!("{stem}-{n}")
+            };
+            let doc = format!("{dest_stem}{ext}");
+            let companion_dests: Vec<String> = companions
+                .iter()
+                .map(|c| {
+                    let suffix = String::from_utf8_lossy(
+                        &c.as_bytes()[doc_stem_len.min(c.as_bytes().len())..],
+                    )
+                    .into_owned();
+                    format!("{dest_stem}{suffix}")
+                })
+                .collect();
+            let taken = std::iter::once(&doc)
+                .chain(&companion_dests)
+                .any(|d| dest.join(d).symlink_metadata().is_ok());
+            if taken {
+                continue;
+            }
+            if judgement.verdict == Verdict::Reject {
+                let (md, js) = report::names(&doc);
+                let judged = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
+                let source = shown(name);
+                write_replace(
+                    dest,
+                    &md,
+                    report::markdown(&doc, &source, judgement, &judged, text).as_bytes(),
+                )?;
+                write_replace(
+                    dest,
+                    &js,
+                    report::json(&doc, &source, judgement, &judged).as_bytes(),
+                )?;
+            }
+            let mut moves_list: Vec<[String; 2]> = companions
+                .iter()
+                .zip(&companion_dests)
+                .map(|(c, d)| [c.to_string_lossy().into_owned(), d.clone()])
+                .collect();
+            moves_list.push([name.to_string_lossy().into_owned(), doc.clone()]);
+            let intent_name = format!("{INTENT_PREFIX}{doc}.json");
+            let plain = std::iter::once(name)
+                .chain(companions.iter().map(OsString::as_os_str))
+                .all(|n| n.to_str().is_some_and(is_plain_name));
+            let mut intent_written = false;
+            let write_intent = |written: &mut bool| -> io::Result<()> {
+                if *written {
+                    return Ok(());
+                }
+                if !plain {
+                    // A name that cannot be recorded faithfully is never copied across
+                    // filesystems (its move could not be recovered).
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "a name that is not plain UTF-8 cannot be moved across filesystems",
+                    ));
+                }
+                let record = Intent {
+                    intent: INTENT_TYPE.into(),
+                    inbox: self.inbox.to_string_lossy().into_owned(),
+                    moves: moves_list.clone(),
+                };
+                let bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
+                write_replace(dest, &intent_name, &bytes)?;
+                *written = true;
+                Ok(())
+            };
+            if !companions.is_empty() {
+                write_intent(&mut intent_written)?;
+            }
+            let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
+            let mut failure = None;
+            for (c, d) in companions.iter().zip(&companion_dests) {
+                let (from, to) = (self.inbox.join(c), dest.join(d));
+                match move_noreplace(&from, &to, &mut || write_intent(&mut intent_written)) {
+                    Ok(()) => moved.push((from, to)),
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            if failure.is_none() {
+                let (from, to) = (self.inbox.join(name), dest.join(&doc));
+                match move_noreplace(&from, &to, &mut || write_intent(&mut intent_written)) {
+                    Ok(()) => {
+                        let _ = moves::sync_dir(dest);
+                        let _ = moves::sync_dir(&self.inbox);
+                        if intent_written {
+                            let _ = std::fs::remove_file(dest.join(&intent_name));
+                        }
+                        return Ok((doc, companion_dests));
+                    }
+                    Err(e) => failure = Some(e),
+                }
+            }
+            // Put back what moved, then retry under another name or give up.
+            for (from, to) in moved.iter().rev() {
+                let _ = move_noreplace(to, from, &mut || Ok(()));
+            }
+            if intent_written {
+                let _ = std::fs::remove_file(dest.join(&intent_name));
+            }
+            match failure {
+                Some(e) if is_exists(&e) => continue,
+                Some(e) => return Err(e),
+                None => continue,
+            }
+        }
+        Err(io::Error::other(format!(
+            "no free name for {} after 1000 tries",
+            shown(name)
+        )))
+    }
+}
+
+fn rejected(code: &str, message: &str) -> Judgement {
+    Judgement {
+        kind: None,
+        verdict: Verdict::Reject,
+        reasons: vec![Reason::new(code, message, None)],
+        notes: Vec::new(),
+    }
+}
+
+/// A name that can be recorded in an intent and joined to a directory safely.
+fn is_plain_name(n: &str) -> bool {
+    !n.is_empty() && n != "." && n != ".." && !n.contains('/') && !n.contains('\0')
+}
+
+/// An inbox name as shown in reports and summaries: non-printable bytes escaped.
+pub fn shown(name: &OsStr) -> String {
+    report::printable(&name.to_string_lossy())
+}
+
+/// The destination name of an inbox entry, split into stem and extension: unsafe
+/// characters become `_`, at most 200 bytes, never a report name.
+pub fn safe_name(name: &OsStr) -> (String, String) {
+    let lossy = name.to_string_lossy();
+    let mut safe: String = lossy
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._+@=,-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if safe.is_empty() || safe.starts_with('.') {
+        safe.insert_str(0, "document");
+    }
+    for suffix in [report::MD_SUFFIX, report::JSON_SUFFIX] {
+        if let Some(stem) = safe.strip_suffix(suffix) {
+            safe = format!("{stem}.reasons-doc{}", &suffix[".reasons".len()..]);
+        }
+    }
+    let (stem, ext) = match safe.rfind('.') {
+        Some(i) if i > 0 && safe.len() - i <= 10 => (safe[..i].to_owned(), safe[i..].to_owned()),
+        _ => (safe.clone(), String::new()),
+    };
+    let stem: String = stem.chars().take(180).collect();
+    (stem, ext)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_names() {
+        let cases: &[(&str, (&str, &str))] = &[
+            ("TS-1-x.md", ("TS-1-x", ".md")),
+            ("packet.json", ("packet", ".json")),
+            ("we ird\u{1b}.md", ("we_ird_", ".md")),
+            ("x.md.reasons.md", ("x.md.reasons-doc", ".md")),
+            ("x.md.reasons.json", ("x.md.reasons-doc", ".json")),
+            ("noext", ("noext", "")),
+            ("ünï.md", ("_n_", ".md")),
+        ];
+        for (name, (stem, ext)) in cases {
+            assert_eq!(
+                safe_name(OsStr::new(name)),
+                (stem.to_string(), ext.to_string()),
+                "{name}"
+            );
+        }
+    }
+}

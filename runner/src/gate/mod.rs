@@ -1,0 +1,397 @@
+//! The gates: one validator for every document that crosses one, and the inbox sorter.
+//!
+//! A document's kind comes from its own text ([`kind`]): a tool request, a tool result,
+//! a research packet or a governed packet. Each kind has its validator:
+//!
+//! * tool requests: [`crate::request::validate`];
+//! * tool results: [`tool_result`], which re-derives every artifact and stream hash when
+//!   the result's directory `TS-…/` sits beside it ([`artifacts`]);
+//! * research packets: [`research_packet`], which re-derives `content_hashes`;
+//! * governed packets: [`governed`], which re-derives the manifest hash and, given a
+//!   catalog, every item's content hash.
+//!
+//! A [`Judgement`] is data: a verdict, every reason for a REJECT, and *notes* saying what
+//! could not be checked (no catalog, no artifact directory). A note does not fail
+//! `runner validate`; the gate ([`inbox`]) accepts nothing it could not fully check, so
+//! there a note counts as a reason.
+
+pub mod artifacts;
+pub mod fields;
+pub mod governed;
+pub mod inbox;
+pub mod json;
+pub mod kind;
+pub mod moves;
+pub mod report;
+pub mod research_packet;
+pub mod tool_result;
+
+use crate::policy::{Policy, RuleTarget};
+use crate::request::Reason;
+use serde::Serialize;
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The four schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DocKind {
+    ToolRequest,
+    ToolResult,
+    ResearchPacket,
+    GovernedPacket,
+}
+
+impl DocKind {
+    /// The name printed in `kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::ToolRequest => "tool_request",
+            DocKind::ToolResult => "tool_result",
+            DocKind::ResearchPacket => "research_packet",
+            DocKind::GovernedPacket => "governed_packet",
+        }
+    }
+
+    /// The forbidden-content rules that judge this kind.
+    pub fn rule_target(self) -> RuleTarget {
+        match self {
+            DocKind::ToolRequest => RuleTarget::Request,
+            DocKind::ToolResult => RuleTarget::Result,
+            DocKind::ResearchPacket | DocKind::GovernedPacket => RuleTarget::Packet,
+        }
+    }
+}
+
+/// ACCEPT or REJECT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "ACCEPT")]
+    Accept,
+    #[serde(rename = "REJECT")]
+    Reject,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Accept => "ACCEPT",
+            Verdict::Reject => "REJECT",
+        }
+    }
+}
+
+/// The judgement on one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    /// `None` when the kind is unknown or ambiguous.
+    pub kind: Option<DocKind>,
+    pub verdict: Verdict,
+    /// Every reason for a REJECT (empty for an ACCEPT).
+    pub reasons: Vec<Reason>,
+    /// What was not checked, scoped (does not make the verdict REJECT).
+    pub notes: Vec<Reason>,
+}
+
+impl Judgement {
+    fn new(kind: Option<DocKind>, reasons: Vec<Reason>, notes: Vec<Reason>) -> Self {
+        let verdict = if reasons.is_empty() {
+            Verdict::Accept
+        } else {
+            Verdict::Reject
+        };
+        Self {
+            kind,
+            verdict,
+            reasons,
+            notes,
+        }
+    }
+
+    /// The kind's name, `unknown` when there is none.
+    pub fn kind_name(&self) -> &'static str {
+        self.kind.map_or("unknown", DocKind::as_str)
+    }
+
+    /// The gate's reading: every note becomes a reason (nothing is accepted unchecked).
+    pub fn strict(mut self) -> Self {
+        if !self.notes.is_empty() {
+            self.reasons.append(&mut self.notes);
+            self.verdict = Verdict::Reject;
+        }
+        self
+    }
+}
+
+/// A catalog of named queries: `named_query_id → sql`, read from a JSON object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Catalog {
+    pub queries: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read catalog {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("catalog {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Catalog {
+    /// Parses a catalog: a JSON object whose values are SQL strings.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let value = json::parse(crate::normalize::strip_bom(text)).map_err(|e| e.to_string())?;
+        let json::Json::Object(entries) = value else {
+            return Err("a catalog is a JSON object of `named_query_id: sql`".into());
+        };
+        let mut queries = std::collections::BTreeMap::new();
+        for (k, v) in entries {
+            match v {
+                json::Json::String(sql) => {
+                    queries.insert(k, sql);
+                }
+                other => {
+                    return Err(format!(
+                        "the SQL of `{k}` must be a string, found {}",
+                        other.type_name()
+                    ));
+                }
+            }
+        }
+        Ok(Self { queries })
+    }
+
+    /// Loads a catalog file.
+    ///
+    /// # Ambient authority
+    /// Reads `path`, a file the operator named.
+    pub fn load(path: &Path) -> Result<Self, CatalogError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| CatalogError::Invalid {
+            path: path.to_owned(),
+            message,
+        })
+    }
+}
+
+/// What a validator may consult besides the document.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub policy: &'a Policy,
+    pub catalog: Option<&'a Catalog>,
+}
+
+/// Where a result's artifacts are: the directory `TS-…/` beside `TS-….md`.
+#[derive(Debug, Clone)]
+pub enum ArtifactsAt {
+    /// Judge the document alone (the artifact check becomes a note).
+    Nowhere,
+    /// The result's directory, as a path (opened without following a symlink).
+    Dir(PathBuf),
+}
+
+impl ArtifactsAt {
+    /// The artifact directory beside a document: `dir/NAME/` for `dir/NAME.md`.
+    pub fn beside(doc: &Path) -> Self {
+        let Some(name) = doc.file_name().and_then(|n| n.to_str()) else {
+            return Self::Nowhere;
+        };
+        match name.strip_suffix(".md") {
+            Some(stem) if !stem.is_empty() => {
+                Self::Dir(doc.parent().unwrap_or(Path::new(".")).join(stem))
+            }
+            _ => Self::Nowhere,
+        }
+    }
+}
+
+/// Judges a document's bytes.
+pub fn judge_bytes(bytes: &[u8], artifacts: &ArtifactsAt, ctx: &Context<'_>) -> Judgement {
+    let detected = kind::detect(bytes);
+    let kind = match detected {
+        kind::Detected::Kind(kind) => kind,
+        kind::Detected::Ambiguous(message) => {
+            return Judgement::new(
+                None,
+                vec![Reason::new("kind.ambiguous", message, None)],
+                vec![],
+            );
+        }
+        kind::Detected::Unknown(message) => {
+            return Judgement::new(
+                None,
+                vec![Reason::new("kind.unknown", message, None)],
+                vec![],
+            );
+        }
+    };
+    if bytes.len() as u64 > ctx.policy.request.max_bytes {
+        return Judgement::new(Some(kind), vec![too_large(kind, ctx.policy)], vec![]);
+    }
+    match kind {
+        DocKind::ToolRequest => match crate::request::validate(bytes, ctx.policy) {
+            Ok(_) => Judgement::new(Some(kind), vec![], vec![]),
+            Err(reasons) => Judgement::new(Some(kind), reasons, vec![]),
+        },
+        DocKind::ToolResult => {
+            let (reasons, notes) = tool_result::validate(bytes, artifacts, ctx.policy);
+            Judgement::new(Some(kind), reasons, notes)
+        }
+        DocKind::ResearchPacket => Judgement::new(
+            Some(kind),
+            research_packet::validate(bytes, ctx.policy),
+            vec![],
+        ),
+        DocKind::GovernedPacket => {
+            let (reasons, notes) = governed::validate(bytes, ctx.policy, ctx.catalog);
+            Judgement::new(Some(kind), reasons, notes)
+        }
+    }
+}
+
+fn too_large(kind: DocKind, policy: &Policy) -> Reason {
+    let code = if kind == DocKind::ToolRequest {
+        "request.too_large"
+    } else {
+        "document.too_large"
+    };
+    Reason::new(
+        code,
+        format!(
+            "the file is larger than {} bytes, the most the policy allows",
+            policy.request.max_bytes
+        ),
+        None,
+    )
+}
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Follow a symlink the operator named (`runner validate FILE`).
+    Symlinks,
+    /// Never follow one (the gate: inbox entries are untrusted).
+    NoSymlinks,
+}
+
+/// Why a file could not be judged.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not a regular file")]
+    NotRegular,
+}
+
+/// Reads a document: a regular file only (a FIFO would block, a device never ends), at
+/// most `cap + 1` bytes (enough to see that it is too large and to detect its kind).
+///
+/// # Ambient authority
+/// Opens `path` on the host filesystem.
+pub fn read_document(path: &Path, cap: u64, follow: Follow) -> Result<Vec<u8>, ReadError> {
+    let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
+    if follow == Follow::NoSymlinks {
+        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) && follow == Follow::NoSymlinks => {
+            return Err(ReadError::NotRegular);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(ReadError::NotRegular);
+    }
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Judges the file at `path`; a result's artifacts are looked for beside it. `Err` when
+/// the file cannot be read at all (the caller reports an `io.*` reason).
+pub fn judge_file(
+    path: &Path,
+    ctx: &Context<'_>,
+    follow: Follow,
+) -> Result<(Judgement, Vec<u8>), ReadError> {
+    let bytes = read_document(path, ctx.policy.request.max_bytes, follow)?;
+    let judgement = judge_bytes(&bytes, &ArtifactsAt::beside(path), ctx);
+    Ok((judgement, bytes))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifacts_beside() {
+        match ArtifactsAt::beside(Path::new("/r/TS-1-x.md")) {
+            ArtifactsAt::Dir(d) => assert_eq!(d, Path::new("/r/TS-1-x")),
+            ArtifactsAt::Nowhere => panic!(),
+        }
+        assert!(matches!(
+            ArtifactsAt::beside(Path::new("/r/x.json")),
+            ArtifactsAt::Nowhere
+        ));
+        assert!(matches!(
+            ArtifactsAt::beside(Path::new("/r/.md")),
+            ArtifactsAt::Nowhere
+        ));
+    }
+
+    #[test]
+    fn catalog_parsing() {
+        let c = Catalog::parse("{\"NQ-1\": \"select 1\"}").unwrap();
+        assert_eq!(c.queries["NQ-1"], "select 1");
+        assert!(Catalog::parse("[1]").is_err());
+        assert!(Catalog::parse("{\"a\": 1}").is_err());
+        assert!(Catalog::parse("{\"a\": \"x\", \"a\": \"y\"}").is_err());
+    }
+
+    #[test]
+    fn unknown_and_ambiguous_kinds_are_rejected() {
+        let policy = Policy::builtin();
+        let ctx = Context {
+            policy: &policy,
+            catalog: None,
+        };
+        let j = judge_bytes(b"just text\n", &ArtifactsAt::Nowhere, &ctx);
+        assert_eq!(j.verdict, Verdict::Reject);
+        assert_eq!(j.kind_name(), "unknown");
+        assert_eq!(j.reasons[0].code, "kind.unknown");
+        let j = judge_bytes(
+            b"---\nresult_type: a\npacket_type: b\n---\n",
+            &ArtifactsAt::Nowhere,
+            &ctx,
+        );
+        assert_eq!(j.reasons[0].code, "kind.ambiguous");
+    }
+
+    #[test]
+    fn strict_turns_notes_into_reasons() {
+        let j = Judgement::new(
+            Some(DocKind::GovernedPacket),
+            vec![],
+            vec![Reason::new("n", "m", None)],
+        );
+        assert_eq!(j.verdict, Verdict::Accept);
+        let s = j.strict();
+        assert_eq!(s.verdict, Verdict::Reject);
+        assert_eq!(s.reasons.len(), 1);
+        assert!(s.notes.is_empty());
+    }
+}

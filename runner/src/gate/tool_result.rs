@@ -1,0 +1,707 @@
+//! Every rule of the tool-result schema (`tool-result.schema.md`), each with a stable
+//! reason code (listed in the README).
+//!
+//! Front matter: exactly the schema's keys with their types. Body: the six sections in
+//! order; Provenance names the command, the backend and the limits; Outputs lists
+//! every artifact with its hash; each excerpt has at most `output.excerpt_lines` lines
+//! and says when it was cut; Safety Notes makes its three statements. Forbidden content
+//! uses the policy's result rules (the ones the result writer withholds excerpt lines
+//! with), except that the Provenance's record of the exact command executed is not
+//! judged as "a shell command meant to be run": it records what ran.
+//!
+//! With the result's directory beside it, every artifact and both streams are re-hashed
+//! ([`super::artifacts`]) and each excerpt is compared with the stored stream. Without
+//! it, that is a note: the document alone was judged.
+
+use super::ArtifactsAt;
+use super::artifacts::{self, Checked, Declared, DeclaredStream, StoredStreams};
+use super::fields::{self, Fields, Reasons, labelled, plain_scalar, scalar_str, show};
+use crate::policy::{Policy, RuleTarget};
+use crate::request::Reason;
+use crate::request::sections::{self, Section};
+use crate::request::yaml::{self, Node};
+
+/// The front matter keys of a result.
+pub const KEYS: &[&str] = &[
+    "result_type",
+    "schema_version",
+    "result_id",
+    "created_utc",
+    "request_id",
+    "executor",
+    "backend",
+    "exit_code",
+    "runtime_sec",
+    "network_used",
+    "network_destinations",
+    "artifacts",
+    "stdout_sha256",
+    "stderr_sha256",
+];
+
+/// The sections, in order.
+pub const SECTIONS: &[&str] = &[
+    "Summary",
+    "Provenance",
+    "Outputs",
+    "Stdout",
+    "Stderr",
+    "Safety Notes",
+];
+
+/// The rule the Provenance's command record is exempt from.
+pub const COMMAND_RULE: &str = "forbidden.runnable_command";
+
+/// Longest excerpt line before the writer cuts it (kept equal to `result::render`).
+const MAX_LINE_CHARS: usize = 1000;
+
+/// Judges a result. Returns the reasons and the notes (what was not checked).
+pub fn validate(
+    bytes: &[u8],
+    artifacts_at: &ArtifactsAt,
+    policy: &Policy,
+) -> (Vec<Reason>, Vec<Reason>) {
+    let mut r = Reasons::default();
+    let mut notes = Reasons::default();
+    let Some(text) = fields::utf8(bytes, &mut r) else {
+        return (r.0, notes.0);
+    };
+    let mut findings = Reasons::default();
+    fields::scan_forbidden(text, policy.rules_for(RuleTarget::Result), &mut findings);
+    let budget = yaml::Budget {
+        max_depth: policy.request.max_yaml_depth,
+        max_nodes: policy.request.max_yaml_nodes,
+    };
+    let Some((split, root)) = fields::front_matter(text, budget, &mut r) else {
+        r.0.append(&mut findings.0);
+        return (r.0, notes.0);
+    };
+    let fm = front_matter(&root, &mut r);
+
+    let body = sections::parse(&split.body);
+    let found = fields::section_layout(
+        &body,
+        &split.body,
+        SECTIONS,
+        fields::last_line(text),
+        &mut r,
+    );
+
+    // Provenance: the three facts; its command line is the record of what ran.
+    let mut command_line = None;
+    if let Some(s) = found.get("Provenance") {
+        let facts = labelled(s);
+        for (what, needle) in [
+            ("the exact command executed", "command"),
+            ("the backend identity", "backend"),
+            ("the resource limits applied", "limit"),
+        ] {
+            match facts.iter().find(|f| f.label.contains(needle)) {
+                None => r.add(
+                    "provenance.missing_field",
+                    format!("`## Provenance` must state {what} (a line such as `- Exact command executed: …`)"),
+                    s.heading_line,
+                ),
+                Some(f) if f.value.is_empty() => r.add(
+                    "provenance.empty_field",
+                    format!("`## Provenance` names {what} without a value"),
+                    f.line,
+                ),
+                Some(f) => {
+                    if needle == "command" {
+                        command_line = Some(f.line);
+                    }
+                }
+            }
+        }
+    }
+
+    if let Some(s) = found.get("Outputs") {
+        outputs(s, &fm.artifacts, &mut r);
+    }
+
+    let stored = match (artifacts_at, fm.complete) {
+        (ArtifactsAt::Dir(dir), true) => {
+            match artifacts::check(
+                dir,
+                &fm.artifacts,
+                fm.stdout.as_ref(),
+                fm.stderr.as_ref(),
+                policy.output.out_max_files.saturating_add(16),
+                policy
+                    .output
+                    .stdout_max_bytes
+                    .max(policy.output.stderr_max_bytes),
+                &mut r,
+            ) {
+                Checked::Absent => {
+                    notes.add(
+                        "artifacts.not_checked",
+                        format!(
+                            "no artifact directory `{}/` beside the result: artifact and stream hashes were not re-derived",
+                            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+                        ),
+                        None,
+                    );
+                    StoredStreams::default()
+                }
+                Checked::Present(streams) => streams,
+            }
+        }
+        (ArtifactsAt::Dir(_), false) => StoredStreams::default(),
+        (ArtifactsAt::Nowhere, _) => {
+            notes.add(
+                "artifacts.not_checked",
+                "the result was judged alone: artifact and stream hashes were not re-derived",
+                None,
+            );
+            StoredStreams::default()
+        }
+    };
+
+    for (title, stream, declared, bytes) in [
+        (
+            "Stdout",
+            "stdout",
+            fm.stdout.as_ref(),
+            stored.stdout.as_deref(),
+        ),
+        (
+            "Stderr",
+            "stderr",
+            fm.stderr.as_ref(),
+            stored.stderr.as_deref(),
+        ),
+    ] {
+        if let Some(s) = found.get(title) {
+            excerpt(s, stream, declared, bytes, policy, &mut r);
+        }
+    }
+
+    if let Some(s) = found.get("Safety Notes") {
+        safety_notes(s, &fm, &mut r);
+    }
+
+    findings
+        .0
+        .retain(|f| !(f.code == COMMAND_RULE && f.line.is_some() && f.line == command_line));
+    r.0.append(&mut findings.0);
+    (r.0, notes.0)
+}
+
+/// The front matter as read.
+struct FrontMatter {
+    artifacts: Vec<Declared>,
+    stdout: Option<DeclaredStream>,
+    stderr: Option<DeclaredStream>,
+    network_used: Option<String>,
+    destinations: Vec<String>,
+    /// Every hash-bearing field was read (so re-deriving is meaningful).
+    complete: bool,
+}
+
+fn front_matter(root: &Node, r: &mut Reasons) -> FrontMatter {
+    let f = Fields::new(root, KEYS, r);
+    f.constant("result_type", "tool_result", r);
+    f.schema_version(r);
+    f.id("result_id", r);
+    f.timestamp("created_utc", r);
+    f.id("request_id", r);
+    f.text("executor", r);
+    f.one_of("backend", &["ERA", "monty"], r);
+    if let Some((node, line)) = f.require("exit_code", r)
+        && plain_scalar(node)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .is_none()
+    {
+        r.add(
+            "front_matter.type",
+            format!("`exit_code` must be an integer, found {}", show(node)),
+            line,
+        );
+    }
+    if let Some((node, line)) = f.require("runtime_sec", r) {
+        match plain_scalar(node).and_then(|v| v.trim().parse::<f64>().ok()) {
+            Some(v) if v.is_finite() && v >= 0.0 => {}
+            _ => r.add(
+                "front_matter.type",
+                format!(
+                    "`runtime_sec` must be a non-negative number, found {}",
+                    show(node)
+                ),
+                line,
+            ),
+        }
+    }
+    let network_used = f
+        .one_of("network_used", &["none", "allowlist"], r)
+        .map(|(v, _)| v);
+    let destinations = destinations(&f, network_used.as_deref(), r);
+    let (artifacts, artifacts_ok) = match f.require("artifacts", r) {
+        None => (Vec::new(), false),
+        Some((node, _)) => declared_artifacts(node, r),
+    };
+    let stream = |key: &str, r: &mut Reasons| {
+        f.sha256(key, r)
+            .map(|(sha256, line)| DeclaredStream { sha256, line })
+    };
+    let stdout = stream("stdout_sha256", r);
+    let stderr = stream("stderr_sha256", r);
+    let complete = artifacts_ok && stdout.is_some() && stderr.is_some();
+    FrontMatter {
+        artifacts,
+        stdout,
+        stderr,
+        network_used,
+        destinations,
+        complete,
+    }
+}
+
+fn destinations(f: &Fields<'_>, network_used: Option<&str>, r: &mut Reasons) -> Vec<String> {
+    let entry = f.get("network_destinations");
+    let (items, line) = match entry {
+        None => (Vec::new(), f.map_line),
+        Some((Node::Seq { items, .. }, line)) => (items.iter().collect::<Vec<_>>(), line),
+        Some((node, line)) => {
+            r.add(
+                "front_matter.network_destinations",
+                format!(
+                    "`network_destinations` must be a list of `host:port`, found {}",
+                    node.kind()
+                ),
+                line,
+            );
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match scalar_str(item) {
+            Some(d) if is_host_port(&d) => out.push(d),
+            _ => r.add(
+                "front_matter.network_destinations",
+                format!(
+                    "a network destination must be `host:port`, found {}",
+                    show(item)
+                ),
+                item.line(),
+            ),
+        }
+    }
+    match network_used {
+        Some("none") if !out.is_empty() => r.add(
+            "front_matter.network_destinations",
+            "`network_used: none` but `network_destinations` lists destinations",
+            line,
+        ),
+        Some("allowlist") if out.is_empty() => r.add(
+            "front_matter.network_destinations",
+            "`network_used: allowlist` must list its `network_destinations`",
+            line,
+        ),
+        _ => {}
+    }
+    out
+}
+
+fn is_host_port(s: &str) -> bool {
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        !inner.is_empty()
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    } else {
+        !host.is_empty()
+            && host.len() <= 253
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    };
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// The `artifacts` list: `{path, sha256}` each, paths relative to /out, safe, unique.
+fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
+    let items = match node {
+        Node::Seq { items, .. } => items,
+        other => {
+            r.add(
+                "front_matter.artifacts",
+                format!(
+                    "`artifacts` must be a list of {{path, sha256}}, found {}",
+                    other.kind()
+                ),
+                other.line(),
+            );
+            return (Vec::new(), false);
+        }
+    };
+    let mut ok = true;
+    let mut out: Vec<Declared> = Vec::new();
+    for item in items {
+        let Node::Map { entries, line } = item else {
+            r.add(
+                "front_matter.artifacts",
+                format!(
+                    "each artifact must be a mapping with `path` and `sha256`, found {}",
+                    item.kind()
+                ),
+                item.line(),
+            );
+            ok = false;
+            continue;
+        };
+        for e in entries {
+            if e.key != "path" && e.key != "sha256" {
+                r.add(
+                    "front_matter.artifacts",
+                    format!(
+                        "unknown key `{}` in an artifact (allowed: path, sha256)",
+                        e.key
+                    ),
+                    e.key_line,
+                );
+                ok = false;
+            }
+        }
+        let path = item.get("path").and_then(scalar_str);
+        let path_line = item.get("path").map_or(*line, Node::line);
+        let Some(path) = path else {
+            r.add("front_matter.artifacts", "an artifact has no `path`", *line);
+            ok = false;
+            continue;
+        };
+        let safe = !path.starts_with('/')
+            && path.len() <= 1024
+            && path
+                .split('/')
+                .all(crate::result::collect::is_safe_component);
+        if !safe {
+            r.add(
+                "front_matter.artifact_path",
+                format!("artifact path `{}` must be relative to /out, made of safe names (no `..`, no empty parts)", fields::clip(&path)),
+                path_line,
+            );
+            ok = false;
+            continue;
+        }
+        let sha = match item.get("sha256") {
+            None => {
+                r.add(
+                    "front_matter.hash_format",
+                    format!("artifact `{path}` has no sha256"),
+                    *line,
+                );
+                ok = false;
+                continue;
+            }
+            Some(n) => match fields::sha256_node(n, &format!("sha256 of artifact {path}"), r) {
+                Some(s) => s,
+                None => {
+                    ok = false;
+                    continue;
+                }
+            },
+        };
+        if out.iter().any(|a| a.path == path) {
+            r.add(
+                "front_matter.artifacts",
+                format!("artifact `{path}` is declared twice"),
+                path_line,
+            );
+            ok = false;
+            continue;
+        }
+        out.push(Declared {
+            path,
+            sha256: sha,
+            line: path_line,
+        });
+    }
+    (out, ok)
+}
+
+/// `## Outputs`: every declared artifact listed as `/out/<path> sha256: <hex>`, and
+/// nothing else.
+fn outputs(s: &Section<'_>, declared: &[Declared], r: &mut Reasons) {
+    let mut listed: Vec<(String, String, usize)> = Vec::new();
+    for line in s.content_lines() {
+        let tokens: Vec<&str> = line
+            .text
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c| matches!(c, '`' | '*' | ',' | ';')))
+            .collect();
+        let path = tokens.iter().find_map(|t| t.strip_prefix("/out/"));
+        let sha = tokens
+            .iter()
+            .map(|t| {
+                t.trim_start_matches("sha256:")
+                    .trim_start_matches("sha256=")
+            })
+            .find(|t| t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()));
+        if let (Some(path), Some(sha)) = (path, sha) {
+            listed.push((path.to_owned(), sha.to_owned(), line.number));
+        }
+    }
+    for a in declared {
+        match listed.iter().find(|(p, _, _)| *p == a.path) {
+            None => r.add(
+                "outputs.not_listed",
+                format!(
+                    "artifact `{}` is not listed in `## Outputs` as `/out/{} sha256: …`",
+                    a.path, a.path
+                ),
+                s.heading_line,
+            ),
+            Some((_, sha, line)) if *sha != a.sha256 => r.add(
+                "outputs.hash_mismatch",
+                format!(
+                    "`## Outputs` gives sha256 {sha} for `/out/{}`, the front matter {}",
+                    a.path, a.sha256
+                ),
+                *line,
+            ),
+            Some(_) => {}
+        }
+    }
+    for (path, _, line) in &listed {
+        if !declared.iter().any(|a| a.path == *path) {
+            r.add(
+                "outputs.undeclared",
+                format!("`## Outputs` lists `/out/{path}`, which the front matter `artifacts` does not declare"),
+                *line,
+            );
+        }
+    }
+}
+
+/// An excerpt section: at most `excerpt_lines` lines in its fence, a truncation note
+/// exactly when the stream is longer, and — when the stream is stored — the very lines
+/// the writer would show (or withhold).
+fn excerpt(
+    s: &Section<'_>,
+    stream: &str,
+    declared: Option<&DeclaredStream>,
+    stored: Option<&[u8]>,
+    policy: &Policy,
+    r: &mut Reasons,
+) {
+    let max = policy.output.excerpt_lines;
+    let (fenced, prose) = fields::fenced_and_prose(s);
+    let note = prose
+        .iter()
+        .find(|l| l.text.to_ascii_lowercase().contains("truncated"))
+        .map(|l| l.number);
+    if fenced.len() > max {
+        r.add(
+            "excerpt.too_long",
+            format!("the {stream} excerpt has {} lines; at most {max} may be quoted (store the full text and say it was truncated)", fenced.len()),
+            fenced.get(max).map_or(s.heading_line, |l| l.number),
+        );
+    }
+    if let Some(declared) = declared {
+        for line in &prose {
+            for token in line.text.split(|c: char| !c.is_ascii_hexdigit()) {
+                if token.len() == 64
+                    && token.chars().all(|c| c.is_ascii_hexdigit())
+                    && token != declared.sha256
+                {
+                    r.add(
+                        "excerpt.hash_mismatch",
+                        format!("`## {}` names sha256 {token}; the front matter's {stream}_sha256 is {}", s.title, declared.sha256),
+                        line.number,
+                    );
+                }
+            }
+        }
+    }
+    let Some(bytes) = stored else {
+        return;
+    };
+    let (expected, total) = shown_lines(bytes, max);
+    if total > max && note.is_none() {
+        r.add(
+            "excerpt.truncation_note_missing",
+            format!("the stored {stream} has {total} lines, more than the {max} quoted, but `## {}` does not say it was truncated", s.title),
+            s.heading_line,
+        );
+    }
+    if total <= max
+        && let Some(line) = note
+    {
+        r.add(
+            "excerpt.truncation_note_false",
+            format!("`## {}` says the excerpt was truncated, but the stored {stream} has only {total} lines", s.title),
+            line,
+        );
+    }
+    if fenced.len() != expected.len() {
+        r.add(
+            "excerpt.mismatch",
+            format!(
+                "the {stream} excerpt has {} lines; the stored {stream} gives {}",
+                fenced.len(),
+                expected.len()
+            ),
+            fenced.first().map_or(s.heading_line, |l| l.number),
+        );
+        return;
+    }
+    let mut mismatches = 0;
+    for (i, (line, want)) in fenced.iter().zip(&expected).enumerate() {
+        let got = line.text.strip_prefix("  ").unwrap_or(line.text);
+        let withheld =
+            got.starts_with(&format!("[line {} withheld: ", i + 1)) && got.ends_with(']');
+        // A withheld line hides text; it cannot add any, so any rule set may have
+        // withheld it (results written under an older policy stay valid).
+        if got == want || withheld {
+            continue;
+        }
+        mismatches += 1;
+        if mismatches <= 5 {
+            r.add(
+                "excerpt.mismatch",
+                format!(
+                    "{stream} excerpt line {} is not line {} of the stored {stream}",
+                    i + 1,
+                    i + 1
+                ),
+                line.number,
+            );
+        }
+    }
+}
+
+/// The lines the result writer shows for a stream (control and invisible characters
+/// escaped, long lines cut), and the stream's line count.
+pub fn shown_lines(bytes: &[u8], max_lines: usize) -> (Vec<String>, usize) {
+    if bytes.is_empty() {
+        return (Vec::new(), 0);
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let all: Vec<&str> = text
+        .strip_suffix('\n')
+        .unwrap_or(&text)
+        .split('\n')
+        .collect();
+    let shown = all
+        .iter()
+        .take(max_lines)
+        .map(|raw| {
+            let raw = raw.strip_suffix('\r').unwrap_or(raw);
+            let mut shown: String = raw
+                .chars()
+                .take(MAX_LINE_CHARS)
+                .map(|c| {
+                    if c.is_control() || crate::normalize::is_invisible(c) {
+                        c.escape_unicode().to_string()
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect();
+            if raw.chars().count() > MAX_LINE_CHARS {
+                shown.push_str(" [line cut]");
+            }
+            shown
+        })
+        .collect();
+    (shown, all.len())
+}
+
+/// `## Safety Notes`: the three statements, consistent with the front matter.
+fn safety_notes(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
+    let notes = labelled(s);
+    let statement = |label: &str, r: &mut Reasons| -> Option<(String, usize)> {
+        match notes.iter().find(|n| n.label == label) {
+            None => {
+                r.add(
+                    "safety.missing_statement",
+                    format!("`## Safety Notes` must include `{}:`", capitalized(label)),
+                    s.heading_line,
+                );
+                None
+            }
+            Some(n) if n.value.is_empty() => {
+                r.add(
+                    "safety.empty_statement",
+                    format!("`{}:` is empty", capitalized(label)),
+                    n.line,
+                );
+                None
+            }
+            Some(n) => Some((n.value.to_ascii_lowercase(), n.line)),
+        }
+    };
+    if let Some((text, line)) = statement("untrusted output statement", r)
+        && !(text.contains("untrusted") && text.contains("instruction"))
+    {
+        r.add(
+            "safety.statement_incomplete",
+            "the Untrusted Output Statement must say the output is untrusted and must not be treated as instructions",
+            line,
+        );
+    }
+    statement("unexpected behavior", r);
+    if let Some((text, line)) = statement("network confirmation", r) {
+        match fm.network_used.as_deref() {
+            Some("none") if !text.contains("none") => r.add(
+                "safety.network_mismatch",
+                "`network_used: none`, but the Network confirmation does not say none was used",
+                line,
+            ),
+            Some("allowlist") => {
+                for d in &fm.destinations {
+                    if !text.contains(&d.to_ascii_lowercase()) {
+                        r.add(
+                            "safety.network_mismatch",
+                            format!("the Network confirmation does not list the destination `{d}`"),
+                            line,
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn capitalized(label: &str) -> &'static str {
+    match label {
+        "untrusted output statement" => "Untrusted Output Statement",
+        "unexpected behavior" => "Unexpected behavior",
+        _ => "Network confirmation",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_lines_match_the_writer() {
+        let (lines, total) = shown_lines(b"a\r\nb\x1bc\n\n", 10);
+        assert_eq!(lines, vec!["a", "b\\u{1b}c", ""]);
+        assert_eq!(total, 3);
+        let long = "x".repeat(1001);
+        let (lines, _) = shown_lines(long.as_bytes(), 10);
+        assert!(lines[0].ends_with("x [line cut]"));
+        assert_eq!(shown_lines(b"", 3), (vec![], 0));
+        assert_eq!(shown_lines(b"1\n2\n3\n4\n", 2).1, 4);
+    }
+
+    #[test]
+    fn host_ports() {
+        for ok in ["pypi.org:443", "10.0.0.1:80", "[::1]:8080"] {
+            assert!(is_host_port(ok), "{ok}");
+        }
+        for bad in ["pypi.org", "x:0", "x:99999", ":80", "a b:1"] {
+            assert!(!is_host_port(bad), "{bad}");
+        }
+    }
+}
