@@ -149,6 +149,7 @@ impl PrintWriterCallback for Capture {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
 

@@ -68,6 +68,7 @@ pub fn to_monty(value: &JsonValue<'_>) -> MontyObject {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
 

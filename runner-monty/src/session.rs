@@ -379,6 +379,7 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
     use crate::inputs;
@@ -509,7 +510,7 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
             "write-in",
             "overwrite-in",
         ] {
-            assert!(out.contains(&format!("{label}")), "{label}: {out}");
+            assert!(out.contains(label), "{label}: {out}");
         }
         assert_eq!(out.matches("denied").count(), 6, "{out}");
         assert_eq!(fs::read_to_string(d.path("out/r.txt")).unwrap(), "ok");

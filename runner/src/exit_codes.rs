@@ -36,6 +36,9 @@ pub const TABLE: &[(i32, &str)] = &[
         INPUT_MISMATCH,
         "a declared input is missing, not a regular file, or its sha256 differs; nothing ran",
     ),
-    (DRIFT, "replay --check: an output (or an input) drifted from the lock"),
+    (
+        DRIFT,
+        "replay --check: an output (or an input) drifted from the lock",
+    ),
     (INTERNAL, "internal error in the runner"),
 ];

@@ -20,7 +20,10 @@ fn main() {
             std::process::exit(code);
         }
     };
-    if matches!(cli.command, runner::cli::Command::Exec(_)) {
+    if matches!(
+        cli.command,
+        runner::cli::Command::Exec(_) | runner::cli::Command::Replay(_)
+    ) {
         // Per-run /out tmpfs mounts live in a mount namespace of our own, entered while
         // the process is still single-threaded; they vanish with the process.
         if let Err(e) = runner::backend::confine::enter_private_mount_namespace() {

@@ -84,7 +84,12 @@ impl Deobfuscated {
         if line.is_ascii() {
             let folded = line.to_ascii_lowercase();
             let (spaced_runs, collapsed) = spaced_runs(&folded);
-            return Self { folded, spaced_runs, collapsed, had_invisible: false };
+            return Self {
+                folded,
+                spaced_runs,
+                collapsed,
+                had_invisible: false,
+            };
         }
         let had_invisible = line.chars().any(is_invisible);
         let folded: String = line
@@ -94,7 +99,12 @@ impl Deobfuscated {
             .map(fold_homoglyph)
             .collect();
         let (spaced_runs, collapsed) = spaced_runs(&folded);
-        Self { folded, spaced_runs, collapsed, had_invisible }
+        Self {
+            folded,
+            spaced_runs,
+            collapsed,
+            had_invisible,
+        }
     }
 }
 
@@ -199,7 +209,10 @@ mod tests {
         assert_eq!(d.spaced_runs, vec!["curlxsh".to_string()]);
         let d = Deobfuscated::of("c u r l  and  s h");
         assert_eq!(d.spaced_runs, vec!["curl".to_string()]);
-        assert_eq!(Deobfuscated::of("p i p install x").collapsed.as_deref(), Some("pip install x"));
+        assert_eq!(
+            Deobfuscated::of("p i p install x").collapsed.as_deref(),
+            Some("pip install x")
+        );
         assert_eq!(Deobfuscated::of("plain words").collapsed, None);
         assert_eq!(Deobfuscated::of("ᴘɪᴘ ɪɴsᴛᴀʟʟ").folded, "pip install");
         assert_eq!(Deobfuscated::of("pip\u{2800}install").folded, "pip install");

@@ -277,7 +277,10 @@ mod tests {
         let codes = |t| -> Vec<&str> { p.rules_for(t).iter().map(|r| r.code.as_str()).collect() };
         // `forbidden` is exactly the request rules.
         assert_eq!(
-            p.forbidden.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
+            p.forbidden
+                .iter()
+                .map(|r| r.code.as_str())
+                .collect::<Vec<_>>(),
             codes(RuleTarget::Request)
         );
         assert!(codes(RuleTarget::Request).contains(&"forbidden.host_path"));
@@ -303,7 +306,9 @@ mod tests {
     fn applies_to_unknown_kind_or_empty_is_an_error() {
         let base = "[request]\nmax_bytes = 1\nmax_yaml_depth = 1\nmax_yaml_nodes = 1\n[limits]\nmax_memory_limit_mb = 1\nmax_time_limit_sec = 1\nmax_cpu_limit_sec = 1\n[output]\nstdout_max_bytes = 1\nstderr_max_bytes = 1\nout_max_bytes = 1\nout_max_files = 1\nexcerpt_lines = 1\n";
         let rule = |applies: &str| {
-            format!("{base}[[forbidden]]\ncode = \"forbidden.x\"\nmessage = \"x\"\npattern = \"x\"\n{applies}")
+            format!(
+                "{base}[[forbidden]]\ncode = \"forbidden.x\"\nmessage = \"x\"\npattern = \"x\"\n{applies}"
+            )
         };
         let p = Policy::parse(&rule("applies_to = [\"result\"]"), "t").unwrap();
         assert!(p.forbidden.is_empty());

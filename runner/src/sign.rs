@@ -47,13 +47,27 @@ pub fn key_id(key: &VerifyingKey) -> String {
 ///
 /// # Ambient authority
 /// Creates two files on the host filesystem.
-pub fn write_keypair(key: &SigningKey, prefix: &Path) -> Result<(std::path::PathBuf, std::path::PathBuf), SignError> {
-    let err = |p: &Path, m: String| SignError::Key { path: p.display().to_string(), message: m };
+pub fn write_keypair(
+    key: &SigningKey,
+    prefix: &Path,
+) -> Result<(std::path::PathBuf, std::path::PathBuf), SignError> {
+    let err = |p: &Path, m: String| SignError::Key {
+        path: p.display().to_string(),
+        message: m,
+    };
     let secret_path = prefix.with_extension("key");
     let public_path = prefix.with_extension("pub");
-    let secret = key.to_pkcs8_pem(Default::default()).map_err(|e| err(&secret_path, e.to_string()))?;
-    let public = key.verifying_key().to_public_key_pem(Default::default()).map_err(|e| err(&public_path, e.to_string()))?;
-    for (path, text, mode) in [(&secret_path, secret.as_bytes(), 0o600), (&public_path, public.as_bytes(), 0o644)] {
+    let secret = key
+        .to_pkcs8_pem(Default::default())
+        .map_err(|e| err(&secret_path, e.to_string()))?;
+    let public = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .map_err(|e| err(&public_path, e.to_string()))?;
+    for (path, text, mode) in [
+        (&secret_path, secret.as_bytes(), 0o600),
+        (&public_path, public.as_bytes(), 0o644),
+    ] {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -68,18 +82,30 @@ pub fn write_keypair(key: &SigningKey, prefix: &Path) -> Result<(std::path::Path
 
 /// Loads a private key (PKCS#8 PEM).
 pub fn load_signing_key(path: &Path) -> Result<SigningKey, SignError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SignError::Key { path: path.display().to_string(), message: e.to_string() })?;
-    SigningKey::from_pkcs8_pem(&text).map_err(|e| SignError::Key { path: path.display().to_string(), message: format!("not an Ed25519 PKCS#8 PEM private key: {e}") })
+    let text = std::fs::read_to_string(path).map_err(|e| SignError::Key {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    SigningKey::from_pkcs8_pem(&text).map_err(|e| SignError::Key {
+        path: path.display().to_string(),
+        message: format!("not an Ed25519 PKCS#8 PEM private key: {e}"),
+    })
 }
 
 /// Parses a public key (SPKI PEM) from text; `origin` names it in errors.
 pub fn parse_verifying_key(text: &str, origin: &str) -> Result<VerifyingKey, SignError> {
-    VerifyingKey::from_public_key_pem(text.trim()).map_err(|e| SignError::Key { path: origin.into(), message: format!("not an Ed25519 public key PEM: {e}") })
+    VerifyingKey::from_public_key_pem(text.trim()).map_err(|e| SignError::Key {
+        path: origin.into(),
+        message: format!("not an Ed25519 public key PEM: {e}"),
+    })
 }
 
 /// Loads a public key (SPKI PEM).
 pub fn load_verifying_key(path: &Path) -> Result<VerifyingKey, SignError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SignError::Key { path: path.display().to_string(), message: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| SignError::Key {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
     parse_verifying_key(&text, &path.display().to_string())
 }
 
@@ -102,7 +128,13 @@ pub struct EnvelopeSignature {
 
 /// The DSSE pre-authentication encoding.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).into_bytes();
+    let mut out = format!(
+        "DSSEv1 {} {} {} ",
+        payload_type.len(),
+        payload_type,
+        payload.len()
+    )
+    .into_bytes();
     out.extend_from_slice(payload);
     out
 }
@@ -113,7 +145,10 @@ pub fn sign(payload_type: &str, payload: &[u8], key: &SigningKey) -> Envelope {
     Envelope {
         payload: B64.encode(payload),
         payload_type: payload_type.to_owned(),
-        signatures: vec![EnvelopeSignature { keyid: key_id(&key.verifying_key()), sig: B64.encode(sig.to_bytes()) }],
+        signatures: vec![EnvelopeSignature {
+            keyid: key_id(&key.verifying_key()),
+            sig: B64.encode(sig.to_bytes()),
+        }],
     }
 }
 
@@ -124,17 +159,33 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, SignError> {
 
 /// Verifies `envelope` with `key` and returns its payload. The payload type must be
 /// `expected_type`; one signature by `key` (matched by key id) must verify strictly.
-pub fn verify(envelope: &Envelope, expected_type: &str, key: &VerifyingKey) -> Result<Vec<u8>, SignError> {
+pub fn verify(
+    envelope: &Envelope,
+    expected_type: &str,
+    key: &VerifyingKey,
+) -> Result<Vec<u8>, SignError> {
     if envelope.payload_type != expected_type {
-        return Err(SignError::Envelope(format!("payload type is `{}`, expected `{expected_type}`", envelope.payload_type)));
+        return Err(SignError::Envelope(format!(
+            "payload type is `{}`, expected `{expected_type}`",
+            envelope.payload_type
+        )));
     }
-    let payload = B64.decode(&envelope.payload).map_err(|e| SignError::Envelope(format!("payload is not base64: {e}")))?;
+    let payload = B64
+        .decode(&envelope.payload)
+        .map_err(|e| SignError::Envelope(format!("payload is not base64: {e}")))?;
     let id = key_id(key);
     let message = pae(&envelope.payload_type, &payload);
     for s in envelope.signatures.iter().filter(|s| s.keyid == id) {
-        let Ok(raw) = B64.decode(&s.sig) else { continue };
-        let Ok(bytes) = <[u8; 64]>::try_from(raw.as_slice()) else { continue };
-        if key.verify_strict(&message, &Signature::from_bytes(&bytes)).is_ok() {
+        let Ok(raw) = B64.decode(&s.sig) else {
+            continue;
+        };
+        let Ok(bytes) = <[u8; 64]>::try_from(raw.as_slice()) else {
+            continue;
+        };
+        if key
+            .verify_strict(&message, &Signature::from_bytes(&bytes))
+            .is_ok()
+        {
             return Ok(payload);
         }
     }
@@ -148,7 +199,10 @@ mod tests {
     #[test]
     fn pae_matches_the_dsse_spec_example() {
         // From the DSSE protocol document.
-        assert_eq!(pae("http://example.com/HelloWorld", b"hello world"), b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec());
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
     }
 
     #[test]
@@ -156,7 +210,10 @@ mod tests {
         let key = generate().unwrap();
         let other = generate().unwrap();
         let env = sign("application/x-test", b"payload", &key);
-        assert_eq!(verify(&env, "application/x-test", &key.verifying_key()).unwrap(), b"payload");
+        assert_eq!(
+            verify(&env, "application/x-test", &key.verifying_key()).unwrap(),
+            b"payload"
+        );
         assert!(verify(&env, "application/x-other", &key.verifying_key()).is_err());
         assert!(verify(&env, "application/x-test", &other.verifying_key()).is_err());
         let mut t = env.clone();
@@ -178,11 +235,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = generate().unwrap();
         let (secret, public) = write_keypair(&key, &dir.path().join("ada")).unwrap();
-        assert_eq!(load_signing_key(&secret).unwrap().to_bytes(), key.to_bytes());
+        assert_eq!(
+            load_signing_key(&secret).unwrap().to_bytes(),
+            key.to_bytes()
+        );
         assert_eq!(load_verifying_key(&public).unwrap(), key.verifying_key());
-        assert!(write_keypair(&key, &dir.path().join("ada")).is_err(), "never overwrites");
+        assert!(
+            write_keypair(&key, &dir.path().join("ada")).is_err(),
+            "never overwrites"
+        );
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert!(load_verifying_key(&secret).is_err());
     }
 }

@@ -271,11 +271,18 @@ fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Result<(String
 /// # Ambient authority
 /// Opens `inputs_dir` on the host filesystem.
 pub fn hash_input(inputs_dir: &Path, declared_path: &str) -> Result<String, StageError> {
-    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority())
-        .map_err(|source| StageError::InputsDir { dir: inputs_dir.to_owned(), source })?;
+    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority()).map_err(|source| {
+        StageError::InputsDir {
+            dir: inputs_dir.to_owned(),
+            source,
+        }
+    })?;
     let rel = declared_path.strip_prefix("/in/").unwrap_or(declared_path);
     let file = open_regular_nofollow(&src, rel, declared_path, inputs_dir)?;
-    crate::digest::sha256_reader(file).map_err(|source| StageError::Copy { path: declared_path.to_owned(), source })
+    crate::digest::sha256_reader(file).map_err(|source| StageError::Copy {
+        path: declared_path.to_owned(),
+        source,
+    })
 }
 
 /// What changed under `/in` during the run: each entry is a human-readable finding.

@@ -123,7 +123,11 @@ const PAGE: u64 = 4096;
 /// guest write exactly `out_bytes` without ENOSPC, so that reaching past the cap,
 /// not reaching it, is what the runner reports as `output_limit`.
 pub fn out_tmpfs_size(limits: &Limits) -> u64 {
-    limits.out_bytes.div_ceil(PAGE).saturating_mul(PAGE).saturating_add(PAGE)
+    limits
+        .out_bytes
+        .div_ceil(PAGE)
+        .saturating_mul(PAGE)
+        .saturating_add(PAGE)
 }
 
 /// tmpfs `nr_inodes` for a run's `/out`: the root, the `out_files` entries the guest

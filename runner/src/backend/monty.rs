@@ -140,6 +140,7 @@ impl Backend for MontyBackend {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
     use crate::backend::{Limits, MontyProgram, OutcomeKind};

@@ -984,7 +984,10 @@ mod tests {
             assert!(result.starts_with("err: "), "{label} succeeded: {result}");
             // A mistake in the probe itself would also "fail".
             for mistake in ["NameError", "AttributeError", "TypeError", "SyntaxError"] {
-                assert!(!result.starts_with(&format!("err: {mistake}")), "{label}: {result}");
+                assert!(
+                    !result.starts_with(&format!("err: {mistake}")),
+                    "{label}: {result}"
+                );
             }
         }
     }
@@ -1422,11 +1425,18 @@ mod tests {
     #[test]
     fn trap_is_trapped_with_the_message() {
         // wasi-libc's abort() executes `unreachable`.
-        let outcome = Sandbox::python("import os\nprint('before', flush=True)\nos.abort()", limits()).run();
+        let outcome = Sandbox::python(
+            "import os\nprint('before', flush=True)\nos.abort()",
+            limits(),
+        )
+        .run();
         assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
         assert_eq!(outcome.exit_code, 134);
         let detail = outcome.detail.unwrap_or_default();
-        assert!(detail.contains("wasm trap") && detail.contains("unreachable"), "{detail}");
+        assert!(
+            detail.contains("wasm trap") && detail.contains("unreachable"),
+            "{detail}"
+        );
         assert_eq!(text(&outcome.stdout), "before\n");
     }
 
@@ -1441,7 +1451,10 @@ mod tests {
         .run();
         // Python frames live in linear memory: the limiter, not the host, stops it.
         assert!(
-            matches!(outcome.kind, OutcomeKind::MemoryExceeded | OutcomeKind::Trapped),
+            matches!(
+                outcome.kind,
+                OutcomeKind::MemoryExceeded | OutcomeKind::Trapped
+            ),
             "{outcome:?}"
         );
     }
@@ -1573,6 +1586,70 @@ mod tests {
         assert!(messages.is_empty(), "{messages:?}");
     }
 
+    /// Engine variants (about 30 s, three compiles): run with `--ignored --nocapture`
+    /// to see what copy-on-write initialisation and the pooling allocator buy for a
+    /// worker that instantiates the guest once.
+    #[test]
+    #[ignore = "slow: compiles the guest three times"]
+    fn measure_engine_variants() {
+        let pooling = || {
+            let mut pool = wasmtime::PoolingAllocationConfig::new();
+            pool.total_memories(1)
+                .total_tables(1)
+                .total_core_instances(1)
+                .total_stacks(1)
+                .max_memory_size(1 << 30);
+            wasmtime::InstanceAllocationStrategy::Pooling(pool)
+        };
+        let variants: Vec<(&str, Config)> = vec![
+            ("default (cow on, on-demand)", engine_config()),
+            ("cow off", {
+                let mut c = engine_config();
+                c.memory_init_cow(false);
+                c
+            }),
+            ("pooling allocator", {
+                let mut c = engine_config();
+                c.allocation_strategy(pooling());
+                c
+            }),
+        ];
+        for (name, config) in variants {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = Engine::new(&config).unwrap();
+            let cwasm = ensure_compiled(
+                &engine,
+                &testkit::guest_path(),
+                testkit::GUEST_SHA256,
+                dir.path(),
+                |_| {},
+            )
+            .unwrap();
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let started = Instant::now();
+                let engine = Engine::new(&config).unwrap();
+                let module = load_module(&engine, &cwasm).unwrap();
+                let loaded = started.elapsed();
+                let sandbox = Sandbox::python("print('hi')", limits());
+                let outcome = run_guest(
+                    &engine,
+                    &module,
+                    sandbox.guest(),
+                    &sandbox.spec,
+                    &RunOptions::default(),
+                )
+                .unwrap();
+                assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+                times.push((
+                    loaded.as_secs_f64() * 1e3,
+                    started.elapsed().as_secs_f64() * 1e3,
+                ));
+            }
+            eprintln!("{name}: fresh engine + load + hello (ms): {times:.1?}");
+        }
+    }
+
     /// Compiling from scratch (about 10 s): run with `--ignored` to measure.
     #[test]
     #[ignore = "slow: compiles the guest from scratch"]
@@ -1597,4 +1674,3 @@ mod tests {
         );
     }
 }
-

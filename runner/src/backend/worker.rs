@@ -757,7 +757,9 @@ fn zombie_cpu_time(pid: Pid) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::wasmtime::testkit::{Sandbox, limits, shared, target_profile_dir, test_cache_dir, text};
+    use crate::backend::wasmtime::testkit::{
+        Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
+    };
     use std::os::unix::fs::PermissionsExt;
 
     /// The worker program: `$RUNNER_WORKER_EXE`, else the `backend-worker` example that
@@ -812,7 +814,10 @@ mod tests {
         assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
         assert_eq!(outcome.exit_code, 0);
         assert_eq!(text(&outcome.stdout), "hello from the worker\n");
-        assert_eq!(fs::read(sandbox.host("capture/stdout")).unwrap(), outcome.stdout);
+        assert_eq!(
+            fs::read(sandbox.host("capture/stdout")).unwrap(),
+            outcome.stdout
+        );
         for layer in [
             "pdeathsig",
             "rlimit_core=0",
@@ -825,7 +830,11 @@ mod tests {
             "out_poll",
             "wall_kill",
         ] {
-            assert!(has_layer(&outcome, layer), "{layer} missing: {:?}", outcome.confinement);
+            assert!(
+                has_layer(&outcome, layer),
+                "{layer} missing: {:?}",
+                outcome.confinement
+            );
         }
     }
 
@@ -848,7 +857,11 @@ mod tests {
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
         assert_eq!(outcome.exit_code, 124);
         // Stopped by the worker itself, not by the runner's kill: output kept.
-        assert!((1.9..2.6).contains(&outcome.runtime_sec), "{}", outcome.runtime_sec);
+        assert!(
+            (1.9..2.6).contains(&outcome.runtime_sec),
+            "{}",
+            outcome.runtime_sec
+        );
         assert!(started.elapsed() < Duration::from_secs(3));
         assert_eq!(text(&outcome.stdout), "zz\n");
     }
@@ -886,7 +899,12 @@ mod tests {
             l,
         );
         let outcome = backend().run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?} {}", text(&outcome.stderr));
+        assert_eq!(
+            outcome.kind,
+            OutcomeKind::Completed,
+            "{outcome:?} {}",
+            text(&outcome.stderr)
+        );
         assert_eq!(text(&outcome.stdout), format!("{}\n", 1536u64 << 20));
     }
 
@@ -926,7 +944,10 @@ mod tests {
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         assert!(has_layer(&outcome, "out_poll"));
         // RLIMIT_FSIZE stopped the file one byte past the cap.
-        assert_eq!(fs::metadata(sandbox.host("out/big")).unwrap().len(), (1 << 20) + 1);
+        assert_eq!(
+            fs::metadata(sandbox.host("out/big")).unwrap().len(),
+            (1 << 20) + 1
+        );
     }
 
     #[test]
@@ -942,7 +963,11 @@ mod tests {
         let outcome = backend().run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         // The poll killed it long before it finished or timed out.
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(outcome.detail.unwrap_or_default().contains("worker killed"));
     }
 
@@ -958,7 +983,10 @@ mod tests {
         // RLIMIT_FSIZE refuses both (EFBIG), so nothing is over and the run completes;
         // were it not so, the post-run walk would call it output_limit.
         assert!(
-            matches!(outcome.kind, OutcomeKind::Completed | OutcomeKind::OutputLimit),
+            matches!(
+                outcome.kind,
+                OutcomeKind::Completed | OutcomeKind::OutputLimit
+            ),
             "{outcome:?}"
         );
         assert!(fs::metadata(sandbox.host("out/sparse")).unwrap().len() <= (1 << 20) + 1);
@@ -998,8 +1026,16 @@ mod tests {
             panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
         };
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
-        assert!(has_layer(&outcome, "out_tmpfs"), "{:?}", outcome.confinement);
-        assert!(text(&outcome.stdout).starts_with("stopped"), "{}", text(&outcome.stdout));
+        assert!(
+            has_layer(&outcome, "out_tmpfs"),
+            "{:?}",
+            outcome.confinement
+        );
+        assert!(
+            text(&outcome.stdout).starts_with("stopped"),
+            "{}",
+            text(&outcome.stdout)
+        );
         assert_eq!(listing, vec!["big".to_owned()]);
     }
 
@@ -1017,7 +1053,11 @@ mod tests {
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         // The kernel lets one entry past the cap through (that is how the runner
         // tells "reached" from "went past"), then ENOSPC.
-        assert!(text(&outcome.stdout).starts_with("11 "), "{}", text(&outcome.stdout));
+        assert!(
+            text(&outcome.stdout).starts_with("11 "),
+            "{}",
+            text(&outcome.stdout)
+        );
         assert_eq!(listing.len(), 11);
     }
 
@@ -1037,11 +1077,17 @@ mod tests {
     #[test]
     fn worker_printing_garbage_is_trapped() {
         let sandbox = Sandbox::python("print(1)", limits());
-        let exe = fake_worker(sandbox.root.path(), "cat > /dev/null; echo 'not json'; echo oops >&2");
+        let exe = fake_worker(
+            sandbox.root.path(),
+            "cat > /dev/null; echo 'not json'; echo oops >&2",
+        );
         let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
         let detail = outcome.detail.unwrap_or_default();
-        assert!(detail.contains("without a valid reply") && detail.contains("oops"), "{detail}");
+        assert!(
+            detail.contains("without a valid reply") && detail.contains("oops"),
+            "{detail}"
+        );
     }
 
     #[test]
@@ -1076,7 +1122,10 @@ mod tests {
             .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
         let took = started.elapsed();
-        assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
+        assert!(
+            took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+            "{took:?}"
+        );
     }
 
     #[test]
@@ -1086,7 +1135,10 @@ mod tests {
             sandbox.root.path(),
             "cat > /dev/null; echo '{\"status\":\"error\",\"message\":\"no luck\"}'; exit 1",
         );
-        let err = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap_err();
+        let err = backend()
+            .with_worker_exe(exe)
+            .run(&sandbox.spec)
+            .unwrap_err();
         assert!(err.to_string().contains("no luck"), "{err}");
     }
 
@@ -1140,7 +1192,9 @@ mod tests {
         let shared = shared();
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
-        let backend = WasmtimeBackend::new(&cache).unwrap().with_worker_exe(worker_exe());
+        let backend = WasmtimeBackend::new(&cache)
+            .unwrap()
+            .with_worker_exe(worker_exe());
         // Seed this cache with the shared module, then let the backend verify it.
         fs::create_dir(&cache).unwrap();
         fs::set_permissions(&cache, fs::Permissions::from_mode(0o700)).unwrap();
@@ -1148,7 +1202,11 @@ mod tests {
         fs::copy(&shared.cwasm, cache.join(name)).unwrap();
         let mut sidecar = shared.cwasm.as_os_str().to_owned();
         sidecar.push(".sha256");
-        fs::copy(&sidecar, cache.join(Path::new(&sidecar).file_name().unwrap())).unwrap();
+        fs::copy(
+            &sidecar,
+            cache.join(Path::new(&sidecar).file_name().unwrap()),
+        )
+        .unwrap();
         let sandbox = Sandbox::python("print('again')", limits());
         let cwasm = backend.prepare(sandbox.guest(), |_| {}).unwrap();
         assert_eq!(cwasm, cache.join(name));

@@ -13,14 +13,19 @@ use crate::backend::{Backend, GuestProgram, Limits, MontyProgram, Outcome, Progr
 use crate::digest::sha256_hex;
 use crate::exit_codes;
 use crate::guest::{self, manifest::GuestManifest};
+use crate::lock::{
+    self, FilePin, GuestPin, LimitsPin, Lock, OutputsPin, PolicyPin, RequestPin, RuntimePin,
+    StreamPin, statement,
+};
 use crate::policy::Policy;
 use crate::request::{self, ApprovedRequest, Reason, Work};
-use crate::result::Staging;
 use crate::result::collect::{self, WalkLimits};
 use crate::result::render::{self, Provenance, ResultDoc};
+use crate::result::{Rendered, Staging};
 use crate::stage::{self, RunDir, StageError};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use ed25519_dalek::SigningKey;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -39,6 +44,10 @@ pub struct ExecCommand {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Sign the run's in-toto statement with this Ed25519 private key (PKCS#8 PEM),
+    /// writing `TS-….intoto.dsse.json` beside the result.
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
 }
 
 /// What `exec --json` prints.
@@ -53,9 +62,9 @@ pub struct ExecReport {
 }
 
 /// A failure before a result exists, with the exit code it maps to.
-struct Failure {
-    code: i32,
-    reasons: Vec<Reason>,
+pub struct Failure {
+    pub code: i32,
+    pub reasons: Vec<Reason>,
 }
 
 impl Failure {
@@ -117,7 +126,7 @@ impl ExecCommand {
     }
 
     fn run(&self, policy: &Policy) -> Result<ExecReport, Failure> {
-        let approved = judge(&self.request, policy)?;
+        let plan = RunPlan::judge(&self.request, policy)?;
         let base = self
             .request
             .parent()
@@ -125,7 +134,83 @@ impl ExecCommand {
             .unwrap_or_else(|| PathBuf::from("."));
         let inputs_dir = self.inputs.clone().unwrap_or_else(|| base.join("inputs"));
         let results_dir = self.results.clone().unwrap_or_else(|| base.join("results"));
-        let limits = limits_for(&approved, policy);
+        let sign_key = match &self.sign_key {
+            Some(path) => Some(
+                crate::sign::load_signing_key(path)
+                    .map_err(|e| Failure::new(exit_codes::USAGE, "sign.key", e.to_string()))?,
+            ),
+            None => None,
+        };
+        let summary = plan.run(&inputs_dir, &results_dir, !self.json, sign_key.as_ref())?;
+        Ok(ExecReport {
+            verdict: "ACCEPT",
+            reasons: Vec::new(),
+            result_path: Some(summary.result_path.display().to_string()),
+            outcome: Some(summary.outcome.kind.as_str()),
+            exit_code: Some(summary.outcome.exit_code),
+            runtime_sec: Some(summary.outcome.runtime_sec),
+        })
+    }
+}
+
+/// A judged request, ready to run (by `exec`, or again by `replay`).
+pub struct RunPlan {
+    pub approved: ApprovedRequest,
+    /// The request's text as read (hashed normalized in the lock).
+    pub request_text: String,
+    pub policy: Policy,
+}
+
+/// What one run left behind.
+pub struct RunSummary {
+    pub result_path: PathBuf,
+    pub lock: Lock,
+    pub outcome: Outcome,
+}
+
+impl RunPlan {
+    /// Reads and validates the request at `path`.
+    pub fn judge(path: &Path, policy: &Policy) -> Result<Self, Failure> {
+        let (approved, request_text) = judge(path, policy)?;
+        Ok(Self {
+            approved,
+            request_text,
+            policy: policy.clone(),
+        })
+    }
+
+    /// The engine this request needs and its version.
+    pub fn engine_identity(&self) -> (String, String) {
+        match self.approved.work() {
+            Work::Era { .. } => ("wasmtime".into(), crate::WASMTIME_VERSION.into()),
+            Work::Monty { .. } => ("monty".into(), crate::MONTY_VERSION.into()),
+        }
+    }
+
+    /// The guest this request needs, as pinned in the manifest: name and sha256 hex.
+    pub fn guest_pin(&self) -> Option<(String, String)> {
+        match self.approved.work() {
+            Work::Era { guest, .. } => {
+                let manifest = GuestManifest::embedded().ok()?;
+                let entry = manifest.get(guest)?;
+                Some((guest.clone(), entry.file_sha256.clone()))
+            }
+            Work::Monty { .. } => None,
+        }
+    }
+
+    /// Prepares the engine, stages the inputs, runs, and publishes the result with its
+    /// lock and in-toto statement (signed when `sign_key` is given).
+    pub fn run(
+        &self,
+        inputs_dir: &Path,
+        results_dir: &Path,
+        show_progress: bool,
+        sign_key: Option<&SigningKey>,
+    ) -> Result<RunSummary, Failure> {
+        let approved = &self.approved;
+        let policy = &self.policy;
+        let limits = limits_for(approved, policy);
 
         // Prepare the engine before staging: a missing guest is fetched (with progress)
         // and compiled once; none of that depends on the inputs.
@@ -136,7 +221,7 @@ impl ExecCommand {
                     guest: guest_name,
                     ..
                 } => {
-                    let (backend, program) = prepare_guest(guest_name, argv, !self.json)?;
+                    let (backend, program) = prepare_guest(guest_name, argv, show_progress)?;
                     let sha = match &program {
                         Program::Guest(g) => g.wasm_sha256.clone(),
                         Program::Monty(_) => String::new(),
@@ -160,7 +245,7 @@ impl ExecCommand {
         let run = RunDir::create(None)
             .map_err(|e| Failure::new(exit_codes::IO, "stage.run_dir", e.to_string()))?;
         let staged =
-            stage::stage_inputs(approved.inputs(), &inputs_dir, &run).map_err(stage_failure)?;
+            stage::stage_inputs(approved.inputs(), inputs_dir, &run).map_err(stage_failure)?;
         let tmpfs = confine::mount_out_tmpfs(&run.out_dir, &limits)
             .map_err(|e| Failure::new(exit_codes::IO, "stage.out_mount", e.to_string()))?;
         let spec = SandboxSpec {
@@ -175,33 +260,28 @@ impl ExecCommand {
             .map_err(|e| Failure::new(exit_codes::IO, "backend.failed", e.to_string()))?;
 
         let mut findings = stage::recheck_inputs(&staged, &run);
-        let path = publish(
-            &approved,
-            policy,
-            &run,
-            &results_dir,
-            &outcome,
-            &limits,
-            guest_id.as_ref(),
-            &mut findings,
-        )?;
+        let ctx = PublishContext {
+            plan: self,
+            staged: &staged,
+            limits: &limits,
+            guest: guest_id.as_ref(),
+            sign_key,
+        };
+        let (path, lock) = publish(&ctx, &run, results_dir, &outcome, &mut findings)?;
         if let Some(t) = tmpfs {
             // The outputs are copied; a failed unmount only delays freeing the tmpfs.
             let _ = t.unmount();
         }
-        Ok(ExecReport {
-            verdict: "ACCEPT",
-            reasons: Vec::new(),
-            result_path: Some(path.display().to_string()),
-            outcome: Some(outcome.kind.as_str()),
-            exit_code: Some(outcome.exit_code),
-            runtime_sec: Some(outcome.runtime_sec),
+        Ok(RunSummary {
+            result_path: path,
+            lock,
+            outcome,
         })
     }
 }
 
 /// Reads and validates the request; a REJECT carries every reason.
-fn judge(path: &Path, policy: &Policy) -> Result<ApprovedRequest, Failure> {
+fn judge(path: &Path, policy: &Policy) -> Result<(ApprovedRequest, String), Failure> {
     let bytes = match read_document(path, policy.request.max_bytes) {
         Ok(Read2::Bytes(b)) => b,
         Ok(Read2::TooLarge(size)) => {
@@ -222,10 +302,13 @@ fn judge(path: &Path, policy: &Policy) -> Result<ApprovedRequest, Failure> {
             ));
         }
     };
-    request::validate(&bytes, policy).map_err(|reasons| Failure {
+    let approved = request::validate(&bytes, policy).map_err(|reasons| Failure {
         code: exit_codes::REJECT,
         reasons,
-    })
+    })?;
+    // validate() accepted it, so it is UTF-8.
+    let text = String::from_utf8(bytes).unwrap_or_default();
+    Ok((approved, text))
 }
 
 /// The limits of one run: the request's, with the policy's output caps.
@@ -289,17 +372,26 @@ fn stage_failure(e: StageError) -> Failure {
     Failure::new(exit, code, e.to_string())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What publishing needs besides the run's outcome.
+struct PublishContext<'a> {
+    plan: &'a RunPlan,
+    staged: &'a [stage::StagedInput],
+    limits: &'a Limits,
+    guest: Option<&'a (String, String)>,
+    sign_key: Option<&'a SigningKey>,
+}
+
+/// Collects `/out`, stores the streams, and publishes the result document with its
+/// lock and in-toto statement (and signature). Returns the document's path and the lock.
 fn publish(
-    approved: &ApprovedRequest,
-    policy: &Policy,
+    ctx: &PublishContext<'_>,
     run: &RunDir,
     results_dir: &Path,
     outcome: &Outcome,
-    limits: &Limits,
-    guest: Option<&(String, String)>,
     findings: &mut Vec<String>,
-) -> Result<PathBuf, Failure> {
+) -> Result<(PathBuf, Lock), Failure> {
+    let approved = &ctx.plan.approved;
+    let policy = &ctx.plan.policy;
     let io = |e: String| Failure::new(exit_codes::IO, "result.write", e);
     let staging = Staging::new(results_dir).map_err(|e| io(e.to_string()))?;
     let out = Dir::open_ambient_dir(&run.out_dir, ambient_authority())
@@ -307,7 +399,7 @@ fn publish(
     let dest = Dir::open_ambient_dir(staging.path().join("out"), ambient_authority())
         .map_err(|e| io(e.to_string()))?;
     let walk = WalkLimits {
-        max_entries: limits.out_files.saturating_add(16),
+        max_entries: ctx.limits.out_files.saturating_add(16),
         max_depth: 32,
     };
     let collected =
@@ -324,19 +416,86 @@ fn publish(
     let now = time::OffsetDateTime::now_utc();
     let created = crate::result::utc_timestamp(now);
     let base = crate::result::result_id(now, approved.request_id());
-    let (command, engine) = match approved.work() {
-        Work::Era { command_line, .. } => (command_line.clone(), outcome.engine.clone()),
-        Work::Monty { code, .. } => (
-            format!("monty: {} lines of code from ## Code", code.lines().count()),
-            outcome.engine.clone(),
-        ),
+    let command = match approved.work() {
+        Work::Era { command_line, .. } => command_line.clone(),
+        Work::Monty { code, .. } => {
+            format!("monty: {} lines of code from ## Code", code.lines().count())
+        }
     };
     let backend_name = match approved.backend() {
         crate::backend::BackendKind::Era => "ERA",
         crate::backend::BackendKind::Monty => "monty",
     };
+    let (engine, engine_version) = ctx.plan.engine_identity();
+    let request_sha256 = lock::text_sha256_tagged(&ctx.plan.request_text);
+    let lock_for = |id: &str, document: &str| -> Result<(Lock, String), lock::LockError> {
+        Lock {
+            lock_type: lock::LOCK_TYPE.into(),
+            result_id: id.to_owned(),
+            created_utc: created.clone(),
+            request: RequestPin {
+                request_id: approved.request_id().to_owned(),
+                sha256: request_sha256.clone(),
+                requested_by: approved.requested_by().to_owned(),
+                approved_by: approved.approved_by().to_owned(),
+                approved_utc: approved.approved_utc().to_owned(),
+            },
+            policy: PolicyPin {
+                origin: policy.origin.clone(),
+                sha256: lock::tag(&policy.sha256),
+            },
+            backend: backend_name.to_owned(),
+            runtime: RuntimePin {
+                runner_version: crate::RUNNER_VERSION.to_owned(),
+                engine: engine.clone(),
+                engine_version: engine_version.clone(),
+                guest: ctx.guest.map(|(name, sha)| GuestPin {
+                    name: name.clone(),
+                    sha256: lock::tag(sha),
+                }),
+            },
+            limits: LimitsPin::from(ctx.limits),
+            inputs_count: 0,
+            inputs: ctx
+                .staged
+                .iter()
+                .map(|i| FilePin {
+                    path: i.path.clone(),
+                    sha256: lock::tag(&i.sha256),
+                    bytes: i.bytes,
+                })
+                .collect(),
+            outputs: OutputsPin {
+                stdout: StreamPin {
+                    sha256: lock::tag(&stdout_sha256),
+                    bytes: outcome.stdout.len() as u64,
+                },
+                stderr: StreamPin {
+                    sha256: lock::tag(&stderr_sha256),
+                    bytes: outcome.stderr.len() as u64,
+                },
+                artifacts_count: 0,
+                artifacts: collected
+                    .artifacts
+                    .iter()
+                    .map(|a| FilePin {
+                        path: a.path.clone(),
+                        sha256: lock::tag(&a.sha256),
+                        bytes: a.bytes,
+                    })
+                    .collect(),
+                exit_code: outcome.exit_code,
+                outcome: outcome.kind.as_str().to_owned(),
+            },
+            result_sha256: lock::text_sha256_tagged(document),
+            lock_sha256: String::new(),
+        }
+        .seal()
+    };
+    let sealed = std::cell::RefCell::new(None);
+    let lock_error = std::cell::RefCell::new(None);
     let render = |id: &str| {
-        render::render(&ResultDoc {
+        let document = render::render(&ResultDoc {
             result_id: id,
             created_utc: &created,
             request_id: approved.request_id(),
@@ -356,10 +515,10 @@ fn publish(
             stderr_capped: outcome.stderr_capped,
             provenance: Provenance {
                 command: &command,
-                engine: &engine,
-                guest: guest.map(|(n, s)| (n.as_str(), s.as_str())),
+                engine: &outcome.engine,
+                guest: ctx.guest.map(|(n, s)| (n.as_str(), s.as_str())),
                 runner_version: crate::RUNNER_VERSION,
-                limits,
+                limits: ctx.limits,
                 cpu_limit_text: &approved.limits().cpu_limit,
                 request_sha256: approved.normalized_sha256(),
                 policy_sha256: &policy.sha256,
@@ -370,9 +529,45 @@ fn publish(
             findings,
             excerpt_lines: policy.output.excerpt_lines,
             rules: &policy.forbidden,
-        })
+        });
+        let mut extras = Vec::new();
+        match lock_for(id, &document) {
+            Ok((lock, lock_text)) => {
+                let result_file = format!("{id}.md");
+                match statement::statement_text(&lock, &result_file) {
+                    Ok(st) => {
+                        if let Some(key) = ctx.sign_key {
+                            let envelope =
+                                crate::sign::sign(statement::PAYLOAD_TYPE, st.as_bytes(), key);
+                            if let Ok(env_text) = serde_json::to_string(&envelope) {
+                                extras.push((
+                                    statement::envelope_file_name(id),
+                                    env_text.into_bytes(),
+                                ));
+                            }
+                        }
+                        extras.insert(0, (statement::statement_file_name(id), st.into_bytes()));
+                    }
+                    Err(e) => *lock_error.borrow_mut() = Some(e.to_string()),
+                }
+                extras.insert(0, (lock::lock_file_name(id), lock_text.into_bytes()));
+                *sealed.borrow_mut() = Some(lock);
+            }
+            Err(e) => *lock_error.borrow_mut() = Some(e.to_string()),
+        }
+        Rendered { document, extras }
     };
-    staging
+    let path = staging
         .publish(&base, render)
-        .map_err(|e| io(e.to_string()))
+        .map_err(|e| io(e.to_string()))?;
+    if let Some(e) = lock_error.into_inner() {
+        return Err(io(format!(
+            "the result {} was written without its lock: {e}",
+            path.display()
+        )));
+    }
+    let lock = sealed
+        .into_inner()
+        .ok_or_else(|| io("the lock was not sealed".into()))?;
+    Ok((path, lock))
 }

@@ -4,8 +4,11 @@
 pub mod exec;
 pub mod gate;
 pub mod guest;
+pub mod keygen;
 pub mod read;
+pub mod replay;
 pub mod validate;
+pub mod verify;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -32,6 +35,12 @@ pub enum Command {
     Gate(gate::GateCommand),
     /// Manage the pinned guest runtimes (fetch, install from a wheel, list).
     Guest(guest::GuestCommand),
+    /// Re-derive every hash of a result, its lock and artifacts; fail closed.
+    Verify(verify::VerifyCommand),
+    /// Re-run the request a result's lock pins and report MATCH or DRIFT per output.
+    Replay(replay::ReplayCommand),
+    /// Make an Ed25519 key pair for signing.
+    Keygen(keygen::KeygenCommand),
 }
 
 impl Cli {
@@ -51,6 +60,9 @@ impl Cli {
             Command::Exec(cmd) => cmd.execute(&policy),
             Command::Gate(cmd) => cmd.execute(&policy),
             Command::Guest(cmd) => cmd.execute(),
+            Command::Verify(cmd) => cmd.execute(),
+            Command::Replay(cmd) => cmd.execute(&policy),
+            Command::Keygen(cmd) => cmd.execute(),
         }
     }
 }

@@ -40,13 +40,20 @@ impl VerifyCommand {
         } else {
             println!("{}: {}", self.result.display(), v.verdict);
             for d in &v.differences {
-                println!("  differs: {}\n    expected: {}\n    actual:   {}", d.what, d.expected, d.actual);
+                println!(
+                    "  differs: {}\n    expected: {}\n    actual:   {}",
+                    d.what, d.expected, d.actual
+                );
             }
             for n in &v.not_checked {
                 println!("  not checked: {n}");
             }
         }
-        if v.verdict == "ACCEPT" { exit_codes::OK } else { exit_codes::REJECT }
+        if v.verdict == "ACCEPT" {
+            exit_codes::OK
+        } else {
+            exit_codes::REJECT
+        }
     }
 
     /// The statement beside the result must be the one the lock implies; with a key,
@@ -58,17 +65,29 @@ impl VerifyCommand {
         let expected = match statement::statement_text(&lock, &result_file) {
             Ok(t) => t,
             Err(e) => {
-                v.differences.push(Difference { what: "statement".into(), expected: "encodable".into(), actual: e.to_string() });
+                v.differences.push(Difference {
+                    what: "statement".into(),
+                    expected: "encodable".into(),
+                    actual: e.to_string(),
+                });
                 v.verdict = "REJECT";
                 return;
             }
         };
         let mut push = |what: &str, expected: &str, actual: String| {
-            v.differences.push(Difference { what: what.into(), expected: expected.into(), actual });
+            v.differences.push(Difference {
+                what: what.into(),
+                expected: expected.into(),
+                actual,
+            });
         };
         match std::fs::read(dir.join(statement::statement_file_name(&id))) {
             Ok(bytes) if bytes == expected.as_bytes() => v.checked.push("in-toto statement".into()),
-            Ok(_) => push("in-toto statement", "the statement the lock implies", "different bytes".into()),
+            Ok(_) => push(
+                "in-toto statement",
+                "the statement the lock implies",
+                "different bytes".into(),
+            ),
             Err(e) => push("in-toto statement", "present", e.to_string()),
         }
         if let Some(key_path) = &self.public_key {
@@ -77,15 +96,32 @@ impl VerifyCommand {
                 Err(e) => return push("public key", "an Ed25519 public key", e.to_string()),
             };
             match std::fs::read(dir.join(statement::envelope_file_name(&id))) {
-                Err(e) => push("statement signature", "a DSSE envelope beside the result", e.to_string()),
-                Ok(bytes) => match sign::parse_envelope(&bytes).and_then(|env| sign::verify(&env, PAYLOAD_TYPE, &key)) {
-                    Ok(payload) if payload == expected.as_bytes() => v.checked.push(format!("statement signature by {}", sign::key_id(&key))),
-                    Ok(_) => push("statement signature", "a signature over this run's statement", "a valid signature over another statement".into()),
-                    Err(e) => push("statement signature", "a valid signature by the given key", e.to_string()),
+                Err(e) => push(
+                    "statement signature",
+                    "a DSSE envelope beside the result",
+                    e.to_string(),
+                ),
+                Ok(bytes) => match sign::parse_envelope(&bytes)
+                    .and_then(|env| sign::verify(&env, PAYLOAD_TYPE, &key))
+                {
+                    Ok(payload) if payload == expected.as_bytes() => v
+                        .checked
+                        .push(format!("statement signature by {}", sign::key_id(&key))),
+                    Ok(_) => push(
+                        "statement signature",
+                        "a signature over this run's statement",
+                        "a valid signature over another statement".into(),
+                    ),
+                    Err(e) => push(
+                        "statement signature",
+                        "a valid signature by the given key",
+                        e.to_string(),
+                    ),
                 },
             }
         } else if dir.join(statement::envelope_file_name(&id)).exists() {
-            v.not_checked.push("statement signature (no --public-key given)".into());
+            v.not_checked
+                .push("statement signature (no --public-key given)".into());
         }
         if !v.differences.is_empty() {
             v.verdict = "REJECT";

@@ -73,6 +73,11 @@ pub fn validate(
         max_nodes: policy.request.max_yaml_nodes,
     };
     let Some((split, root)) = fields::front_matter(text, budget, &mut r) else {
+        // The record of what ran is spared even when the front matter does not load.
+        let command_line = crate::request::frontmatter::split(text)
+            .ok()
+            .and_then(|split| provenance_command_line(&sections::parse(&split.body)));
+        spare_command_record(&mut findings, command_line);
         r.0.append(&mut findings.0);
         return (r.0, notes.0);
     };
@@ -182,11 +187,27 @@ pub fn validate(
         safety_notes(s, &fm, &mut r);
     }
 
-    findings
-        .0
-        .retain(|f| !(f.code == COMMAND_RULE && f.line.is_some() && f.line == command_line));
+    spare_command_record(&mut findings, command_line);
     r.0.append(&mut findings.0);
     (r.0, notes.0)
+}
+
+/// The line of `- Exact command executed: …` (the first labelled line of Provenance
+/// whose label names the command).
+fn provenance_command_line(body: &sections::Body<'_>) -> Option<usize> {
+    let s = body.sections.iter().find(|s| s.title == "Provenance")?;
+    labelled(s)
+        .into_iter()
+        .find(|f| f.label.contains("command") && !f.value.is_empty())
+        .map(|f| f.line)
+}
+
+/// Drops the [`COMMAND_RULE`] finding on the Provenance's record of what ran (and only
+/// that rule, on only that line).
+fn spare_command_record(findings: &mut Reasons, command_line: Option<usize>) {
+    findings
+        .0
+        .retain(|f| !(f.code == COMMAND_RULE && command_line.is_some() && f.line == command_line));
 }
 
 /// The front matter as read.

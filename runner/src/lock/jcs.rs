@@ -11,7 +11,10 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json:
 
 /// `sha256:<hex>` of the canonical JSON of `value`.
 pub fn digest<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
-    Ok(format!("sha256:{}", crate::digest::sha256_hex(to_string(value)?.as_bytes())))
+    Ok(format!(
+        "sha256:{}",
+        crate::digest::sha256_hex(to_string(value)?.as_bytes())
+    ))
 }
 
 #[cfg(test)]

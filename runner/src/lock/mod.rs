@@ -155,8 +155,14 @@ pub enum LockError {
     #[error("lock_type is `{0}`, expected `runner.lock/v1`")]
     Type(String),
     #[error("{what} says {declared} but holds {actual} entries")]
-    Count { what: &'static str, declared: u64, actual: u64 },
-    #[error("lock_sha256 does not re-derive: the lock says {declared}, its content hashes to {actual}")]
+    Count {
+        what: &'static str,
+        declared: u64,
+        actual: u64,
+    },
+    #[error(
+        "lock_sha256 does not re-derive: the lock says {declared}, its content hashes to {actual}"
+    )]
     Rollup { declared: String, actual: String },
     #[error("cannot encode the lock: {0}")]
     Encode(String),
@@ -184,12 +190,16 @@ impl Lock {
     /// Parses a lock file strictly: canonical bytes, every field known and present,
     /// counts that match, and a `lock_sha256` that re-derives.
     pub fn parse(bytes: &[u8]) -> Result<Self, LockError> {
-        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| LockError::NotJson(e.to_string()))?;
-        let lock: Lock = serde_json::from_value(value.clone()).map_err(|e| LockError::Shape(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| LockError::NotJson(e.to_string()))?;
+        let lock: Lock =
+            serde_json::from_value(value.clone()).map_err(|e| LockError::Shape(e.to_string()))?;
         // A missing optional key deserializes as null; re-serializing shows it.
         let again = serde_json::to_value(&lock).map_err(|e| LockError::Encode(e.to_string()))?;
         if again != value {
-            return Err(LockError::Shape("a field is missing or has a value of another type".into()));
+            return Err(LockError::Shape(
+                "a field is missing or has a value of another type".into(),
+            ));
         }
         let canonical = jcs::to_string(&value).map_err(|e| LockError::Encode(e.to_string()))?;
         if canonical.as_bytes() != bytes {
@@ -199,14 +209,25 @@ impl Lock {
             return Err(LockError::Type(lock.lock_type));
         }
         if lock.inputs_count != lock.inputs.len() as u64 {
-            return Err(LockError::Count { what: "inputs_count", declared: lock.inputs_count, actual: lock.inputs.len() as u64 });
+            return Err(LockError::Count {
+                what: "inputs_count",
+                declared: lock.inputs_count,
+                actual: lock.inputs.len() as u64,
+            });
         }
         if lock.outputs.artifacts_count != lock.outputs.artifacts.len() as u64 {
-            return Err(LockError::Count { what: "outputs.artifacts_count", declared: lock.outputs.artifacts_count, actual: lock.outputs.artifacts.len() as u64 });
+            return Err(LockError::Count {
+                what: "outputs.artifacts_count",
+                declared: lock.outputs.artifacts_count,
+                actual: lock.outputs.artifacts.len() as u64,
+            });
         }
         let actual = lock.rollup()?;
         if actual != lock.lock_sha256 {
-            return Err(LockError::Rollup { declared: lock.lock_sha256, actual });
+            return Err(LockError::Rollup {
+                declared: lock.lock_sha256,
+                actual,
+            });
         }
         Ok(lock)
     }
@@ -233,22 +254,50 @@ pub(crate) mod tests {
                 approved_by: "ada".into(),
                 approved_utc: "2026-11-21T09:00:00Z".into(),
             },
-            policy: PolicyPin { origin: "built-in".into(), sha256: tag(&"b".repeat(64)) },
+            policy: PolicyPin {
+                origin: "built-in".into(),
+                sha256: tag(&"b".repeat(64)),
+            },
             backend: "ERA".into(),
             runtime: RuntimePin {
                 runner_version: "0.1.0".into(),
                 engine: "wasmtime".into(),
                 engine_version: "48.0.8".into(),
-                guest: Some(GuestPin { name: "cpython-3.12".into(), sha256: tag(&"c".repeat(64)) }),
+                guest: Some(GuestPin {
+                    name: "cpython-3.12".into(),
+                    sha256: tag(&"c".repeat(64)),
+                }),
             },
-            limits: LimitsPin { memory_bytes: 1, wall_ms: 2, cpu_ms: 3, stdout_bytes: 4, stderr_bytes: 5, out_bytes: 6, out_files: 7 },
+            limits: LimitsPin {
+                memory_bytes: 1,
+                wall_ms: 2,
+                cpu_ms: 3,
+                stdout_bytes: 4,
+                stderr_bytes: 5,
+                out_bytes: 6,
+                out_files: 7,
+            },
             inputs_count: 0,
-            inputs: vec![FilePin { path: "/in/ü.csv".into(), sha256: tag(&"d".repeat(64)), bytes: 10 }],
+            inputs: vec![FilePin {
+                path: "/in/ü.csv".into(),
+                sha256: tag(&"d".repeat(64)),
+                bytes: 10,
+            }],
             outputs: OutputsPin {
-                stdout: StreamPin { sha256: tag(&"e".repeat(64)), bytes: 3 },
-                stderr: StreamPin { sha256: tag(&"f".repeat(64)), bytes: 0 },
+                stdout: StreamPin {
+                    sha256: tag(&"e".repeat(64)),
+                    bytes: 3,
+                },
+                stderr: StreamPin {
+                    sha256: tag(&"f".repeat(64)),
+                    bytes: 0,
+                },
                 artifacts_count: 0,
-                artifacts: vec![FilePin { path: "summary.json".into(), sha256: tag(&"0".repeat(64)), bytes: 2 }],
+                artifacts: vec![FilePin {
+                    path: "summary.json".into(),
+                    sha256: tag(&"0".repeat(64)),
+                    bytes: 2,
+                }],
                 exit_code: 0,
                 outcome: "completed".into(),
             },
@@ -280,15 +329,23 @@ pub(crate) mod tests {
             let old = s.as_str().unwrap().to_owned();
             *s = serde_json::Value::String(format!("{old}x"));
             let tampered = jcs::to_string(&v).unwrap();
-            assert!(Lock::parse(tampered.as_bytes()).is_err(), "tampering {pointer} went unnoticed");
+            assert!(
+                Lock::parse(tampered.as_bytes()).is_err(),
+                "tampering {pointer} went unnoticed"
+            );
         }
     }
 
     fn collect_strings(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
         match v {
             serde_json::Value::String(_) => out.push(at),
-            serde_json::Value::Array(items) => items.iter().enumerate().for_each(|(i, x)| collect_strings(x, format!("{at}/{i}"), out)),
-            serde_json::Value::Object(m) => m.iter().for_each(|(k, x)| collect_strings(x, format!("{at}/{k}"), out)),
+            serde_json::Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .for_each(|(i, x)| collect_strings(x, format!("{at}/{i}"), out)),
+            serde_json::Value::Object(m) => m
+                .iter()
+                .for_each(|(k, x)| collect_strings(x, format!("{at}/{k}"), out)),
             _ => {}
         }
     }
@@ -300,23 +357,38 @@ pub(crate) mod tests {
         // Unknown key.
         let mut u = v.clone();
         u.as_object_mut().unwrap().insert("extra".into(), 1.into());
-        assert!(matches!(Lock::parse(jcs::to_string(&u).unwrap().as_bytes()), Err(LockError::Shape(_))));
+        assert!(matches!(
+            Lock::parse(jcs::to_string(&u).unwrap().as_bytes()),
+            Err(LockError::Shape(_))
+        ));
         // Missing optional key.
         v["runtime"].as_object_mut().unwrap().remove("guest");
-        assert!(matches!(Lock::parse(jcs::to_string(&v).unwrap().as_bytes()), Err(LockError::Shape(_))));
+        assert!(matches!(
+            Lock::parse(jcs::to_string(&v).unwrap().as_bytes()),
+            Err(LockError::Shape(_))
+        ));
         // Pretty-printed: not canonical.
-        let pretty = serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(&text).unwrap()).unwrap();
+        let pretty = serde_json::to_string_pretty(
+            &serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+        )
+        .unwrap();
         assert_eq!(Lock::parse(pretty.as_bytes()), Err(LockError::NotCanonical));
         // A count that lies.
         let (mut lock, _) = sample().seal().unwrap();
         lock.inputs_count = 5;
         lock.lock_sha256 = lock.rollup().unwrap();
         let t = jcs::to_string(&lock).unwrap();
-        assert!(matches!(Lock::parse(t.as_bytes()), Err(LockError::Count { .. })));
+        assert!(matches!(
+            Lock::parse(t.as_bytes()),
+            Err(LockError::Count { .. })
+        ));
     }
 
     #[test]
     fn text_hash_normalizes() {
-        assert_eq!(text_sha256_tagged("\u{feff}a\r\né"), text_sha256_tagged("a\ne\u{301}"));
+        assert_eq!(
+            text_sha256_tagged("\u{feff}a\r\né"),
+            text_sha256_tagged("a\ne\u{301}")
+        );
     }
 }

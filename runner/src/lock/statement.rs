@@ -19,11 +19,22 @@ fn hex(tagged: &str) -> &str {
 
 /// The statement for a sealed lock. `result_file` is the result document's file name.
 pub fn statement(lock: &Lock, result_file: &str) -> Value {
-    let mut subject = vec![json!({"name": result_file, "digest": {"sha256": hex(&lock.result_sha256)}})];
-    subject.extend(lock.outputs.artifacts.iter().map(|a| json!({"name": format!("out/{}", a.path), "digest": {"sha256": hex(&a.sha256)}})));
-    let mut materials: Vec<Value> = lock.inputs.iter().map(|i| json!({"uri": i.path, "digest": {"sha256": hex(&i.sha256)}})).collect();
+    let mut subject =
+        vec![json!({"name": result_file, "digest": {"sha256": hex(&lock.result_sha256)}})];
+    subject.extend(
+        lock.outputs.artifacts.iter().map(
+            |a| json!({"name": format!("out/{}", a.path), "digest": {"sha256": hex(&a.sha256)}}),
+        ),
+    );
+    let mut materials: Vec<Value> = lock
+        .inputs
+        .iter()
+        .map(|i| json!({"uri": i.path, "digest": {"sha256": hex(&i.sha256)}}))
+        .collect();
     if let Some(g) = &lock.runtime.guest {
-        materials.push(json!({"uri": format!("guest:{}", g.name), "digest": {"sha256": hex(&g.sha256)}}));
+        materials.push(
+            json!({"uri": format!("guest:{}", g.name), "digest": {"sha256": hex(&g.sha256)}}),
+        );
     }
     json!({
         "_type": STATEMENT_TYPE,
@@ -72,6 +83,9 @@ mod tests {
         assert_eq!(s["subject"][1]["name"], "out/summary.json");
         assert_eq!(s["predicate"]["materials"].as_array().unwrap().len(), 2);
         assert_eq!(s["predicate"]["approval"]["approved_by"], "ada");
-        assert_eq!(s["predicate"]["lock"]["digest"]["sha256"], lock.lock_sha256.trim_start_matches("sha256:"));
+        assert_eq!(
+            s["predicate"]["lock"]["digest"]["sha256"],
+            lock.lock_sha256.trim_start_matches("sha256:")
+        );
     }
 }

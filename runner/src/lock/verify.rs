@@ -31,15 +31,33 @@ pub struct Verification {
     pub lock: Option<Lock>,
 }
 
-fn diff(what: impl Into<String>, expected: impl Into<String>, actual: impl Into<String>) -> Difference {
-    Difference { what: what.into(), expected: expected.into(), actual: actual.into() }
+fn diff(
+    what: impl Into<String>,
+    expected: impl Into<String>,
+    actual: impl Into<String>,
+) -> Difference {
+    Difference {
+        what: what.into(),
+        expected: expected.into(),
+        actual: actual.into(),
+    }
 }
 
 /// Result id and directory of `TS-….md`.
 pub fn result_location(result: &Path) -> (String, PathBuf) {
-    let id = result.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let dir = result.parent().map(Path::to_owned).unwrap_or_else(|| PathBuf::from("."));
-    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let id = result
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = result
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
     (id, dir)
 }
 
@@ -48,7 +66,9 @@ pub fn result_location(result: &Path) -> (String, PathBuf) {
 /// results directory itself.
 pub fn find_request(results_dir: &Path, request_id: &str) -> Option<PathBuf> {
     let name = format!("{request_id}.md");
-    [results_dir.join("..").join(&name), results_dir.join(&name)].into_iter().find(|p| p.is_file())
+    [results_dir.join("..").join(&name), results_dir.join(&name)]
+        .into_iter()
+        .find(|p| p.is_file())
 }
 
 /// Verifies `result` (a `TS-….md`) against its lock and the files beside it.
@@ -64,7 +84,11 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
     let lock_path = dir.join(lock_file_name(&id));
     let lock = match std::fs::read(&lock_path) {
         Err(e) => {
-            differences.push(diff(format!("lock {}", lock_path.display()), "a readable lock file", e.to_string()));
+            differences.push(diff(
+                format!("lock {}", lock_path.display()),
+                "a readable lock file",
+                e.to_string(),
+            ));
             None
         }
         Ok(bytes) => match Lock::parse(&bytes) {
@@ -73,7 +97,11 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
                 Some(lock)
             }
             Err(e) => {
-                differences.push(diff("lock", "a canonical runner.lock/v1 whose lock_sha256 re-derives", e.to_string()));
+                differences.push(diff(
+                    "lock",
+                    "a canonical runner.lock/v1 whose lock_sha256 re-derives",
+                    e.to_string(),
+                ));
                 None
             }
         },
@@ -87,7 +115,11 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
             }
         },
         Err(e) => {
-            differences.push(diff(format!("result {}", result.display()), "a readable result document", e.to_string()));
+            differences.push(diff(
+                format!("result {}", result.display()),
+                "a readable result document",
+                e.to_string(),
+            ));
             None
         }
     };
@@ -107,15 +139,26 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
     }
     let artifact_dir = dir.join(&id);
     match Dir::open_ambient_dir(&artifact_dir, ambient_authority()) {
-        Err(e) => differences.push(diff(format!("artifact directory {}", artifact_dir.display()), "present", e.to_string())),
+        Err(e) => differences.push(diff(
+            format!("artifact directory {}", artifact_dir.display()),
+            "present",
+            e.to_string(),
+        )),
         Ok(adir) => {
-            for (name, pin) in [("stdout", &lock.outputs.stdout), ("stderr", &lock.outputs.stderr)] {
+            for (name, pin) in [
+                ("stdout", &lock.outputs.stdout),
+                ("stderr", &lock.outputs.stderr),
+            ] {
                 match hash_nofollow(&adir, name) {
                     Ok((sha, bytes)) => {
                         if sha != pin.sha256 {
                             differences.push(diff(format!("{name} sha256"), &pin.sha256, sha));
                         } else if bytes != pin.bytes {
-                            differences.push(diff(format!("{name} bytes"), pin.bytes.to_string(), bytes.to_string()));
+                            differences.push(diff(
+                                format!("{name} bytes"),
+                                pin.bytes.to_string(),
+                                bytes.to_string(),
+                            ));
                         }
                         checked.push(name.into());
                     }
@@ -127,24 +170,44 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
                 list_files(&out, "", &mut on_disk, 0);
                 for a in &lock.outputs.artifacts {
                     if a.path.split('/').any(|c| c == ".." || c.is_empty()) {
-                        differences.push(diff(format!("artifact path {}", a.path), "a relative path", "a path that climbs or is empty"));
+                        differences.push(diff(
+                            format!("artifact path {}", a.path),
+                            "a relative path",
+                            "a path that climbs or is empty",
+                        ));
                         continue;
                     }
                     match hash_nofollow(&out, &a.path) {
                         Ok((sha, bytes)) => {
                             if sha != a.sha256 {
-                                differences.push(diff(format!("artifact {}", a.path), &a.sha256, sha));
+                                differences.push(diff(
+                                    format!("artifact {}", a.path),
+                                    &a.sha256,
+                                    sha,
+                                ));
                             } else if bytes != a.bytes {
-                                differences.push(diff(format!("artifact {} bytes", a.path), a.bytes.to_string(), bytes.to_string()));
+                                differences.push(diff(
+                                    format!("artifact {} bytes", a.path),
+                                    a.bytes.to_string(),
+                                    bytes.to_string(),
+                                ));
                             }
                             checked.push(format!("artifact {}", a.path));
                         }
-                        Err(e) => differences.push(diff(format!("artifact {}", a.path), &a.sha256, format!("missing or unreadable: {e}"))),
+                        Err(e) => differences.push(diff(
+                            format!("artifact {}", a.path),
+                            &a.sha256,
+                            format!("missing or unreadable: {e}"),
+                        )),
                     }
                 }
                 for path in on_disk {
                     if !lock.outputs.artifacts.iter().any(|a| a.path == path) {
-                        differences.push(diff(format!("artifact {path}"), "absent (not in the lock)", "present"));
+                        differences.push(diff(
+                            format!("artifact {path}"),
+                            "absent (not in the lock)",
+                            "present",
+                        ));
                     }
                 }
             } else if !lock.outputs.artifacts.is_empty() {
@@ -152,7 +215,9 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
             }
         }
     }
-    let request_path = request.map(Path::to_owned).or_else(|| find_request(&dir, &lock.request.request_id));
+    let request_path = request
+        .map(Path::to_owned)
+        .or_else(|| find_request(&dir, &lock.request.request_id));
     match request_path {
         Some(p) => match std::fs::read(&p) {
             Ok(bytes) => {
@@ -161,20 +226,46 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
                     Err(_) => sha256_tagged(&bytes),
                 };
                 if actual != lock.request.sha256 {
-                    differences.push(diff(format!("request {}", p.display()), &lock.request.sha256, actual));
+                    differences.push(diff(
+                        format!("request {}", p.display()),
+                        &lock.request.sha256,
+                        actual,
+                    ));
                 }
                 checked.push(format!("request {}", p.display()));
             }
-            Err(e) => differences.push(diff(format!("request {}", p.display()), "readable", e.to_string())),
+            Err(e) => differences.push(diff(
+                format!("request {}", p.display()),
+                "readable",
+                e.to_string(),
+            )),
         },
-        None => not_checked.push(format!("request {} (not given and not found beside the results)", lock.request.request_id)),
+        None => not_checked.push(format!(
+            "request {} (not given and not found beside the results)",
+            lock.request.request_id
+        )),
     }
     finish(differences, checked, not_checked, Some(lock))
 }
 
-fn finish(differences: Vec<Difference>, checked: Vec<String>, not_checked: Vec<String>, lock: Option<Lock>) -> Verification {
-    let verdict = if differences.is_empty() { "ACCEPT" } else { "REJECT" };
-    Verification { verdict, differences, checked, not_checked, lock }
+fn finish(
+    differences: Vec<Difference>,
+    checked: Vec<String>,
+    not_checked: Vec<String>,
+    lock: Option<Lock>,
+) -> Verification {
+    let verdict = if differences.is_empty() {
+        "ACCEPT"
+    } else {
+        "REJECT"
+    };
+    Verification {
+        verdict,
+        differences,
+        checked,
+        not_checked,
+        lock,
+    }
 }
 
 /// The result's front matter must agree with the lock on every hash it states.
@@ -183,7 +274,10 @@ fn compare_front_matter(text: &str, lock: &Lock, differences: &mut Vec<Differenc
         differences.push(diff("result front matter", "present", "missing"));
         return;
     };
-    let budget = yaml::Budget { max_depth: 8, max_nodes: 100_000 };
+    let budget = yaml::Budget {
+        max_depth: 8,
+        max_nodes: 100_000,
+    };
     let Ok(root) = yaml::load(&split.front_matter, split.front_matter_first_line, budget) else {
         differences.push(diff("result front matter", "valid YAML", "invalid"));
         return;
@@ -192,16 +286,31 @@ fn compare_front_matter(text: &str, lock: &Lock, differences: &mut Vec<Differenc
         Some(Node::Scalar { value, .. }) => value.clone(),
         _ => String::new(),
     };
-    for (key, pinned) in [("stdout_sha256", &lock.outputs.stdout.sha256), ("stderr_sha256", &lock.outputs.stderr.sha256)] {
+    for (key, pinned) in [
+        ("stdout_sha256", &lock.outputs.stdout.sha256),
+        ("stderr_sha256", &lock.outputs.stderr.sha256),
+    ] {
         let stated = tag(&scalar(key));
         if stated != *pinned {
-            differences.push(diff(format!("result front matter {key}"), pinned.clone(), stated));
+            differences.push(diff(
+                format!("result front matter {key}"),
+                pinned.clone(),
+                stated,
+            ));
         }
     }
-    for (key, pinned) in [("result_id", &lock.result_id), ("request_id", &lock.request.request_id), ("exit_code", &lock.outputs.exit_code.to_string())] {
+    for (key, pinned) in [
+        ("result_id", &lock.result_id),
+        ("request_id", &lock.request.request_id),
+        ("exit_code", &lock.outputs.exit_code.to_string()),
+    ] {
         let stated = scalar(key);
         if stated != *pinned {
-            differences.push(diff(format!("result front matter {key}"), pinned.clone(), stated));
+            differences.push(diff(
+                format!("result front matter {key}"),
+                pinned.clone(),
+                stated,
+            ));
         }
     }
     let stated: Vec<(String, String)> = match root.get("artifacts") {
@@ -217,10 +326,24 @@ fn compare_front_matter(text: &str, lock: &Lock, differences: &mut Vec<Differenc
             .collect(),
         _ => Vec::new(),
     };
-    let pinned: Vec<(String, String)> = lock.outputs.artifacts.iter().map(|a| (a.path.clone(), a.sha256.clone())).collect();
+    let pinned: Vec<(String, String)> = lock
+        .outputs
+        .artifacts
+        .iter()
+        .map(|a| (a.path.clone(), a.sha256.clone()))
+        .collect();
     if stated != pinned {
-        let show = |v: &[(String, String)]| v.iter().map(|(p, s)| format!("{p}={s}")).collect::<Vec<_>>().join(", ");
-        differences.push(diff("result front matter artifacts", show(&pinned), show(&stated)));
+        let show = |v: &[(String, String)]| {
+            v.iter()
+                .map(|(p, s)| format!("{p}={s}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        differences.push(diff(
+            "result front matter artifacts",
+            show(&pinned),
+            show(&stated),
+        ));
     }
 }
 
@@ -237,7 +360,10 @@ fn hash_nofollow(dir: &Dir, path: &str) -> Result<(String, u64), String> {
     }
     let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
     let file = current
-        .open_with(parts[parts.len() - 1], OpenOptions::new().read(true).custom_flags(flags.bits()))
+        .open_with(
+            parts[parts.len() - 1],
+            OpenOptions::new().read(true).custom_flags(flags.bits()),
+        )
         .map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
@@ -254,7 +380,11 @@ fn list_files(dir: &Dir, prefix: &str, out: &mut Vec<String>, depth: usize) {
     let Ok(entries) = dir.entries() else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let path = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        let path = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
         match entry.file_type() {
             Ok(t) if t.is_dir() => {
                 if let Ok(sub) = dir.open_dir(&name) {

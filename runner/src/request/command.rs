@@ -107,16 +107,30 @@ pub fn path_problems(args: &[String]) -> Vec<CommandProblem> {
         let mut host = false;
         for value in path_candidates(arg) {
             if value.starts_with('~') {
-                found.push(problem("command.host_path", format!("argument `{arg}` names a home directory, a host path")));
+                found.push(problem(
+                    "command.host_path",
+                    format!("argument `{arg}` names a home directory, a host path"),
+                ));
             } else if value.starts_with('/') && !is_sandbox_path(value) {
                 host = true;
             }
         }
         if host || arg.to_ascii_lowercase().contains("file:") {
-            found.push(problem("command.host_path", format!("argument `{arg}` names a host path; only /in/… and /out/… exist in the sandbox")));
+            found.push(problem(
+                "command.host_path",
+                format!(
+                    "argument `{arg}` names a host path; only /in/… and /out/… exist in the sandbox"
+                ),
+            ));
         }
-        if arg.split(['/', '\\', '=', ':', ',', '@']).any(|c| c == "..") {
-            found.push(problem("command.path_traversal", format!("argument `{arg}` climbs out with `..`")));
+        if arg
+            .split(['/', '\\', '=', ':', ',', '@'])
+            .any(|c| c == "..")
+        {
+            found.push(problem(
+                "command.path_traversal",
+                format!("argument `{arg}` climbs out with `..`"),
+            ));
         }
     }
     found.dedup();

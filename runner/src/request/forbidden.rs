@@ -45,7 +45,11 @@ pub fn scan<'a>(
                     .iter()
                     .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
             };
-            let collapsed_hit = || view.collapsed.as_deref().is_some_and(|c| rule.pattern.is_match(c));
+            let collapsed_hit = || {
+                view.collapsed
+                    .as_deref()
+                    .is_some_and(|c| rule.pattern.is_match(c))
+            };
             if rule.pattern.is_match(&view.folded) || spaced_hit() || collapsed_hit() {
                 findings.push(Finding {
                     code: rule.code.clone(),
@@ -73,7 +77,13 @@ pub fn scan_joined(text: &str, line: usize, rules: &[ForbiddenRule]) -> Vec<Find
         });
     }
     let flat = text.replace('\n', " ");
-    for mut f in scan([Line { number: line, text: &flat }], rules) {
+    for mut f in scan(
+        [Line {
+            number: line,
+            text: &flat,
+        }],
+        rules,
+    ) {
         if f.code != "text.control_character" {
             f.line = line;
             findings.push(f);

@@ -590,7 +590,12 @@ fn required_text(
 /// True when `s` holds something a reader can see: not only whitespace, invisible
 /// or control characters.
 fn has_visible_character(s: &str) -> bool {
-    s.chars().any(|c| !c.is_whitespace() && !crate::normalize::is_invisible(c) && !c.is_control() && c != '\u{2800}')
+    s.chars().any(|c| {
+        !c.is_whitespace()
+            && !crate::normalize::is_invisible(c)
+            && !c.is_control()
+            && c != '\u{2800}'
+    })
 }
 
 /// Parses an RFC 3339 timestamp that must be in UTC (`Z` or `+00:00`).
@@ -740,7 +745,11 @@ pub fn parse_cpu_seconds(text: &str) -> Option<f64> {
     number.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
-fn declared_inputs(r: &mut Reasons, node: &Node, declared_paths: &mut Vec<String>) -> Vec<DeclaredInput> {
+fn declared_inputs(
+    r: &mut Reasons,
+    node: &Node,
+    declared_paths: &mut Vec<String>,
+) -> Vec<DeclaredInput> {
     let items = match node {
         Node::Seq { items, .. } => items,
         Node::Scalar {
@@ -1035,14 +1044,22 @@ fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
     // Markdown wraps paths in backticks, quotes, brackets and emphasis, and follows them
     // with punctuation: "`/out/x.json`:" is the path /out/x.json. A trailing `..` is a
     // path component, never punctuation.
-    text.split_whitespace().map(trim_path_token).filter(|t| !t.is_empty())
+    text.split_whitespace()
+        .map(trim_path_token)
+        .filter(|t| !t.is_empty())
 }
 
 fn trim_path_token(token: &str) -> &str {
-    let mut t = token.trim_start_matches(|c: char| matches!(c, '`' | '"' | '\'' | '(' | '[' | '*' | '<' | '{'));
+    let mut t = token
+        .trim_start_matches(|c: char| matches!(c, '`' | '"' | '\'' | '(' | '[' | '*' | '<' | '{'));
     loop {
         let before = t;
-        t = t.trim_end_matches(|c: char| matches!(c, '`' | '"' | '\'' | ')' | ']' | '*' | '>' | '}' | ',' | ':' | ';'));
+        t = t.trim_end_matches(|c: char| {
+            matches!(
+                c,
+                '`' | '"' | '\'' | ')' | ']' | '*' | '>' | '}' | ',' | ':' | ';'
+            )
+        });
         if t.ends_with('.') && !t.ends_with("..") {
             t = &t[..t.len() - 1];
         }

@@ -34,6 +34,23 @@ pub enum PublishError {
     NoName { base: String, tries: usize },
 }
 
+/// What a result renders to once its id is known: the document, and companion files
+/// (by file name in the results directory) written before it.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    pub document: String,
+    pub extras: Vec<(String, Vec<u8>)>,
+}
+
+impl From<String> for Rendered {
+    fn from(document: String) -> Self {
+        Self {
+            document,
+            extras: Vec::new(),
+        }
+    }
+}
+
 /// A result being assembled in a private temporary directory of the results directory.
 pub struct Staging {
     results_dir: PathBuf,
@@ -97,7 +114,7 @@ impl Staging {
     pub fn publish(
         mut self,
         base: &str,
-        render: impl Fn(&str) -> String,
+        render: impl Fn(&str) -> Rendered,
     ) -> Result<PathBuf, PublishError> {
         let werr = |dir: &Path| {
             let dir = dir.to_owned();
@@ -137,7 +154,28 @@ impl Staging {
                     });
                 }
             }
-            let text = render(&id);
+            let Rendered {
+                document: text,
+                extras,
+            } = render(&id);
+            // Companion files (lock, statement, signature) go in before the document:
+            // a document never exists without them. Names are derived from the id we
+            // hold, so nobody else writes them; create_new refuses a leftover.
+            for (name, bytes) in &extras {
+                let path = self.results_dir.join(name);
+                let written = (|| -> io::Result<()> {
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)?;
+                    f.write_all(bytes)?;
+                    f.sync_all()
+                })();
+                written.map_err(|source| PublishError::Write {
+                    dir: self.results_dir.clone(),
+                    source,
+                })?;
+            }
             let doc_tmp = self.results_dir.join(format!(".tmp-{id}.md"));
             let written = (|| -> io::Result<()> {
                 let mut f = std::fs::OpenOptions::new()
@@ -248,7 +286,10 @@ mod tests {
         for _ in 0..3 {
             let s = Staging::new(dir.path()).unwrap();
             s.write_stream("stdout", b"hi").unwrap();
-            paths.push(s.publish("TS-1-x", |id| format!("id {id}\n")).unwrap());
+            paths.push(
+                s.publish("TS-1-x", |id| format!("id {id}\n").into())
+                    .unwrap(),
+            );
         }
         let names: Vec<String> = paths
             .iter()
@@ -277,7 +318,11 @@ mod tests {
                 std::thread::spawn(move || {
                     let s = Staging::new(&d).unwrap();
                     s.write_stream("stdout", format!("{i}").as_bytes()).unwrap();
-                    s.publish("TS-1-x", |id| format!("{id}\n")).unwrap()
+                    s.publish("TS-1-x", |id| Rendered {
+                        document: format!("{id}\n"),
+                        extras: vec![(format!("{id}.lock.json"), b"{}".to_vec())],
+                    })
+                    .unwrap()
                 })
             })
             .collect();
@@ -289,6 +334,7 @@ mod tests {
             let id = p.file_stem().unwrap().to_string_lossy().into_owned();
             assert_eq!(std::fs::read_to_string(p).unwrap(), format!("{id}\n"));
             assert!(dir.path().join(&id).join("stdout").exists());
+            assert!(dir.path().join(format!("{id}.lock.json")).exists());
         }
     }
 
