@@ -5,9 +5,11 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 runner := "target/release/runner"
 example := "examples/csv-stats/TR-20261121-100000Z-csv-stats.md"
 
-# Build the release binaries (tests run against them too): `runner`, and the Monty
-# worker `runner-monty-worker` beside it (monty 1.4.0 declares rust-version 1.96; it
-# builds and works on this 1.95 toolchain, hence --ignore-rust-version).
+# The Monty worker `runner-monty-worker` is built beside `runner`: monty 1.4.0 declares
+# rust-version 1.96 and builds and works on this 1.95 toolchain, hence
+# --ignore-rust-version (also on the workspace-wide test and clippy runs).
+
+# Build the release binaries, `runner` and the Monty worker (tests run against them too).
 build:
     cargo build --release --locked
     cargo build --release --locked -p runner-monty --ignore-rust-version

@@ -237,8 +237,8 @@ pub fn out_caps_enforced(out_dir: &Path, limits: &Limits) -> bool {
     let Ok(vfs) = nix::sys::statvfs::statvfs(out_dir) else {
         return false;
     };
-    let size = u64::from(vfs.blocks()).saturating_mul(vfs.fragment_size());
-    size <= out_tmpfs_size(limits) && u64::from(vfs.files()) <= out_tmpfs_inodes(limits)
+    let size = vfs.blocks().saturating_mul(vfs.fragment_size());
+    size <= out_tmpfs_size(limits) && vfs.files() <= out_tmpfs_inodes(limits)
 }
 
 /// True when the tmpfs on `out_dir` has no room left (bytes or inodes).
@@ -421,6 +421,7 @@ fn ignore_sigxfsz() -> nix::Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -442,6 +443,20 @@ mod tests {
         assert_eq!(rlimit_cpu_secs(Duration::from_secs(2)), 3);
         assert_eq!(rlimit_cpu_secs(Duration::from_millis(2001)), 4);
         assert_eq!(rlimit_cpu_secs(Duration::ZERO), 2);
+    }
+
+    #[test]
+    fn private_mount_namespace_refuses_a_threaded_process() {
+        // The test harness runs threads: entering would move this thread only.
+        assert_eq!(thread_count().map(|n| n > 1), Some(true));
+        assert!(!enter_private_mount_namespace().unwrap());
+        assert!(!private_mount_namespace_active());
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            mount_out_tmpfs(dir.path(), &limits(1 << 20, 4))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -491,9 +506,7 @@ mod tests {
             let limits = limits.clone();
             // A dedicated thread: the namespace change stays with it.
             std::thread::spawn(move || {
-                let Some(mount) = mount_tmpfs_in_thread_namespace(&path, &limits).unwrap() else {
-                    return None;
-                };
+                let mount = mount_tmpfs_in_thread_namespace(&path, &limits).unwrap()?;
                 assert!(out_caps_enforced(&path, &limits));
                 // Exactly the caps fit: 3 entries, 64 KiB (empty files take no page).
                 fs::write(path.join("f0"), vec![0u8; 64 << 10]).unwrap();

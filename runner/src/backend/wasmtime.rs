@@ -337,7 +337,7 @@ fn open_private(path: &Path) -> io::Result<File> {
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(path)?;
     let meta = file.metadata()?;
-    check_private(&meta, false).map_err(|reason| io::Error::other(reason))?;
+    check_private(&meta, false).map_err(io::Error::other)?;
     Ok(file)
 }
 
@@ -703,11 +703,11 @@ pub fn run_guest(
             outcome_kind = OutcomeKind::OutputLimit;
         }
     }
-    if outcome_kind != kind {
-        if let Some(code) = outcome_kind.conventional_exit_code() {
-            details.push(format!("guest's own exit code was {exit}"));
-            exit = code;
-        }
+    if outcome_kind != kind
+        && let Some(code) = outcome_kind.conventional_exit_code()
+    {
+        details.push(format!("guest's own exit code was {exit}"));
+        exit = code;
     }
     Ok(Outcome {
         kind: outcome_kind,
@@ -791,6 +791,7 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
 /// Test fixtures shared by the backend's tests: the real guest, compiled once into a
 /// cache under `target/`, and throwaway sandboxes.
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod testkit {
     use super::*;
     use crate::backend::Program;
@@ -948,6 +949,7 @@ pub(crate) mod testkit {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::testkit::{Sandbox, json_line, limits, shared, text};
     use super::*;

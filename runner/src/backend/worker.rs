@@ -17,6 +17,11 @@
 //! SIGKILL, polls `/out` when no tmpfs caps it, reads at most a bounded amount of
 //! anything the worker says, and returns a complete [`Outcome`] however the worker
 //! ends: crash, garbage on stdout, silence.
+//!
+//! The Monty worker (`runner-monty-worker`, see [`super::monty`]) speaks the same
+//! protocol with its own request type and is supervised by the same
+//! `supervise_worker`; [`read_request`], [`write_capture`] and [`finish`] are its
+//! worker-side half.
 
 use super::confine;
 use super::wasmtime::{
@@ -755,6 +760,7 @@ fn zombie_cpu_time(pid: Pid) -> Option<Duration> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::backend::wasmtime::testkit::{

@@ -121,7 +121,7 @@ impl ReplayCommand {
         let request_path = self
             .request
             .clone()
-            .or_else(|| find_request(&dir, &lock.request.request_id))
+            .or_else(|| find_request(&dir, &lock.request.request_id, &lock.request.sha256))
             .ok_or_else(|| {
                 refuse(format!(
                     "request {} not found beside the results; pass --request",

@@ -63,12 +63,29 @@ pub fn result_location(result: &Path) -> (String, PathBuf) {
 
 /// Where a request is looked for when not given: `<request_id>.md` in the results
 /// directory's parent (the default layout, `results/` beside the request) or in the
-/// results directory itself.
-pub fn find_request(results_dir: &Path, request_id: &str) -> Option<PathBuf> {
+/// results directory itself; failing that, a markdown file in the parent whose
+/// normalized text has the pinned sha256 (so a renamed request is still found, while
+/// a request found by name is always compared, tampered or not).
+pub fn find_request(results_dir: &Path, request_id: &str, pinned_sha256: &str) -> Option<PathBuf> {
     let name = format!("{request_id}.md");
-    [results_dir.join("..").join(&name), results_dir.join(&name)]
+    if let Some(p) = [results_dir.join("..").join(&name), results_dir.join(&name)]
         .into_iter()
         .find(|p| p.is_file())
+    {
+        return Some(p);
+    }
+    let parent = results_dir.join("..");
+    let entries = std::fs::read_dir(&parent).ok()?;
+    entries
+        .flatten()
+        .take(1000)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "md")
+                && p.metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() <= (1 << 20))
+        })
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| text_sha256_tagged(&t) == pinned_sha256))
 }
 
 /// Verifies `result` (a `TS-….md`) against its lock and the files beside it.
@@ -217,7 +234,7 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
     }
     let request_path = request
         .map(Path::to_owned)
-        .or_else(|| find_request(&dir, &lock.request.request_id));
+        .or_else(|| find_request(&dir, &lock.request.request_id, &lock.request.sha256));
     match request_path {
         Some(p) => match std::fs::read(&p) {
             Ok(bytes) => {

@@ -1,0 +1,85 @@
+//! The research-packet corpus (`tests/packets/`): every fixture judged against its
+//! sidecar, the corpus rules, the CLI agreeing with the library, and the content-hash
+//! byte rules on the worked example.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod gate_support;
+
+use gate_support::*;
+use runner::gate::research_packet::content_hashes;
+use runner::policy::Policy;
+
+fn corpus() -> Vec<Fixture> {
+    fixtures(&corpus_dir("packets"), "md")
+}
+
+#[test]
+fn every_packet_fixture_gets_its_expected_verdict_and_codes() {
+    check_all("research_packet", &corpus(), &Policy::builtin(), &catalog());
+}
+
+#[test]
+fn packet_corpus_is_large_and_well_formed() {
+    check_corpus(
+        "research_packet",
+        &corpus(),
+        &Policy::builtin(),
+        &catalog(),
+        20,
+        3,
+    );
+}
+
+#[test]
+fn cli_json_matches_the_library_on_packets() {
+    check_cli_json(&corpus(), &Policy::builtin(), &catalog());
+}
+
+/// The byte rules the README states: BOM stripped, CRLF → LF, NFC, body after the
+/// closing `---` line, Citations content trimmed of blank lines, no final newline.
+#[test]
+fn content_hash_byte_rules() {
+    let example =
+        std::fs::read_to_string(corpus_dir("packets").join("accept-worked-example-rfc8785-jcs.md"))
+            .unwrap();
+    let h = content_hashes(&example).unwrap();
+    assert_eq!(
+        h.body_sha256,
+        "fe147ef3ece283d32f9dbf97609d51a9ad94a7a8030cf1a01dee64a0814de242"
+    );
+    assert_eq!(
+        h.sources_sha256.as_deref(),
+        Some("1f1e7e965bb31a4bd2018fedaf4cd91c0692ae9d1575680bc2468f6a8d9b2669")
+    );
+    // Blank lines around the citations do not count; a final newline does not count.
+    let padded = example.replacen("## Citations\n", "## Citations\n\n  \n", 1) + "\n\n";
+    assert_eq!(
+        content_hashes(&padded).unwrap().sources_sha256,
+        h.sources_sha256
+    );
+    assert_ne!(
+        content_hashes(&padded).unwrap().body_sha256,
+        h.body_sha256,
+        "the body covers every byte"
+    );
+    // The front matter is not part of the body.
+    let retitled = example.replacen("title: \"JSON", "title: \"The JSON", 1);
+    assert_eq!(
+        content_hashes(&retitled).unwrap().body_sha256,
+        h.body_sha256
+    );
+    // NFD and NFC spellings hash alike; CRLF and a BOM change nothing.
+    let nfd = example
+        .replacen("Executive Summary\n", "Executive Summary\n", 1)
+        .replace("é", "e\u{301}");
+    assert_eq!(content_hashes(&nfd).unwrap(), h);
+    let crlf = format!("\u{feff}{}", example.replace('\n', "\r\n"));
+    assert_eq!(content_hashes(&crlf).unwrap(), h);
+    // The body starts after the newline that ends the closing `---` line.
+    let body_start = example.match_indices("\n---\n").next().unwrap().0 + 5;
+    assert_eq!(
+        h.body_sha256,
+        runner::digest::sha256_hex(example[body_start..].as_bytes())
+    );
+}

@@ -1,0 +1,406 @@
+//! The replay lock end to end, on the real guest: every run is content-addressed,
+//! `runner verify` catches a change to any file it covers, and `runner replay`
+//! reports MATCH, or DRIFT for exactly the outputs that changed.
+//!
+//! Needs the CPython guest fetched (`just guests`); a run without it fails loudly.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const REQUEST: &str = "TR-20261121-100000Z-csv-stats.md";
+
+fn runner() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+}
+
+fn example_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/csv-stats")
+}
+
+/// A private copy of the csv-stats example (request + inputs, no results).
+fn example_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(example_dir().join(REQUEST), dir.path().join(REQUEST)).unwrap();
+    std::fs::create_dir(dir.path().join("inputs")).unwrap();
+    for f in ["stats.py", "data.csv"] {
+        std::fs::copy(
+            example_dir().join("inputs").join(f),
+            dir.path().join("inputs").join(f),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// Runs `exec --json` and returns the result path.
+fn exec(dir: &Path, extra: &[&str]) -> PathBuf {
+    let out = runner()
+        .arg("exec")
+        .arg(dir.join(REQUEST))
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exec failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    PathBuf::from(report["result_path"].as_str().unwrap())
+}
+
+fn verify(result: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = runner()
+        .arg("verify")
+        .arg(result)
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (out.status.code().unwrap(), v)
+}
+
+fn differences(v: &Value) -> Vec<String> {
+    v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["what"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn artifact_dir(result: &Path) -> PathBuf {
+    result.with_extension("")
+}
+
+/// Flips one byte of a file.
+fn flip_byte(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let i = at.min(bytes.len() - 1);
+    bytes[i] ^= 0x01;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_fresh_result_verifies_and_each_tamper_is_named() {
+    let dir = example_copy();
+    let key = dir.path().join("k");
+    assert!(
+        runner()
+            .arg("keygen")
+            .arg(&key)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let result = exec(
+        dir.path(),
+        &["--sign-key", key.with_extension("key").to_str().unwrap()],
+    );
+    let public = key.with_extension("pub");
+    let (code, v) = verify(&result, &["--public-key", public.to_str().unwrap()]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("ACCEPT")), "{v}");
+    assert!(
+        v["checked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str().unwrap().starts_with("request")),
+        "the request beside the results is found and checked: {v}"
+    );
+
+    let results = result.parent().unwrap().to_owned();
+    let id = result.file_stem().unwrap().to_string_lossy().into_owned();
+    // Each case: what to do to a fresh copy of the results, and what verify must name.
+    type Tamper = Box<dyn Fn(&Path, &Path)>;
+    let cases: Vec<(&str, Tamper, &str)> = vec![
+        (
+            "artifact byte",
+            Box::new(|r, _| flip_byte(&artifact_dir(r).join("out/summary.json"), 10)),
+            "artifact summary.json",
+        ),
+        (
+            "stdout byte",
+            Box::new(|r, _| flip_byte(&artifact_dir(r).join("stdout"), 0)),
+            "stdout",
+        ),
+        (
+            "stderr appended",
+            Box::new(|r, _| std::fs::write(artifact_dir(r).join("stderr"), b"x").unwrap()),
+            "stderr",
+        ),
+        (
+            "artifact deleted",
+            Box::new(|r, _| {
+                std::fs::remove_file(artifact_dir(r).join("out/summary.json")).unwrap()
+            }),
+            "artifact summary.json",
+        ),
+        (
+            "extra artifact",
+            Box::new(|r, _| std::fs::write(artifact_dir(r).join("out/extra.txt"), b"x").unwrap()),
+            "artifact extra.txt",
+        ),
+        (
+            "document body byte",
+            Box::new(|r, _| flip_byte(r, 900)),
+            "result document sha256",
+        ),
+        (
+            "front matter stdout hash",
+            Box::new(|r, _| {
+                let t = std::fs::read_to_string(r).unwrap();
+                let i = t.find("stdout_sha256: \"").unwrap() + 16;
+                let mut b = t.into_bytes();
+                b[i] = if b[i] == b'0' { b'1' } else { b'0' };
+                std::fs::write(r, b).unwrap();
+            }),
+            "result front matter stdout_sha256",
+        ),
+        (
+            "lock deleted",
+            Box::new(|r, _| std::fs::remove_file(r.with_extension("lock.json")).unwrap()),
+            "lock",
+        ),
+        (
+            "lock byte",
+            Box::new(|r, _| flip_byte(&r.with_extension("lock.json"), 40)),
+            "lock",
+        ),
+        (
+            "statement byte",
+            Box::new(|r, _| flip_byte(&r.with_extension("intoto.json"), 30)),
+            "in-toto statement",
+        ),
+        (
+            "signature byte",
+            Box::new(|r, _| flip_byte(&r.with_extension("intoto.dsse.json"), 20)),
+            "statement signature",
+        ),
+        (
+            "request byte",
+            Box::new(|_, req| flip_byte(req, 300)),
+            "request",
+        ),
+    ];
+    for (name, tamper, want) in cases {
+        let copy = tempfile::tempdir().unwrap();
+        let req = copy.path().join(REQUEST);
+        std::fs::copy(dir.path().join(REQUEST), &req).unwrap();
+        let res_dir = copy.path().join("results");
+        copy_tree(&results, &res_dir);
+        let r = res_dir.join(format!("{id}.md"));
+        tamper(&r, &req);
+        let (code, v) = verify(&r, &["--public-key", public.to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: verify must fail: {v}");
+        assert_eq!(v["verdict"], "REJECT", "{name}");
+        let named = differences(&v);
+        assert!(
+            named.iter().any(|w| w.starts_with(want)),
+            "{name}: wanted a difference naming `{want}`, got {named:?}"
+        );
+    }
+
+    // A signature by another key is not a signature by this one.
+    let other = dir.path().join("other");
+    assert!(
+        runner()
+            .arg("keygen")
+            .arg(&other)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let (code, v) = verify(
+        &result,
+        &[
+            "--public-key",
+            other.with_extension("pub").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{v}");
+    assert!(differences(&v).iter().any(|w| w == "statement signature"));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn crlf_bom_and_nfd_variants_of_the_request_hash_the_same() {
+    let dir = example_copy();
+    let result = exec(dir.path(), &[]);
+    let text = std::fs::read_to_string(dir.path().join(REQUEST)).unwrap();
+    // A BOM, CRLF line endings, and an "é" written decomposed in a comment-free place:
+    // the purpose gains "café" in NFC for the original and NFD for the variant.
+    let nfc = text.replace("per station.", "per station (café).");
+    let nfd = text.replace("per station.", "per station (cafe\u{301}).");
+    std::fs::write(dir.path().join(REQUEST), &nfc).unwrap();
+    let result_nfc = exec(dir.path(), &[]);
+    let variant = dir.path().join("variant.md");
+    std::fs::write(&variant, format!("\u{feff}{}", nfd.replace('\n', "\r\n"))).unwrap();
+    let (code, v) = verify(&result_nfc, &["--request", variant.to_str().unwrap()]);
+    assert_eq!(
+        code, 0,
+        "the CRLF + BOM + NFD variant must hash like the original: {v}"
+    );
+    // And the original request text differs from the edited one: that is caught.
+    std::fs::write(&variant, text).unwrap();
+    let (code, _) = verify(&result_nfc, &["--request", variant.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let _ = result;
+}
+
+fn replay(result: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = runner()
+        .arg("replay")
+        .arg(result)
+        .arg("--json")
+        .arg("--check")
+        .args(extra)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "replay printed no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), v)
+}
+
+fn verdicts(v: &Value) -> Vec<(String, String)> {
+    v["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_owned(),
+                o["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn replay_matches_then_reports_drift_precisely() {
+    let dir = example_copy();
+    let result = exec(dir.path(), &[]);
+    let (code, v) = replay(&result, &[]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("MATCH")), "{v}");
+    let names: Vec<String> = verdicts(&v).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        vec![
+            "stdout",
+            "stderr",
+            "exit_code",
+            "outcome",
+            "artifact summary.json"
+        ]
+    );
+
+    // An edited input: drift on exactly that input, and nothing runs.
+    let data = dir.path().join("inputs/data.csv");
+    let mut csv = std::fs::read_to_string(&data).unwrap();
+    csv.push_str("west,2026-11-01,9.0,0.0\n");
+    std::fs::write(&data, csv).unwrap();
+    let (code, v) = replay(&result, &[]);
+    assert_eq!(code, 5, "{v}");
+    assert_eq!(v["verdict"], "DRIFT");
+    assert_eq!(
+        verdicts(&v),
+        vec![("input /in/data.csv".to_owned(), "DRIFT".to_owned())]
+    );
+
+    // Another policy than the pinned one: refused, naming the policy.
+    let policy = dir.path().join("policy.toml");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &policy,
+        text.replace("excerpt_lines = 200", "excerpt_lines = 100"),
+    )
+    .unwrap();
+    let out = runner()
+        .arg("--policy")
+        .arg(&policy)
+        .arg("replay")
+        .arg(&result)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["verdict"], "REFUSED");
+    assert!(
+        v["refused"][0].as_str().unwrap().starts_with("policy:"),
+        "{v}"
+    );
+}
+
+#[test]
+fn replay_reports_drift_on_the_output_that_changes_and_match_on_the_rest() {
+    // A script whose stdout is random on every run, and whose artifact is not.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("inputs")).unwrap();
+    let script = b"import random\nprint(random.random())\nopen('/out/fixed.txt', 'w').write('same every time\\n')\n";
+    std::fs::write(dir.path().join("inputs/noisy.py"), script).unwrap();
+    let sha = runner_sha256(script);
+    let request = std::fs::read_to_string(example_dir().join(REQUEST))
+        .unwrap()
+        .replace("csv-stats", "noisy")
+        .replace("  - path: \"/in/data.csv\"\n    sha256: \"cb57b76eef265b42ce1f31b6ac92750cf272c9ce5353b55bbbfe66ce8aaeb89f\"\n", "")
+        .replace("/in/stats.py", "/in/noisy.py")
+        .replace("baee897a2a8444f00a97ec5737e416b651af2e195161f4292eced15072999550", &sha)
+        .replace("python -u stats.py --in /in/data.csv --out /out/summary.json", "python -u noisy.py")
+        .replace("- `/in/data.csv` sha256: cb57b76eef265b42ce1f31b6ac92750cf272c9ce5353b55bbbfe66ce8aaeb89f (readings: station, date, temp_c, rain_mm)\n", "");
+    std::fs::write(dir.path().join(REQUEST), request).unwrap();
+    let result = exec(dir.path(), &[]);
+    let (code, v) = replay(&result, &[]);
+    assert_eq!(code, 5, "{v}");
+    let got = verdicts(&v);
+    let want: Vec<(String, String)> = [
+        ("stdout", "DRIFT"),
+        ("stderr", "MATCH"),
+        ("exit_code", "MATCH"),
+        ("outcome", "MATCH"),
+        ("artifact fixed.txt", "MATCH"),
+    ]
+    .iter()
+    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+    .collect();
+    assert_eq!(got, want);
+}
+
+fn runner_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
