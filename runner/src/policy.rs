@@ -1,7 +1,8 @@
 //! The policy: limits maxima, request size cap, output caps, the guest registry and the
 //! forbidden-content rules, loaded from data (`policies/default.toml` is built in).
 //! Unknown keys are errors; every regular expression is compiled at load time so a bad
-//! rule fails before any request is judged.
+//! rule fails before any request is judged, and every trusted approval key is parsed at
+//! load time so a bad key fails before any signature is checked.
 
 use crate::digest::sha256_hex;
 use regex::{Regex, RegexBuilder};
@@ -32,6 +33,66 @@ struct PolicyFile {
     guests: Vec<GuestMapping>,
     #[serde(default)]
     forbidden: Vec<ForbiddenRuleFile>,
+    /// Absent: signatures not required, separation of duties on.
+    #[serde(default)]
+    approval: Option<ApprovalFile>,
+}
+
+/// The `[approval]` table as written. Both switches are required when the table is
+/// present: a security setting should be stated, not inherited.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalFile {
+    require_signed_approval: bool,
+    separation_of_duties: bool,
+    #[serde(default)]
+    trusted: Vec<TrustedKeyFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustedKeyFile {
+    name: String,
+    public_key: String,
+}
+
+/// Who may approve, and how (`[approval]` in the policy).
+#[derive(Debug, Clone)]
+pub struct ApprovalPolicy {
+    /// `runner exec` and `runner validate` reject a request without a valid signature
+    /// (`TR-….md.sig`) by a trusted key registered under its `approved_by`.
+    pub require_signed_approval: bool,
+    /// `runner approve` refuses, and the approval check rejects, a request whose
+    /// `requested_by` is its approver.
+    pub separation_of_duties: bool,
+    /// The operators' public keys, each under the name `approved_by` must carry.
+    pub trusted: Vec<TrustedKey>,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        Self {
+            require_signed_approval: false,
+            separation_of_duties: true,
+            trusted: Vec::new(),
+        }
+    }
+}
+
+/// One `[[approval.trusted]]` entry, its key parsed.
+#[derive(Debug, Clone)]
+pub struct TrustedKey {
+    pub name: String,
+    pub key: ed25519_dalek::VerifyingKey,
+    /// `sha256:<hex>` of the raw public key ([`crate::sign::key_id`]).
+    pub key_id: String,
+}
+
+impl ApprovalPolicy {
+    /// The trusted entry holding the key with this id.
+    pub fn trusted_by_key_id(&self, key_id: &str) -> Option<&TrustedKey> {
+        self.trusted.iter().find(|t| t.key_id == key_id)
+    }
 }
 
 /// Rules about the request file itself.
@@ -130,6 +191,8 @@ pub struct Policy {
     /// The rules that apply to tool requests (the request validator scans with these).
     /// Every kind's rules: [`Policy::rules_for`].
     pub forbidden: Vec<ForbiddenRule>,
+    /// Approval rules and the trusted operator keys.
+    pub approval: ApprovalPolicy,
     /// The rules per [`RuleTarget`], in policy order.
     rules_by_target: [Vec<ForbiddenRule>; 3],
     /// sha256 of the policy text as loaded (pinned in results and locks).
@@ -205,6 +268,10 @@ impl Policy {
                 applies_to,
             });
         }
+        let approval = match file.approval {
+            None => ApprovalPolicy::default(),
+            Some(a) => approval_policy(a).map_err(invalid)?,
+        };
         let rules_by_target = RuleTarget::ALL.map(|target| {
             forbidden
                 .iter()
@@ -218,6 +285,7 @@ impl Policy {
             output: file.output,
             guests: file.guests,
             forbidden: rules_by_target[RuleTarget::Request.index()].clone(),
+            approval,
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             origin: origin.to_owned(),
@@ -248,6 +316,42 @@ impl Policy {
                 .any(|l| l.eq_ignore_ascii_case(&language))
         })
     }
+}
+
+/// Parses and checks the trusted keys: names visible and single-line, every key an
+/// Ed25519 SPKI PEM, no key listed twice (one key under two names would make the
+/// signer's name ambiguous).
+fn approval_policy(file: ApprovalFile) -> Result<ApprovalPolicy, String> {
+    let mut trusted: Vec<TrustedKey> = Vec::with_capacity(file.trusted.len());
+    for (i, entry) in file.trusted.into_iter().enumerate() {
+        let n = i + 1;
+        let name = entry.name.trim().to_owned();
+        if name.is_empty()
+            || name
+                .chars()
+                .any(|c| c.is_control() || crate::normalize::is_invisible(c))
+        {
+            return Err(format!(
+                "approval.trusted entry {n}: `name` must be a non-empty single line of visible text"
+            ));
+        }
+        let origin = format!("approval.trusted entry {n} ({name})");
+        let key = crate::sign::parse_verifying_key(&entry.public_key, &origin)
+            .map_err(|e| e.to_string())?;
+        let key_id = crate::sign::key_id(&key);
+        if let Some(other) = trusted.iter().find(|t| t.key_id == key_id) {
+            return Err(format!(
+                "approval.trusted: key {key_id} is listed twice (as `{}` and as `{name}`)",
+                other.name
+            ));
+        }
+        trusted.push(TrustedKey { name, key, key_id });
+    }
+    Ok(ApprovalPolicy {
+        require_signed_approval: file.require_signed_approval,
+        separation_of_duties: file.separation_of_duties,
+        trusted,
+    })
 }
 
 #[cfg(test)]

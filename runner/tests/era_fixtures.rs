@@ -1,0 +1,194 @@
+//! Limits and escapes, end to end on the real CPython guest: each directory under
+//! `tests/era/` holds a `script.py` (the attack or the workload) and an `expect.json`
+//! (limits to ask for, the outcome that must fire, what stdout, Safety Notes and /out
+//! must and must not contain). The harness writes an approved request around the
+//! script with correct hashes, runs `runner exec` under a test policy with small output
+//! caps, and checks the result, then `runner verify`s it.
+//!
+//! Needs the guest fetched (`just guests`); without it every case fails loudly.
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    memory_limit_mb: Option<u64>,
+    time_limit_sec: Option<u64>,
+    cpu_limit: Option<String>,
+    #[serde(default)]
+    extra_inputs: BTreeMap<String, String>,
+    #[serde(default)]
+    replace_with_symlink: BTreeMap<String, String>,
+    #[serde(default)]
+    tamper_after_hashing: BTreeMap<String, String>,
+    /// The staging refusal code when nothing may run.
+    refused: Option<String>,
+    outcome: Option<String>,
+    exit_code: Option<i32>,
+    #[serde(default)]
+    stdout_has: Vec<String>,
+    #[serde(default)]
+    stdout_lacks: Vec<String>,
+    #[serde(default)]
+    safety_has: Vec<String>,
+    #[serde(default)]
+    safety_lacks: Vec<String>,
+    #[serde(default)]
+    document_lacks: Vec<String>,
+    #[serde(default)]
+    artifacts: Vec<String>,
+    #[serde(default)]
+    no_artifact: Vec<String>,
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A policy with small output caps, so floods fire fast.
+fn test_policy(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("policies/default.toml")).unwrap();
+    let text = text
+        .replace("stdout_max_bytes = 16777216", "stdout_max_bytes = 1048576")
+        .replace("stderr_max_bytes = 16777216", "stderr_max_bytes = 1048576")
+        .replace("out_max_bytes = 268435456", "out_max_bytes = 1048576")
+        .replace("out_max_files = 4096", "out_max_files = 64");
+    assert!(text.contains("out_max_files = 64"), "the default policy's caps changed; update this test");
+    let path = dir.join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
+    let mut fm_inputs = String::new();
+    let mut section = String::new();
+    for (file, sha) in inputs {
+        fm_inputs.push_str(&format!("  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"));
+        section.push_str(&format!("- `/in/{file}` sha256: {sha}\n"));
+    }
+    format!(
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: none\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\ninputs:\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
+        cpu = e.cpu_limit.as_deref().unwrap_or("20"),
+        mem = e.memory_limit_mb.unwrap_or(128),
+        time = e.time_limit_sec.unwrap_or(20),
+    )
+}
+
+/// Runs one fixture; returns the problems found (empty when it behaved).
+fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let e: Expect = serde_json::from_str(&std::fs::read_to_string(dir.join("expect.json")).unwrap()).unwrap_or_else(|err| panic!("{name}/expect.json: {err}"));
+    let work = tempfile::tempdir().unwrap();
+    let inputs_dir = work.path().join("inputs");
+    std::fs::create_dir(&inputs_dir).unwrap();
+    let mut inputs = Vec::new();
+    let script = std::fs::read(dir.join("script.py")).unwrap();
+    std::fs::write(inputs_dir.join("script.py"), &script).unwrap();
+    inputs.push(("script.py".to_owned(), sha256(&script)));
+    for (file, content) in &e.extra_inputs {
+        std::fs::write(inputs_dir.join(file), content).unwrap();
+        inputs.push((file.clone(), sha256(content.as_bytes())));
+    }
+    for (file, target) in &e.replace_with_symlink {
+        std::fs::remove_file(inputs_dir.join(file)).unwrap();
+        std::os::unix::fs::symlink(target, inputs_dir.join(file)).unwrap();
+    }
+    for (file, content) in &e.tamper_after_hashing {
+        std::fs::write(inputs_dir.join(file), content).unwrap();
+    }
+    let req = work.path().join(format!("TR-{name}.md"));
+    std::fs::write(&req, request(&name, &e, &inputs)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_runner")).arg("--policy").arg(policy).arg("exec").arg(&req).arg("--json").output().unwrap();
+    let report: Value = match serde_json::from_slice(&out.stdout) {
+        Ok(v) => v,
+        Err(err) => return vec![format!("{name}: exec printed no JSON ({err}); stderr: {}", String::from_utf8_lossy(&out.stderr))],
+    };
+    let mut problems = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            problems.push(format!("{name}: {what}"));
+        }
+    };
+    if let Some(code) = &e.refused {
+        check(out.status.code() == Some(4), format!("exit code {:?}, expected 4 (input refused): {report}", out.status.code()));
+        check(report["reasons"][0]["code"] == code.as_str(), format!("refusal {}, expected {code}", report["reasons"][0]["code"]));
+        check(!work.path().join("results").exists() || std::fs::read_dir(work.path().join("results")).unwrap().next().is_none(), "a refused run left something in results/".into());
+        return problems;
+    }
+    check(out.status.code() == Some(0), format!("exit code {:?}: {report}; stderr: {}", out.status.code(), String::from_utf8_lossy(&out.stderr)));
+    let Some(result) = report["result_path"].as_str().map(PathBuf::from) else {
+        problems.push(format!("{name}: no result written: {report}"));
+        return problems;
+    };
+    if let Some(want) = &e.outcome {
+        check(report["outcome"] == want.as_str(), format!("outcome {}, expected {want}", report["outcome"]));
+    }
+    if let Some(want) = e.exit_code {
+        check(report["exit_code"] == want, format!("exit code {}, expected {want}", report["exit_code"]));
+    }
+    let doc = std::fs::read_to_string(&result).unwrap();
+    let artifact_dir = result.with_extension("");
+    let stdout = String::from_utf8_lossy(&std::fs::read(artifact_dir.join("stdout")).unwrap()).into_owned();
+    let safety = doc.split("\n## Safety Notes\n").nth(1).unwrap_or("").to_owned();
+    for s in &e.stdout_has {
+        check(stdout.contains(s.as_str()), format!("stdout lacks {s:?}; stdout: {}", stdout.chars().take(600).collect::<String>()));
+    }
+    for s in &e.stdout_lacks {
+        check(!stdout.contains(s.as_str()), format!("stdout contains {s:?}: {}", stdout.chars().take(600).collect::<String>()));
+    }
+    for s in &e.safety_has {
+        check(safety.contains(s.as_str()), format!("Safety Notes lack {s:?}: {safety}"));
+    }
+    for s in &e.safety_lacks {
+        check(!safety.contains(s.as_str()), format!("Safety Notes contain {s:?}: {safety}"));
+    }
+    for s in &e.document_lacks {
+        check(!doc.contains(s.as_str()), format!("the result document contains {s:?}"));
+    }
+    for a in &e.artifacts {
+        check(artifact_dir.join("out").join(a).is_file(), format!("artifact {a} missing"));
+    }
+    for a in &e.no_artifact {
+        check(artifact_dir.join("out").join(a).symlink_metadata().is_err(), format!("{a} was collected"));
+    }
+    // Six sections, in order, whatever the guest printed.
+    let sections: Vec<&str> = doc.lines().filter(|l| l.starts_with("## ")).collect();
+    check(sections == ["## Summary", "## Provenance", "## Outputs", "## Stdout", "## Stderr", "## Safety Notes"], format!("sections {sections:?}"));
+    let v = Command::new(env!("CARGO_BIN_EXE_runner")).arg("verify").arg(&result).arg("--request").arg(&req).output().unwrap();
+    check(v.status.success(), format!("verify failed: {}", String::from_utf8_lossy(&v.stdout)));
+    problems
+}
+
+#[test]
+fn every_era_fixture_behaves() {
+    let root = repo().join("tests/era");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    assert!(dirs.len() >= 19, "expected the whole fixture set, found {}", dirs.len());
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = test_policy(policy_dir.path());
+    // Two at a time: the machine has two cores and several fixtures wait on deadlines.
+    let mut problems = Vec::new();
+    for pair in dirs.chunks(2) {
+        let handles: Vec<_> = pair
+            .iter()
+            .map(|d| {
+                let (d, p) = (d.clone(), policy.clone());
+                std::thread::spawn(move || run_fixture(&d, &p))
+            })
+            .collect();
+        for h in handles {
+            problems.extend(h.join().unwrap());
+        }
+    }
+    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+}

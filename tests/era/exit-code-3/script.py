@@ -1,0 +1,3 @@
+import sys
+print("about to exit")
+sys.exit(3)

@@ -1,0 +1,3 @@
+for i in range(200):
+    open(f"/out/f{i}.txt", "w").write("x")
+print("made all")
