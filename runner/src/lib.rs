@@ -6,6 +6,7 @@
 //! [`request::ApprovedRequest`] (only the validator builds one) → [`backend::SandboxSpec`]
 //! → [`backend::Outcome`] → result document.
 
+pub mod approval;
 pub mod backend;
 pub mod cli;
 pub mod digest;

@@ -424,6 +424,60 @@ mod tests {
     }
 
     #[test]
+    fn approval_table_defaults_and_trusted_keys() {
+        use ed25519_dalek::pkcs8::EncodePublicKey;
+        let p = Policy::builtin();
+        assert!(!p.approval.require_signed_approval);
+        assert!(p.approval.separation_of_duties);
+        assert!(p.approval.trusted.is_empty());
+
+        let key = crate::sign::generate().unwrap().verifying_key();
+        let pem = key.to_public_key_pem(Default::default()).unwrap();
+        let with = |body: &str| {
+            DEFAULT_POLICY_TOML.replace(
+                "require_signed_approval = false",
+                &format!("require_signed_approval = true\n{body}"),
+            )
+        };
+        let entry = |name: &str, pem: &str| {
+            format!("[[approval.trusted]]\nname = \"{name}\"\npublic_key = \"\"\"\n{pem}\"\"\"\n")
+        };
+        // Sub-tables may follow `[approval]` anywhere in the file.
+        let text = format!("{}\n{}", with(""), entry("operator-ada", &pem));
+        let p = Policy::parse(&text, "t").unwrap();
+        assert!(p.approval.require_signed_approval);
+        assert_eq!(p.approval.trusted.len(), 1);
+        assert_eq!(p.approval.trusted[0].name, "operator-ada");
+        assert_eq!(p.approval.trusted[0].key_id, crate::sign::key_id(&key));
+        assert!(
+            p.approval
+                .trusted_by_key_id(&crate::sign::key_id(&key))
+                .is_some()
+        );
+
+        // A key that does not parse, a key listed twice, an empty name, an unknown key.
+        let truncated = &pem[..pem.len() / 2];
+        let bad = format!("{}\n{}", with(""), entry("ada", truncated));
+        let err = Policy::parse(&bad, "t").unwrap_err().to_string();
+        assert!(err.contains("approval.trusted entry 1 (ada)"), "{err}");
+        let twice = format!(
+            "{}\n{}{}",
+            with(""),
+            entry("ada", &pem),
+            entry("bob", &pem)
+        );
+        let err = Policy::parse(&twice, "t").unwrap_err().to_string();
+        assert!(err.contains("listed twice"), "{err}");
+        let empty = format!("{}\n{}", with(""), entry(" ", &pem));
+        assert!(Policy::parse(&empty, "t").is_err());
+        assert!(Policy::parse(&with("surprise = 1"), "t").is_err());
+        // Both switches must be stated when the table is present.
+        let missing = DEFAULT_POLICY_TOML.replace("separation_of_duties = true\n", "");
+        assert_ne!(missing, DEFAULT_POLICY_TOML);
+        assert!(Policy::parse(&missing, "t").is_err());
+    }
+
+    #[test]
     fn bad_regex_is_an_error() {
         let text = DEFAULT_POLICY_TOML.replacen("pattern = '''", "pattern = '''(", 1);
         assert!(Policy::parse(&text, "t").is_err());

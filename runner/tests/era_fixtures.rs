@@ -7,6 +7,8 @@
 //!
 //! Needs the guest fetched (`just guests`); without it every case fails loudly.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};

@@ -17,6 +17,8 @@
 //! binary: build it first (`just build`, or `cargo build --release -p runner-monty
 //! --ignore-rust-version`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

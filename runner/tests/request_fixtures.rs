@@ -10,6 +10,8 @@
 //! all and reports every mismatch at once. Cases too large or too binary to commit
 //! (a 2 MiB request, invalid UTF-8 at chosen places) are generated here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use runner::policy::Policy;
 use runner::request::{self, Reason};
 use serde::Deserialize;

@@ -159,6 +159,8 @@ pub struct RunPlan {
     /// The request's text as read (hashed normalized in the lock).
     pub request_text: String,
     pub policy: Policy,
+    /// The trusted key whose signature approved the request (`None`: unsigned).
+    pub approval_key: Option<crate::approval::ApprovalKey>,
 }
 
 /// What one run left behind.
@@ -171,11 +173,12 @@ pub struct RunSummary {
 impl RunPlan {
     /// Reads and validates the request at `path`.
     pub fn judge(path: &Path, policy: &Policy) -> Result<Self, Failure> {
-        let (approved, request_text) = judge(path, policy)?;
+        let (judged, request_text) = judge(path, policy)?;
         Ok(Self {
-            approved,
+            approved: judged.request,
             request_text,
             policy: policy.clone(),
+            approval_key: judged.approval_key,
         })
     }
 
@@ -280,8 +283,12 @@ impl RunPlan {
     }
 }
 
-/// Reads and validates the request; a REJECT carries every reason.
-fn judge(path: &Path, policy: &Policy) -> Result<(ApprovedRequest, String), Failure> {
+/// Reads and validates the request and checks its approval (signature, separation of
+/// duties); a REJECT carries every reason.
+fn judge(
+    path: &Path,
+    policy: &Policy,
+) -> Result<(crate::approval::Judged, String), Failure> {
     let bytes = match read_document(path, policy.request.max_bytes) {
         Ok(Read2::Bytes(b)) => b,
         Ok(Read2::TooLarge(size)) => {
@@ -302,7 +309,7 @@ fn judge(path: &Path, policy: &Policy) -> Result<(ApprovedRequest, String), Fail
             ));
         }
     };
-    let approved = request::validate(&bytes, policy).map_err(|reasons| Failure {
+    let approved = crate::approval::judge(path, &bytes, policy).map_err(|reasons| Failure {
         code: exit_codes::REJECT,
         reasons,
     })?;
@@ -439,6 +446,10 @@ fn publish(
                 requested_by: approved.requested_by().to_owned(),
                 approved_by: approved.approved_by().to_owned(),
                 approved_utc: approved.approved_utc().to_owned(),
+                approval_key: ctx.plan.approval_key.as_ref().map(|k| lock::ApprovalKeyPin {
+                    key_id: k.key_id.clone(),
+                    name: k.name.clone(),
+                }),
             },
             policy: PolicyPin {
                 origin: policy.origin.clone(),
@@ -525,6 +536,11 @@ fn publish(
                 confinement: &outcome.confinement,
                 approved_by: approved.approved_by(),
                 approved_utc: approved.approved_utc(),
+                approval_key: ctx
+                    .plan
+                    .approval_key
+                    .as_ref()
+                    .map(|k| (k.key_id.as_str(), k.name.as_str())),
             },
             findings,
             excerpt_lines: policy.output.excerpt_lines,

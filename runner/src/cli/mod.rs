@@ -1,12 +1,14 @@
 //! The command-line interface: one module per subcommand, each a `XxxCommand` with an
 //! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
 
+pub mod approve;
 pub mod exec;
 pub mod gate;
 pub mod guest;
 pub mod keygen;
 pub mod read;
 pub mod replay;
+pub mod request;
 pub mod validate;
 pub mod verify;
 
@@ -41,6 +43,10 @@ pub enum Command {
     Replay(replay::ReplayCommand),
     /// Make an Ed25519 key pair for signing.
     Keygen(keygen::KeygenCommand),
+    /// Work on a request before approval (`runner request seal`: fill in its input hashes).
+    Request(request::RequestCommand),
+    /// Approve a request: show it, confirm, set approved_by/approved_utc, and sign it.
+    Approve(approve::ApproveCommand),
 }
 
 impl Cli {
@@ -63,6 +69,8 @@ impl Cli {
             Command::Verify(cmd) => cmd.execute(),
             Command::Replay(cmd) => cmd.execute(&policy),
             Command::Keygen(cmd) => cmd.execute(),
+            Command::Request(cmd) => cmd.execute(&policy),
+            Command::Approve(cmd) => cmd.execute(&policy),
         }
     }
 }

@@ -62,6 +62,18 @@ pub struct RequestPin {
     pub requested_by: String,
     pub approved_by: String,
     pub approved_utc: String,
+    /// The key whose signature approved the request; `null` when it ran unsigned.
+    pub approval_key: Option<ApprovalKeyPin>,
+}
+
+/// A trusted operator key that signed the request's approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalKeyPin {
+    /// `sha256:` of the raw Ed25519 public key.
+    pub key_id: String,
+    /// The name the policy trusts the key under (equal to `approved_by`).
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,6 +265,10 @@ pub(crate) mod tests {
                 requested_by: "core".into(),
                 approved_by: "ada".into(),
                 approved_utc: "2026-11-21T09:00:00Z".into(),
+                approval_key: Some(ApprovalKeyPin {
+                    key_id: tag(&"9".repeat(64)),
+                    name: "ada".into(),
+                }),
             },
             policy: PolicyPin {
                 origin: "built-in".into(),
@@ -362,6 +378,12 @@ pub(crate) mod tests {
             Err(LockError::Shape(_))
         ));
         // Missing optional key.
+        let mut a = v.clone();
+        a["request"].as_object_mut().unwrap().remove("approval_key");
+        assert!(matches!(
+            Lock::parse(jcs::to_string(&a).unwrap().as_bytes()),
+            Err(LockError::Shape(_))
+        ));
         v["runtime"].as_object_mut().unwrap().remove("guest");
         assert!(matches!(
             Lock::parse(jcs::to_string(&v).unwrap().as_bytes()),

@@ -42,7 +42,11 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
         "predicateType": PREDICATE_TYPE,
         "predicate": {
             "request": {"request_id": lock.request.request_id, "digest": {"sha256": hex(&lock.request.sha256)}},
-            "approval": {"approved_by": lock.request.approved_by, "approved_utc": lock.request.approved_utc},
+            "approval": {
+                "approved_by": lock.request.approved_by,
+                "approved_utc": lock.request.approved_utc,
+                "key": lock.request.approval_key.as_ref().map(|k| json!({"keyid": k.key_id, "name": k.name})),
+            },
             "materials": materials,
             "runtime": {"runner_version": lock.runtime.runner_version, "engine": lock.runtime.engine, "engine_version": lock.runtime.engine_version},
             "policy": {"digest": {"sha256": hex(&lock.policy.sha256)}},
@@ -83,6 +87,11 @@ mod tests {
         assert_eq!(s["subject"][1]["name"], "out/summary.json");
         assert_eq!(s["predicate"]["materials"].as_array().unwrap().len(), 2);
         assert_eq!(s["predicate"]["approval"]["approved_by"], "ada");
+        assert_eq!(s["predicate"]["approval"]["key"]["name"], "ada");
+        assert_eq!(
+            s["predicate"]["approval"]["key"]["keyid"],
+            format!("sha256:{}", "9".repeat(64))
+        );
         assert_eq!(
             s["predicate"]["lock"]["digest"]["sha256"],
             lock.lock_sha256.trim_start_matches("sha256:")

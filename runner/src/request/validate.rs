@@ -1049,7 +1049,8 @@ fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
         .filter(|t| !t.is_empty())
 }
 
-fn trim_path_token(token: &str) -> &str {
+/// A path token without its markdown dressing (`approval::seal` reads lines the same way).
+pub(crate) fn trim_path_token(token: &str) -> &str {
     let mut t = token
         .trim_start_matches(|c: char| matches!(c, '`' | '"' | '\'' | '(' | '[' | '*' | '<' | '{'));
     loop {

@@ -58,6 +58,9 @@ pub struct Provenance<'a> {
     pub confinement: &'a [String],
     pub approved_by: &'a str,
     pub approved_utc: &'a str,
+    /// The key that signed the approval: key id (`sha256:…`) and the name the policy
+    /// trusts it under; `None` when the request ran unsigned.
+    pub approval_key: Option<(&'a str, &'a str)>,
 }
 
 /// Where the full streams are stored, relative to the result file.
@@ -224,9 +227,17 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
         p.request_sha256
     );
     let _ = writeln!(s, "- Policy sha256: {}", p.policy_sha256);
+    let signature = match p.approval_key {
+        Some((key_id, name)) => format!(
+            "signed by key {} (trusted as {})",
+            one_line(key_id),
+            one_line(name)
+        ),
+        None => "unsigned".to_owned(),
+    };
     let _ = writeln!(
         s,
-        "- Approval: approved by {} at {}\n",
+        "- Approval: approved by {} at {}, {signature}\n",
         one_line(p.approved_by),
         one_line(p.approved_utc)
     );
@@ -503,6 +514,7 @@ mod tests {
                 confinement: &[],
                 approved_by: "ada",
                 approved_utc: "2026-11-21T10:00:00Z",
+                approval_key: None,
             },
             findings: &[],
             excerpt_lines: 3,
@@ -539,6 +551,12 @@ mod tests {
         assert!(text.contains("Truncated: the excerpt shows the first 3 of 5 lines."));
         assert!(!text.lines().any(|l| l == "## Safety Notes" && false));
         assert_eq!(text.matches("\n## Safety Notes\n").count(), 1);
+        assert!(text.contains("- Approval: approved by ada at 2026-11-21T10:00:00Z, unsigned\n"));
+        let mut signed = doc(stdout, &policy, &l, &[]);
+        signed.provenance.approval_key = Some(("sha256:abc", "ada"));
+        assert!(render(&signed).contains(
+            "- Approval: approved by ada at 2026-11-21T10:00:00Z, signed by key sha256:abc (trusted as ada)\n"
+        ));
     }
 
     #[test]

@@ -1,0 +1,161 @@
+//! `runner approve REQUEST.md --by NAME [--key FILE] [--yes]`: show the operator what
+//! they are approving, ask for confirmation on a terminal, set `approved_by` and
+//! `approved_utc`, and, with a key, write the detached signature `TR-….md.sig` (see
+//! [`crate::approval::approve`]).
+
+use super::read::{Read2, read_document};
+use crate::approval::{approve, edit};
+use crate::exit_codes;
+use crate::policy::Policy;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner approve requests/TR-20261122-090000Z-word-count.md --by operator-ada --key ~/keys/ada.key
+  runner approve requests/TR-20261122-090000Z-word-count.md --by operator-ada --key ada.key --yes
+
+The request must pass every rule once approved (every reason is listed otherwise), its
+`requested_by` may not be NAME when the policy demands separation of duties, and when
+the policy requires signed approvals the key must be trusted under NAME. Exit codes: 0
+approved; 1 refused or declined; 2 usage (no terminal and no --yes, bad key file);
+3 I/O.")]
+pub struct ApproveCommand {
+    /// The request to approve (`TR-….md`), rewritten in place atomically. Example:
+    /// `requests/TR-20261122-090000Z-word-count.md`.
+    #[arg(value_name = "REQUEST")]
+    pub request: PathBuf,
+    /// Your name, written to `approved_by`; with --key it must be the name your public key
+    /// is listed under in the policy's `[[approval.trusted]]`. Example: `--by operator-ada`.
+    #[arg(long, value_name = "NAME")]
+    pub by: String,
+    /// Sign the approved request with this Ed25519 private key (PKCS#8 PEM, as `runner
+    /// keygen` writes), writing `TR-….md.sig` beside it. Example: `--key ~/keys/ada.key`.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Approve without asking (for scripts). Without it the approval is confirmed on a
+    /// terminal, and refused when there is none. Example: `--yes`.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+impl ApproveCommand {
+    pub fn execute(self, policy: &Policy) -> i32 {
+        let name = self.request.display().to_string();
+        let original = match read_document(&self.request, policy.request.max_bytes) {
+            Ok(Read2::Bytes(b)) => b,
+            Ok(Read2::TooLarge(size)) => {
+                eprintln!(
+                    "error: {name} is {size} bytes; the policy allows at most {}",
+                    policy.request.max_bytes
+                );
+                return exit_codes::REJECT;
+            }
+            Err(e) => {
+                eprintln!("error: cannot read {name}: {e}");
+                return exit_codes::IO;
+            }
+        };
+        let Ok(text) = std::str::from_utf8(&original) else {
+            eprintln!("error: {name} is not valid UTF-8");
+            return exit_codes::REJECT;
+        };
+        if let Err(e) = edit::existing_mode(&self.request) {
+            eprintln!("error: {e}");
+            return exit_codes::IO;
+        }
+        let key = match &self.key {
+            None => None,
+            Some(path) => match crate::sign::load_signing_key(path) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    eprintln!("error: --key: {e}");
+                    return exit_codes::USAGE;
+                }
+            },
+        };
+        let at = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
+        let approval = match approve::prepare(
+            text,
+            &self.by,
+            &at,
+            key.as_ref(),
+            &self.request,
+            policy,
+        ) {
+            Ok(a) => a,
+            Err(approve::ApproveError::Name(m)) => {
+                eprintln!("error: --by: {m}");
+                return exit_codes::USAGE;
+            }
+            Err(approve::ApproveError::Edit(e)) => {
+                match e.line {
+                    Some(l) => eprintln!("error: {name}:{l}: {}", e.message),
+                    None => eprintln!("error: {name}: {}", e.message),
+                }
+                return exit_codes::REJECT;
+            }
+            Err(approve::ApproveError::Rejected(reasons)) => {
+                eprintln!("{name}: not approved: the approved request would be rejected");
+                for r in reasons {
+                    match r.line {
+                        Some(l) => eprintln!("  {name}:{l}: {}: {}", r.code, r.message),
+                        None => eprintln!("  {name}: {}: {}", r.code, r.message),
+                    }
+                }
+                return exit_codes::REJECT;
+            }
+        };
+        eprint!(
+            "{}",
+            approve::summary(&approval, &self.request, &self.by, &at, policy)
+        );
+        if !self.yes {
+            if !std::io::stdin().is_terminal() {
+                eprintln!(
+                    "error: not approved: there is no terminal to confirm on; pass --yes to approve non-interactively"
+                );
+                return exit_codes::USAGE;
+            }
+            eprint!("Approve this request as {}? [y/N] ", self.by);
+            let _ = std::io::stderr().flush();
+            let mut answer = String::new();
+            if std::io::stdin().lock().read_line(&mut answer).is_err()
+                || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+            {
+                eprintln!("not approved");
+                return exit_codes::REJECT;
+            }
+        }
+        match approve::write(&self.request, &original, &approval) {
+            Ok(written) => {
+                println!("{}", written.request.display());
+                if let Some(sig) = &written.signature {
+                    println!("{}", sig.display());
+                }
+                if let Some(stale) = &written.removed_stale_signature {
+                    eprintln!(
+                        "removed {}: it signed the request before this approval",
+                        stale.display()
+                    );
+                }
+                match &approval.judged.approval_key {
+                    Some(k) => eprintln!("approved by {} at {at}, signed by key {k}", self.by),
+                    None => match &approval.key_id {
+                        Some(id) => eprintln!(
+                            "approved by {} at {at}, signed by key {id} (not trusted by the policy in force)",
+                            self.by
+                        ),
+                        None => eprintln!("approved by {} at {at} (unsigned)", self.by),
+                    },
+                }
+                exit_codes::OK
+            }
+            Err(e) => {
+                eprintln!("error: {name}: not approved: {e}");
+                exit_codes::IO
+            }
+        }
+    }
+}

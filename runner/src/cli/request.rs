@@ -1,0 +1,142 @@
+//! `runner request seal DRAFT.md [--inputs DIR] [--output FILE]`: fill in the sha256 of
+//! every input a draft declares, changing nothing else (see [`crate::approval::seal`]).
+
+use super::read::{Read2, read_document};
+use crate::approval::{self, edit, seal};
+use crate::exit_codes;
+use crate::policy::Policy;
+use std::path::PathBuf;
+
+/// Work on a Tool Execution Request before it is approved.
+#[derive(Debug, clap::Args)]
+pub struct RequestCommand {
+    #[command(subcommand)]
+    pub command: RequestSubcommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum RequestSubcommand {
+    /// Compute the sha256 of every input a draft declares under /in/ and write them into
+    /// the front matter `inputs` and the `## Input Files` section.
+    Seal(SealCommand),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example:
+  runner request seal drafts/TR-20261122-090000Z-word-count.md --inputs drafts/inputs
+
+A declared input that is missing, a symlink (or under one) or not a regular file is
+refused, named, and nothing is written (exit code 4). Only the `inputs:` block of the
+front matter and the hashes in `## Input Files` change; empty `approved_by` and
+`approved_utc` are left for `runner approve`.")]
+pub struct SealCommand {
+    /// The draft request (`TR-….md`); rewritten in place (atomically) unless --output is
+    /// given. Example: `drafts/TR-20261122-090000Z-word-count.md`.
+    #[arg(value_name = "DRAFT")]
+    pub draft: PathBuf,
+    /// Directory holding the declared inputs: `/in/data.csv` is read from `DIR/data.csv`,
+    /// never through a symlink (default: `inputs/` beside the draft). Example:
+    /// `--inputs drafts/inputs`.
+    #[arg(long, value_name = "DIR")]
+    pub inputs: Option<PathBuf>,
+    /// Write the sealed request to FILE instead of rewriting the draft. Example:
+    /// `--output requests/TR-20261122-090000Z-word-count.md`.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl RequestCommand {
+    pub fn execute(self, policy: &Policy) -> i32 {
+        match self.command {
+            RequestSubcommand::Seal(cmd) => cmd.execute(policy),
+        }
+    }
+}
+
+impl SealCommand {
+    pub fn execute(self, policy: &Policy) -> i32 {
+        let name = self.draft.display().to_string();
+        let bytes = match read_document(&self.draft, policy.request.max_bytes) {
+            Ok(Read2::Bytes(b)) => b,
+            Ok(Read2::TooLarge(size)) => {
+                eprintln!(
+                    "error: {name} is {size} bytes; the policy allows at most {}",
+                    policy.request.max_bytes
+                );
+                return exit_codes::REJECT;
+            }
+            Err(e) => {
+                eprintln!("error: cannot read {name}: {e}");
+                return exit_codes::IO;
+            }
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            eprintln!("error: {name} is not valid UTF-8");
+            return exit_codes::REJECT;
+        };
+        let inputs_dir = self.inputs.clone().unwrap_or_else(|| {
+            self.draft
+                .parent()
+                .map_or_else(|| PathBuf::from("inputs"), |p| p.join("inputs"))
+        });
+        let sealed = match seal::seal(&text, &inputs_dir, policy) {
+            Ok(s) => s,
+            Err(seal::SealError::Draft(e)) => {
+                match e.line {
+                    Some(l) => eprintln!("error: {name}:{l}: {}", e.message),
+                    None => eprintln!("error: {name}: {}", e.message),
+                }
+                return exit_codes::REJECT;
+            }
+            Err(seal::SealError::Inputs(problems)) => {
+                eprintln!("error: {name}: not sealed; nothing was written");
+                for p in problems {
+                    eprintln!("  {p}");
+                }
+                return exit_codes::INPUT_MISMATCH;
+            }
+        };
+        let target = self.output.clone().unwrap_or_else(|| self.draft.clone());
+        let unchanged = self.output.is_none() && sealed.text == text;
+        if !unchanged {
+            if let Err(e) = edit::write_atomic(&target, sealed.text.as_bytes()) {
+                eprintln!("error: cannot write {}: {e}", target.display());
+                return exit_codes::IO;
+            }
+        }
+        println!("{}", target.display());
+        for i in &sealed.inputs {
+            eprintln!("  {}  sha256:{}", i.path, i.sha256);
+        }
+        if unchanged {
+            eprintln!("sealed: unchanged (every hash was already right)");
+        }
+        let sig = approval::signature_path(&target);
+        if !unchanged && sig.exists() {
+            eprintln!(
+                "note: {} signs the text before sealing; approve again",
+                sig.display()
+            );
+        }
+        // What `runner validate` will say beyond the approval, which comes next.
+        if let Err(reasons) = crate::request::validate(sealed.text.as_bytes(), policy) {
+            for r in reasons
+                .iter()
+                .filter(|r| !r.code.starts_with("approval."))
+            {
+                match r.line {
+                    Some(l) => eprintln!("note: {}:{l}: {}: {}", target.display(), r.code, r.message),
+                    None => eprintln!("note: {}: {}: {}", target.display(), r.code, r.message),
+                }
+            }
+            if reasons.iter().any(|r| r.code.starts_with("approval.")) {
+                eprintln!(
+                    "next: runner approve {} --by NAME [--key FILE]",
+                    target.display()
+                );
+            }
+        }
+        exit_codes::OK
+    }
+}
