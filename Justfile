@@ -46,3 +46,29 @@ validate-examples: build
 # Time request validation (a typical 5 KB request, an 8 MiB hostile one).
 bench-validate:
     cargo run --release --locked --example bench_validate
+
+# Fuzzing needs cargo-fuzz (`cargo install cargo-fuzz --locked`) and no nightly: `-s none`
+# drops the sanitizer, the one nightly-only flag (-Zsanitizer); the coverage
+# instrumentation cargo-fuzz adds (-Cpasses=sancov-module, -Cllvm-args=-sanitizer-coverage-*)
+# is stable. Targets build into fuzz/target (a workspace of its own), release with debug
+# assertions and overflow checks. New inputs go to fuzz/work/TARGET (git-ignored;
+# fuzz/corpus/TARGET is the committed seed), crashes to fuzz/artifacts/TARGET.
+# Reproduce one: `cargo fuzz run -s none TARGET FILE`.
+fuzz_targets := "fuzz_frontmatter fuzz_yaml fuzz_request fuzz_jcs fuzz_lock fuzz_result fuzz_packet fuzz_governed fuzz_gate_json fuzz_envelope fuzz_policy fuzz_manifest"
+
+# Fuzz TARGET for RUNS executions (`all`: every target in turn).
+fuzz TARGET="all" RUNS="1000000":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz is missing: cargo install cargo-fuzz --locked" >&2; exit 2; }
+    targets="{{ if TARGET == "all" { fuzz_targets } else { TARGET } }}"
+    for t in $targets; do
+        case "$t" in
+            fuzz_jcs|fuzz_lock|fuzz_gate_json|fuzz_envelope|fuzz_manifest) max_len=16384 ;;
+            *) max_len=65536 ;;
+        esac
+        mkdir -p "fuzz/work/$t"
+        echo "== $t: {{RUNS}} runs, -max_len=$max_len"
+        nice -n 10 cargo fuzz run -s none "$t" "fuzz/work/$t" "fuzz/corpus/$t" -- \
+            -runs={{RUNS}} -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+    done

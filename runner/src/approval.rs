@@ -174,10 +174,7 @@ pub fn read_signature(path: &Path, cap: u64) -> SignatureFile {
         return SignatureFile::Unreadable(format!("cannot read {}: {e}", path.display()));
     }
     if bytes.len() as u64 > cap {
-        return SignatureFile::Unreadable(format!(
-            "{} is larger than {cap} bytes",
-            path.display()
-        ));
+        return SignatureFile::Unreadable(format!("{} is larger than {cap} bytes", path.display()));
     }
     SignatureFile::Bytes(bytes)
 }
@@ -211,13 +208,7 @@ pub fn judge_with_signature(
             reasons.push(r);
         }
     }
-    let key = match verify_signature(
-        sig,
-        sig_name,
-        bytes,
-        approved_by.as_deref(),
-        policy,
-    ) {
+    let key = match verify_signature(sig, sig_name, bytes, approved_by.as_deref(), policy) {
         Ok(key) => key,
         Err(rs) => {
             reasons.extend(rs);
@@ -354,31 +345,29 @@ pub fn verify_signature(
     } else {
         match approved_by {
             None => {}
-            Some(approved_by) => {
-                match verified.iter().find(|k| k.name == approved_by.trim()) {
-                    Some(k) => {
-                        key = Some(ApprovalKey {
-                            key_id: k.key_id.clone(),
-                            name: k.name.clone(),
-                        });
-                    }
-                    None => {
-                        let signers: Vec<String> = verified
-                            .iter()
-                            .map(|k| format!("`{}` (key {})", k.name, k.key_id))
-                            .collect();
-                        reasons.push(Reason::new(
-                            "approval.signer_mismatch",
-                            format!(
-                                "{sig_name} is signed by {}, but `approved_by` is `{}`",
-                                signers.join(", "),
-                                approved_by.trim()
-                            ),
-                            None,
-                        ));
-                    }
+            Some(approved_by) => match verified.iter().find(|k| k.name == approved_by.trim()) {
+                Some(k) => {
+                    key = Some(ApprovalKey {
+                        key_id: k.key_id.clone(),
+                        name: k.name.clone(),
+                    });
                 }
-            }
+                None => {
+                    let signers: Vec<String> = verified
+                        .iter()
+                        .map(|k| format!("`{}` (key {})", k.name, k.key_id))
+                        .collect();
+                    reasons.push(Reason::new(
+                        "approval.signer_mismatch",
+                        format!(
+                            "{sig_name} is signed by {}, but `approved_by` is `{}`",
+                            signers.join(", "),
+                            approved_by.trim()
+                        ),
+                        None,
+                    ));
+                }
+            },
         }
     }
     if reasons.is_empty() {
@@ -420,8 +409,7 @@ mod tests {
     use super::*;
     use ed25519_dalek::pkcs8::EncodePublicKey;
 
-    const REQUEST: &str =
-        include_str!("../../examples/csv-stats/TR-20261121-100000Z-csv-stats.md");
+    const REQUEST: &str = include_str!("../../examples/csv-stats/TR-20261121-100000Z-csv-stats.md");
 
     fn policy(required: bool, trusted: &[(&str, &ed25519_dalek::SigningKey)]) -> Policy {
         let mut text = crate::policy::DEFAULT_POLICY_TOML.replace(
@@ -531,7 +519,10 @@ mod tests {
     fn self_approval_and_every_reason_listed() {
         let p = policy(true, &[]);
         let text = REQUEST
-            .replace("approved_by: \"operator-ada\"", "approved_by: \"Core-Agent\"")
+            .replace(
+                "approved_by: \"operator-ada\"",
+                "approved_by: \"Core-Agent\"",
+            )
             .replace("cpu_limit: \"10\"", "cpu_limit: \"ten\"");
         let c = codes(judge_with_signature(
             text.as_bytes(),
@@ -548,12 +539,17 @@ mod tests {
             ]
         );
         let off = Policy::parse(
-            &crate::policy::DEFAULT_POLICY_TOML
-                .replace("separation_of_duties = true", "separation_of_duties = false"),
+            &crate::policy::DEFAULT_POLICY_TOML.replace(
+                "separation_of_duties = true",
+                "separation_of_duties = false",
+            ),
             "t",
         )
         .unwrap();
-        let text = REQUEST.replace("approved_by: \"operator-ada\"", "approved_by: \"core-agent\"");
+        let text = REQUEST.replace(
+            "approved_by: \"operator-ada\"",
+            "approved_by: \"core-agent\"",
+        );
         assert!(judge_with_signature(text.as_bytes(), SignatureFile::Absent, "sig", &off).is_ok());
     }
 

@@ -460,12 +460,7 @@ mod tests {
         let bad = format!("{}\n{}", with(""), entry("ada", truncated));
         let err = Policy::parse(&bad, "t").unwrap_err().to_string();
         assert!(err.contains("approval.trusted entry 1 (ada)"), "{err}");
-        let twice = format!(
-            "{}\n{}{}",
-            with(""),
-            entry("ada", &pem),
-            entry("bob", &pem)
-        );
+        let twice = format!("{}\n{}{}", with(""), entry("ada", &pem), entry("bob", &pem));
         let err = Policy::parse(&twice, "t").unwrap_err().to_string();
         assert!(err.contains("listed twice"), "{err}");
         let empty = format!("{}\n{}", with(""), entry(" ", &pem));

@@ -183,11 +183,12 @@ impl FrontMatter {
             max_depth: policy.request.max_yaml_depth,
             max_nodes: policy.request.max_yaml_nodes,
         };
-        let root = yaml::load(&split.front_matter, split.front_matter_first_line, budget)
-            .map_err(|errors| match errors.into_iter().next() {
+        let root = yaml::load(&split.front_matter, split.front_matter_first_line, budget).map_err(
+            |errors| match errors.into_iter().next() {
                 Some(e) => EditError::new(format!("{}: {}", e.code, e.message), Some(e.line)),
                 None => EditError::new("the front matter does not load", None),
-            })?;
+            },
+        )?;
         let Node::Map { entries, .. } = &root else {
             return Err(EditError::new("the front matter is not a mapping", Some(2)));
         };

@@ -76,37 +76,31 @@ impl ApproveCommand {
             },
         };
         let at = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
-        let approval = match approve::prepare(
-            text,
-            &self.by,
-            &at,
-            key.as_ref(),
-            &self.request,
-            policy,
-        ) {
-            Ok(a) => a,
-            Err(approve::ApproveError::Name(m)) => {
-                eprintln!("error: --by: {m}");
-                return exit_codes::USAGE;
-            }
-            Err(approve::ApproveError::Edit(e)) => {
-                match e.line {
-                    Some(l) => eprintln!("error: {name}:{l}: {}", e.message),
-                    None => eprintln!("error: {name}: {}", e.message),
+        let approval =
+            match approve::prepare(text, &self.by, &at, key.as_ref(), &self.request, policy) {
+                Ok(a) => a,
+                Err(approve::ApproveError::Name(m)) => {
+                    eprintln!("error: --by: {m}");
+                    return exit_codes::USAGE;
                 }
-                return exit_codes::REJECT;
-            }
-            Err(approve::ApproveError::Rejected(reasons)) => {
-                eprintln!("{name}: not approved: the approved request would be rejected");
-                for r in reasons {
-                    match r.line {
-                        Some(l) => eprintln!("  {name}:{l}: {}: {}", r.code, r.message),
-                        None => eprintln!("  {name}: {}: {}", r.code, r.message),
+                Err(approve::ApproveError::Edit(e)) => {
+                    match e.line {
+                        Some(l) => eprintln!("error: {name}:{l}: {}", e.message),
+                        None => eprintln!("error: {name}: {}", e.message),
                     }
+                    return exit_codes::REJECT;
                 }
-                return exit_codes::REJECT;
-            }
-        };
+                Err(approve::ApproveError::Rejected(reasons)) => {
+                    eprintln!("{name}: not approved: the approved request would be rejected");
+                    for r in reasons {
+                        match r.line {
+                            Some(l) => eprintln!("  {name}:{l}: {}: {}", r.code, r.message),
+                            None => eprintln!("  {name}: {}: {}", r.code, r.message),
+                        }
+                    }
+                    return exit_codes::REJECT;
+                }
+            };
         eprint!(
             "{}",
             approve::summary(&approval, &self.request, &self.by, &at, policy)

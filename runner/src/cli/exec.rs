@@ -18,7 +18,7 @@ use crate::lock::{
     StreamPin, statement,
 };
 use crate::policy::Policy;
-use crate::request::{self, ApprovedRequest, Reason, Work};
+use crate::request::{ApprovedRequest, Reason, Work};
 use crate::result::collect::{self, WalkLimits};
 use crate::result::render::{self, Provenance, ResultDoc};
 use crate::result::{Rendered, Staging};
@@ -285,10 +285,7 @@ impl RunPlan {
 
 /// Reads and validates the request and checks its approval (signature, separation of
 /// duties); a REJECT carries every reason.
-fn judge(
-    path: &Path,
-    policy: &Policy,
-) -> Result<(crate::approval::Judged, String), Failure> {
+fn judge(path: &Path, policy: &Policy) -> Result<(crate::approval::Judged, String), Failure> {
     let bytes = match read_document(path, policy.request.max_bytes) {
         Ok(Read2::Bytes(b)) => b,
         Ok(Read2::TooLarge(size)) => {
@@ -399,7 +396,8 @@ fn publish(
 ) -> Result<(PathBuf, Lock), Failure> {
     let approved = &ctx.plan.approved;
     let policy = &ctx.plan.policy;
-    let io = |e: String| Failure::new(exit_codes::IO, "result.write", e);
+    // Every failure here names the results directory: that is where the operator looks.
+    let io = |e: String| Failure::new(exit_codes::IO, "result.write", format!("results directory {}: {e}", results_dir.display()));
     let staging = Staging::new(results_dir).map_err(|e| io(e.to_string()))?;
     let out = Dir::open_ambient_dir(&run.out_dir, ambient_authority())
         .map_err(|e| io(format!("reopening /out: {e}")))?;
@@ -446,10 +444,14 @@ fn publish(
                 requested_by: approved.requested_by().to_owned(),
                 approved_by: approved.approved_by().to_owned(),
                 approved_utc: approved.approved_utc().to_owned(),
-                approval_key: ctx.plan.approval_key.as_ref().map(|k| lock::ApprovalKeyPin {
-                    key_id: k.key_id.clone(),
-                    name: k.name.clone(),
-                }),
+                approval_key: ctx
+                    .plan
+                    .approval_key
+                    .as_ref()
+                    .map(|k| lock::ApprovalKeyPin {
+                        key_id: k.key_id.clone(),
+                        name: k.name.clone(),
+                    }),
             },
             policy: PolicyPin {
                 origin: policy.origin.clone(),

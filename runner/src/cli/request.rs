@@ -121,12 +121,11 @@ impl SealCommand {
         }
         // What `runner validate` will say beyond the approval, which comes next.
         if let Err(reasons) = crate::request::validate(sealed.text.as_bytes(), policy) {
-            for r in reasons
-                .iter()
-                .filter(|r| !r.code.starts_with("approval."))
-            {
+            for r in reasons.iter().filter(|r| !r.code.starts_with("approval.")) {
                 match r.line {
-                    Some(l) => eprintln!("note: {}:{l}: {}: {}", target.display(), r.code, r.message),
+                    Some(l) => {
+                        eprintln!("note: {}:{l}: {}: {}", target.display(), r.code, r.message)
+                    }
                     None => eprintln!("note: {}: {}: {}", target.display(), r.code, r.message),
                 }
             }

@@ -16,6 +16,9 @@
 //!   companions move (directory first), then the document; each move is one atomic
 //!   rename that never replaces ([`super::moves`]). A document's arrival is the last
 //!   step: readers of `accepted` may treat `X.md` as complete.
+//! * **Durability.** Reports (and intents) are fsynced, file and directory, before the
+//!   move they precede; a move is a rename, atomic on its own; the three directories are
+//!   fsynced once at the end of the run, before the summary says what moved.
 //! * **Intents.** Before a move with companions, and before any copy across
 //!   filesystems, the gate records an intent in the *destination* directory
 //!   (`.gate-intent-NAME.json`, where inbox writers cannot forge one). At start-up every
@@ -30,11 +33,12 @@
 
 use super::moves::{
     self, TMP_PREFIX, is_exists, move_noreplace, remove_any, same_tree, write_replace,
+    write_replace_unsynced as write_unsynced,
 };
 use super::{Context, Follow, Judgement, ReadError, Verdict, report};
 use crate::request::Reason;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -205,16 +209,21 @@ pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
             error: None,
         });
     }
-    for (name, companions) in documents {
-        let entry = gate.process(&name, &companions);
-        gate.summary.documents += 1;
-        match (&entry.verdict, &entry.error) {
-            (_, Some(_)) => gate.summary.failed += 1,
-            (Some("ACCEPT"), None) => gate.summary.accepted += 1,
-            (Some(_), None) => gate.summary.quarantined += 1,
-            (None, None) => {}
+    for batch in documents.chunks(BATCH) {
+        for entry in gate.sort_batch(batch) {
+            gate.summary.documents += 1;
+            match (&entry.verdict, &entry.error) {
+                (_, Some(_)) => gate.summary.failed += 1,
+                (Some("ACCEPT"), None) => gate.summary.accepted += 1,
+                (Some(_), None) => gate.summary.quarantined += 1,
+                (None, None) => {}
+            }
+            gate.summary.entries.push(entry);
         }
-        gate.summary.entries.push(entry);
+    }
+    // Make every move of the run durable before saying it happened.
+    for d in [&gate.inbox, &gate.accepted, &gate.quarantine] {
+        let _ = moves::sync_dir(d);
     }
     let seconds = start.elapsed().as_secs_f64();
     gate.summary.seconds = seconds;
@@ -416,11 +425,17 @@ impl Gate<'_> {
         Ok((documents, skipped))
     }
 
-    /// Judges one document and moves it with its companions.
-    fn process(&mut self, name: &OsStr, companions: &[OsString]) -> Entry {
+    /// Judges one inbox entry (never following a symlink), strictly.
+    fn judge_one(&self, name: &OsStr) -> (Judgement, Option<String>) {
         let path = self.inbox.join(name);
-        let (judgement, bytes) = match super::judge_file(&path, self.ctx, Follow::NoSymlinks) {
-            Ok((j, bytes)) => (j.strict(), Some(bytes)),
+        match super::judge_file(&path, self.ctx, Follow::NoSymlinks) {
+            Ok((j, bytes)) => {
+                let j = j.strict();
+                // The text is kept only to quote lines in a reason report.
+                let text = (j.verdict == Verdict::Reject)
+                    .then(|| String::from_utf8_lossy(&bytes).into_owned());
+                (j, text)
+            }
             Err(ReadError::NotRegular) => (
                 rejected(
                     "io.not_regular",
@@ -432,36 +447,200 @@ impl Gate<'_> {
                 rejected("io.unreadable", &format!("cannot be read: {e}")),
                 None,
             ),
-        };
-        let mut entry = Entry {
-            source: shown(name),
-            kind: judgement.kind_name(),
-            verdict: Some(judgement.verdict.as_str()),
-            dest: None,
-            companions: Vec::new(),
-            codes: judgement.reasons.iter().map(|r| r.code.clone()).collect(),
-            skipped: None,
-            error: None,
-        };
-        let (dest_dir, label) = match judgement.verdict {
-            Verdict::Accept => (self.accepted.clone(), "accepted"),
-            Verdict::Reject => (self.quarantine.clone(), "quarantine"),
-        };
-        let text = bytes.as_deref().map(String::from_utf8_lossy);
-        match self.place(name, companions, &dest_dir, &judgement, text.as_deref()) {
-            Ok((doc, moved)) => {
-                entry.dest = Some(format!("{label}/{doc}"));
-                entry.companions = moved.into_iter().map(|c| format!("{label}/{c}")).collect();
-            }
-            Err(e) => {
-                entry.error = Some(format!("left in the inbox: {e}"));
-            }
         }
-        entry
     }
 
-    /// Picks a free name, writes the report (REJECT), records an intent when needed,
-    /// and moves companions then the document. Returns the names used.
+    /// Sorts a batch: judges every document (in parallel), picks every destination
+    /// name, writes every reason report, makes them durable with one `syncfs`, then
+    /// moves each document with its companions.
+    fn sort_batch(&self, batch: &[Document]) -> Vec<Entry> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(batch.len().max(1));
+        let per = batch.len().div_ceil(threads).max(1);
+        let judged: Vec<(Judgement, Option<String>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = batch
+                .chunks(per)
+                .map(|chunk| {
+                    let handle = scope.spawn(move || {
+                        chunk
+                            .iter()
+                            .map(|(name, _)| self.judge_one(name))
+                            .collect::<Vec<_>>()
+                    });
+                    (chunk.len(), handle)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(len, h)| {
+                    h.join().unwrap_or_else(|_| {
+                        let failed = rejected(
+                            "internal.panic",
+                            "the validator panicked on this document's batch",
+                        );
+                        vec![(failed, None); len]
+                    })
+                })
+                .collect()
+        });
+
+        // Names first (reserved within the batch), then reports, then one flush.
+        let mut reserved: HashSet<String> = HashSet::new();
+        let mut plans: Vec<Option<Plan>> = Vec::with_capacity(batch.len());
+        let mut errors: Vec<Option<String>> = vec![None; batch.len()];
+        let mut wrote_reports = false;
+        for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
+            let dest = self.dest_for(judgement);
+            let plan =
+                (1..=MAX_TRIES).find_map(|n| self.candidate(name, companions, dest, n, &reserved));
+            let Some(plan) = plan else {
+                errors[i] = Some(format!(
+                    "no free name for {} after {MAX_TRIES} tries",
+                    shown(name)
+                ));
+                plans.push(None);
+                continue;
+            };
+            reserved
+                .extend(std::iter::once(plan.doc.clone()).chain(plan.companions.iter().cloned()));
+            if judgement.verdict == Verdict::Reject {
+                if let Err(e) =
+                    self.write_reports(dest, &plan.doc, name, judgement, text.as_deref(), false)
+                {
+                    errors[i] = Some(format!("cannot write the reason report: {e}"));
+                    plans.push(None);
+                    continue;
+                }
+                wrote_reports = true;
+            }
+            plans.push(Some(plan));
+        }
+        if wrote_reports {
+            // Every report of the batch durable before any of its documents moves.
+            let flushed = File::open(&self.quarantine)
+                .and_then(|f| nix::unistd::syncfs(&f).map_err(io::Error::from));
+            if let Err(e) = flushed {
+                for (i, (_, (j, _))) in batch.iter().zip(&judged).enumerate() {
+                    if j.verdict == Verdict::Reject && errors[i].is_none() {
+                        errors[i] = Some(format!("cannot flush the reason reports: {e}"));
+                        plans[i] = None;
+                    }
+                }
+            }
+        }
+
+        let mut entries = Vec::with_capacity(batch.len());
+        for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
+            let dest = self.dest_for(judgement);
+            let label = if dest == self.accepted.as_path() {
+                "accepted"
+            } else {
+                "quarantine"
+            };
+            let mut entry = Entry {
+                source: shown(name),
+                kind: judgement.kind_name(),
+                verdict: Some(judgement.verdict.as_str()),
+                dest: None,
+                companions: Vec::new(),
+                codes: judgement.reasons.iter().map(|r| r.code.clone()).collect(),
+                skipped: None,
+                error: errors[i].clone(),
+            };
+            if let Some(plan) = &plans[i] {
+                let moved = match self.move_all(name, companions, dest, plan) {
+                    Ok(()) => Ok((plan.doc.clone(), plan.companions.clone())),
+                    // Someone else took the name since it was picked: the slow path
+                    // picks another, writes the report again, and moves.
+                    Err(e) if is_exists(&e) => {
+                        self.place(name, companions, dest, judgement, text.as_deref())
+                    }
+                    Err(e) => Err(e),
+                };
+                match moved {
+                    Ok((doc, moved)) => {
+                        entry.dest = Some(format!("{label}/{doc}"));
+                        entry.companions =
+                            moved.into_iter().map(|c| format!("{label}/{c}")).collect();
+                    }
+                    Err(e) => entry.error = Some(format!("left in the inbox: {e}")),
+                }
+            } else if let Some(e) = &entry.error {
+                entry.error = Some(format!("left in the inbox: {e}"));
+            }
+            entries.push(entry);
+        }
+        entries
+    }
+
+    fn dest_for(&self, judgement: &Judgement) -> &Path {
+        match judgement.verdict {
+            Verdict::Accept => &self.accepted,
+            Verdict::Reject => &self.quarantine,
+        }
+    }
+
+    /// The names of attempt `n` (`X.md`, then `X-2.md`, …) when none is taken on disk
+    /// or reserved by this batch.
+    fn candidate(
+        &self,
+        name: &OsStr,
+        companions: &[OsString],
+        dest: &Path,
+        n: usize,
+        reserved: &HashSet<String>,
+    ) -> Option<Plan> {
+        let (stem, ext) = safe_name(name);
+        // Companions share the `X` of `X.md`: `X/`, `X.lock.json`.
+        let doc_stem_len = name.as_bytes().len().saturating_sub(3);
+        let dest_stem = if n == 1 { stem } else { format!("{stem}-{n}") };
+        let doc = format!("{dest_stem}{ext}");
+        let companion_dests: Vec<String> = companions
+            .iter()
+            .map(|c| {
+                let bytes = c.as_bytes();
+                let suffix =
+                    String::from_utf8_lossy(&bytes[doc_stem_len.min(bytes.len())..]).into_owned();
+                format!("{dest_stem}{suffix}")
+            })
+            .collect();
+        let taken = std::iter::once(&doc).chain(&companion_dests).any(|d| {
+            reserved.contains(&reserved_key(dest, d)) || dest.join(d).symlink_metadata().is_ok()
+        });
+        (!taken).then_some(Plan {
+            doc,
+            companions: companion_dests,
+        })
+    }
+
+    /// Writes `NAME.reasons.md` and `NAME.reasons.json` into `dest`; with `sync`, makes
+    /// them durable (file and directory) before returning.
+    fn write_reports(
+        &self,
+        dest: &Path,
+        doc: &str,
+        name: &OsStr,
+        judgement: &Judgement,
+        text: Option<&str>,
+        sync: bool,
+    ) -> io::Result<()> {
+        let (md, js) = report::names(doc);
+        let judged = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
+        let source = shown(name);
+        let md_text = report::markdown(doc, &source, judgement, &judged, text);
+        let js_text = report::json(doc, &source, judgement, &judged);
+        if sync {
+            write_replace(dest, &md, md_text.as_bytes())?;
+            write_replace(dest, &js, js_text.as_bytes())
+        } else {
+            write_unsynced(dest, &md, md_text.as_bytes())?;
+            write_unsynced(dest, &js, js_text.as_bytes())
+        }
+    }
+
+    /// The slow path, one document at a time: picks a free name, writes and flushes the
+    /// report (REJECT), and moves; a name taken meanwhile means the next name.
     fn place(
         &self,
         name: &OsStr,
@@ -470,126 +649,123 @@ impl Gate<'_> {
         judgement: &Judgement,
         text: Option<&str>,
     ) -> io::Result<(String, Vec<String>)> {
-        let (stem, ext) = safe_name(name);
-        let doc_stem_len = name.as_bytes().len().saturating_sub(3); // companions share `X` of `X.md`
-        for n in 1..=1000usize {
-            let dest_stem = if n == 1 {
-                stem.clone()
-            } else {
-                format!("{stem}-{n}")
-            };
-            let doc = format!("{dest_stem}{ext}");
-            let companion_dests: Vec<String> = companions
-                .iter()
-                .map(|c| {
-                    let suffix = String::from_utf8_lossy(
-                        &c.as_bytes()[doc_stem_len.min(c.as_bytes().len())..],
-                    )
-                    .into_owned();
-                    format!("{dest_stem}{suffix}")
-                })
-                .collect();
-            let taken = std::iter::once(&doc)
-                .chain(&companion_dests)
-                .any(|d| dest.join(d).symlink_metadata().is_ok());
-            if taken {
+        let none = HashSet::new();
+        for n in 1..=MAX_TRIES {
+            let Some(plan) = self.candidate(name, companions, dest, n, &none) else {
                 continue;
-            }
-            if judgement.verdict == Verdict::Reject {
-                let (md, js) = report::names(&doc);
-                let judged = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
-                let source = shown(name);
-                write_replace(
-                    dest,
-                    &md,
-                    report::markdown(&doc, &source, judgement, &judged, text).as_bytes(),
-                )?;
-                write_replace(
-                    dest,
-                    &js,
-                    report::json(&doc, &source, judgement, &judged).as_bytes(),
-                )?;
-            }
-            let mut moves_list: Vec<[String; 2]> = companions
-                .iter()
-                .zip(&companion_dests)
-                .map(|(c, d)| [c.to_string_lossy().into_owned(), d.clone()])
-                .collect();
-            moves_list.push([name.to_string_lossy().into_owned(), doc.clone()]);
-            let intent_name = format!("{INTENT_PREFIX}{doc}.json");
-            let plain = std::iter::once(name)
-                .chain(companions.iter().map(OsString::as_os_str))
-                .all(|n| n.to_str().is_some_and(is_plain_name));
-            let mut intent_written = false;
-            let write_intent = |written: &mut bool| -> io::Result<()> {
-                if *written {
-                    return Ok(());
-                }
-                if !plain {
-                    // A name that cannot be recorded faithfully is never copied across
-                    // filesystems (its move could not be recovered).
-                    return Err(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "a name that is not plain UTF-8 cannot be moved across filesystems",
-                    ));
-                }
-                let record = Intent {
-                    intent: INTENT_TYPE.into(),
-                    inbox: self.inbox.to_string_lossy().into_owned(),
-                    moves: moves_list.clone(),
-                };
-                let bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
-                write_replace(dest, &intent_name, &bytes)?;
-                *written = true;
-                Ok(())
             };
-            if !companions.is_empty() {
-                write_intent(&mut intent_written)?;
+            if judgement.verdict == Verdict::Reject {
+                self.write_reports(dest, &plan.doc, name, judgement, text, true)?;
             }
-            let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
-            let mut failure = None;
-            for (c, d) in companions.iter().zip(&companion_dests) {
-                let (from, to) = (self.inbox.join(c), dest.join(d));
-                match move_noreplace(&from, &to, &mut || write_intent(&mut intent_written)) {
-                    Ok(()) => moved.push((from, to)),
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
+            match self.move_all(name, companions, dest, &plan) {
+                Ok(()) => return Ok((plan.doc, plan.companions)),
+                Err(e) if is_exists(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::other(format!(
+            "no free name for {} after {MAX_TRIES} tries",
+            shown(name)
+        )))
+    }
+
+    /// Records an intent when needed (companions, or a copy across filesystems), moves
+    /// the companions then the document, and removes the intent. On failure, puts back
+    /// what moved and returns the error (`EEXIST` when a name was taken).
+    fn move_all(
+        &self,
+        name: &OsStr,
+        companions: &[OsString],
+        dest: &Path,
+        plan: &Plan,
+    ) -> io::Result<()> {
+        let mut moves_list: Vec<[String; 2]> = companions
+            .iter()
+            .zip(&plan.companions)
+            .map(|(c, d)| [c.to_string_lossy().into_owned(), d.clone()])
+            .collect();
+        moves_list.push([name.to_string_lossy().into_owned(), plan.doc.clone()]);
+        let intent_name = format!("{INTENT_PREFIX}{}.json", plan.doc);
+        let plain = std::iter::once(name)
+            .chain(companions.iter().map(OsString::as_os_str))
+            .all(|n| n.to_str().is_some_and(is_plain_name));
+        let mut intent_written = false;
+        let write_intent = |written: &mut bool| -> io::Result<()> {
+            if *written {
+                return Ok(());
+            }
+            if !plain {
+                // A name that cannot be recorded faithfully is never copied across
+                // filesystems (its move could not be recovered).
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a name that is not plain UTF-8 cannot be moved across filesystems",
+                ));
+            }
+            let record = Intent {
+                intent: INTENT_TYPE.into(),
+                inbox: self.inbox.to_string_lossy().into_owned(),
+                moves: moves_list.clone(),
+            };
+            let bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
+            write_replace(dest, &intent_name, &bytes)?;
+            *written = true;
+            Ok(())
+        };
+        if !companions.is_empty() {
+            write_intent(&mut intent_written)?;
+        }
+        let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut failure = None;
+        let pairs = companions
+            .iter()
+            .map(OsString::as_os_str)
+            .zip(plan.companions.iter().map(String::as_str))
+            .chain(std::iter::once((name, plan.doc.as_str())));
+        for (from_name, to_name) in pairs {
+            let (from, to) = (self.inbox.join(from_name), dest.join(to_name));
+            match move_noreplace(&from, &to, &mut || write_intent(&mut intent_written)) {
+                Ok(()) => moved.push((from, to)),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
                 }
             }
-            if failure.is_none() {
-                let (from, to) = (self.inbox.join(name), dest.join(&doc));
-                match move_noreplace(&from, &to, &mut || write_intent(&mut intent_written)) {
-                    Ok(()) => {
-                        let _ = moves::sync_dir(dest);
-                        let _ = moves::sync_dir(&self.inbox);
-                        if intent_written {
-                            let _ = std::fs::remove_file(dest.join(&intent_name));
-                        }
-                        return Ok((doc, companion_dests));
-                    }
-                    Err(e) => failure = Some(e),
-                }
-            }
-            // Put back what moved, then retry under another name or give up.
+        }
+        if let Some(e) = failure {
+            // Put back what moved (companions only: the document moves last).
             for (from, to) in moved.iter().rev() {
                 let _ = move_noreplace(to, from, &mut || Ok(()));
             }
             if intent_written {
                 let _ = std::fs::remove_file(dest.join(&intent_name));
             }
-            match failure {
-                Some(e) if is_exists(&e) => continue,
-                Some(e) => return Err(e),
-                None => continue,
-            }
+            return Err(e);
         }
-        Err(io::Error::other(format!(
-            "no free name for {} after 1000 tries",
-            shown(name)
-        )))
+        // A rename is atomic on its own; the directories are fsynced once at the end of
+        // the run (see `run`).
+        if intent_written {
+            let _ = std::fs::remove_file(dest.join(&intent_name));
+        }
+        Ok(())
     }
+}
+
+/// The destination names of one document and its companions.
+#[derive(Debug, Clone)]
+struct Plan {
+    doc: String,
+    companions: Vec<String>,
+}
+
+/// Documents judged, named and reported together (one `syncfs` per batch).
+const BATCH: usize = 256;
+/// Most `-N` suffixes tried for one name.
+const MAX_TRIES: usize = 1000;
+
+/// A name reserved in a destination by the current batch.
+fn reserved_key(dest: &Path, name: &str) -> String {
+    format!("{}/{name}", dest.display())
 }
 
 fn rejected(code: &str, message: &str) -> Judgement {

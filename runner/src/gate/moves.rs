@@ -164,6 +164,17 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
 /// Writes `bytes` to `dir/name` atomically, replacing what is there: a temporary file,
 /// fsynced, renamed into place, the directory fsynced.
 pub fn write_replace(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_with(dir, name, bytes, true)?;
+    sync_dir(dir)
+}
+
+/// [`write_replace`] without any fsync, for a caller that writes many files and then
+/// makes them durable at once (`syncfs`) before it depends on them.
+pub fn write_replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    write_with(dir, name, bytes, false)
+}
+
+fn write_with(dir: &Path, name: &str, bytes: &[u8], sync_file: bool) -> io::Result<()> {
     let tmp = temp_path(dir, OsStr::new(name));
     let written = (|| {
         let mut f = fs::OpenOptions::new()
@@ -172,7 +183,7 @@ pub fn write_replace(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
             .mode(0o644)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()
+        if sync_file { f.sync_all() } else { Ok(()) }
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
@@ -182,7 +193,7 @@ pub fn write_replace(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    sync_dir(dir)
+    Ok(())
 }
 
 /// True when two trees hold the same entries with the same bytes (used to tell a

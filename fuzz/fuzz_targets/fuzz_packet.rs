@@ -1,0 +1,28 @@
+//! The research-packet validator: never panics, judges the same bytes the same way
+//! twice, points only at lines the packet has; its content hashes are a function of
+//! the normalized text.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use runner::gate::research_packet::{content_hashes, validate};
+use runner::normalize;
+use runner::policy::Policy;
+use std::sync::LazyLock;
+
+static POLICY: LazyLock<Policy> = LazyLock::new(Policy::builtin);
+
+fuzz_target!(|data: &[u8]| {
+    let policy = &*POLICY;
+    let reasons = validate(data, policy);
+    assert_eq!(reasons, validate(data, policy), "judged differently twice");
+    let file_lines = data.iter().filter(|&&b| b == b'\n').count() + 1;
+    for r in &reasons {
+        if let Some(line) = r.line {
+            assert!((1..=file_lines).contains(&line), "{r:?}: the file has {file_lines} lines");
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let hashes = content_hashes(text);
+        assert_eq!(hashes, content_hashes(&normalize::for_hashing(text)));
+    }
+});
