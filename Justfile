@@ -10,9 +10,10 @@ example := "examples/csv-stats/TR-20261121-100000Z-csv-stats.md"
 # --ignore-rust-version (also on the workspace-wide test and clippy runs).
 
 # Build the release binaries, `runner` and the Monty worker (tests run against them too).
+# One workspace-wide build: building the two packages separately would compile wasmtime
+# twice, once per feature set.
 build:
-    cargo build --release --locked
-    cargo build --release --locked -p runner-monty --ignore-rust-version
+    cargo build --release --locked --workspace --ignore-rust-version
 
 # Fetch, verify and precompile every pinned guest (once; later runs find them cached).
 guests: build
