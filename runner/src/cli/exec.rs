@@ -344,8 +344,15 @@ fn prepare_guest(
             eprintln!("{msg}");
         }
     };
-    let wasm_path = guest::ensure(entry, &guest::store::default_guest_dir(), &mut progress)
-        .map_err(|e| io(e.to_string()))?;
+    // The wasm file is only read to compile it, and compiling re-hashes it first
+    // (ensure_compiled); with a precompiled module cached, a size check is enough here
+    // and saves hashing 26 MB on every run. A missing or wrong-size file is fetched or
+    // refused by the full check.
+    let guest_dir = guest::store::default_guest_dir();
+    let wasm_path = match guest::locate_size_only(entry, &guest_dir) {
+        Ok(Some(path)) => path,
+        _ => guest::ensure(entry, &guest_dir, &mut progress).map_err(|e| io(e.to_string()))?,
+    };
     let backend = WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
         .map_err(|e| io(e.to_string()))?;
     let program = GuestProgram {
@@ -397,7 +404,13 @@ fn publish(
     let approved = &ctx.plan.approved;
     let policy = &ctx.plan.policy;
     // Every failure here names the results directory: that is where the operator looks.
-    let io = |e: String| Failure::new(exit_codes::IO, "result.write", format!("results directory {}: {e}", results_dir.display()));
+    let io = |e: String| {
+        Failure::new(
+            exit_codes::IO,
+            "result.write",
+            format!("results directory {}: {e}", results_dir.display()),
+        )
+    };
     let staging = Staging::new(results_dir).map_err(|e| io(e.to_string()))?;
     let out = Dir::open_ambient_dir(&run.out_dir, ambient_authority())
         .map_err(|e| io(format!("reopening /out: {e}")))?;

@@ -489,7 +489,9 @@ impl Gate<'_> {
         let mut reserved: HashSet<String> = HashSet::new();
         let mut plans: Vec<Option<Plan>> = Vec::with_capacity(batch.len());
         let mut errors: Vec<Option<String>> = vec![None; batch.len()];
-        let mut wrote_reports = false;
+        // Destinations written to (reports, intents), to flush before any move.
+        let mut dirty: Vec<&Path> = Vec::new();
+        let mut intents: Vec<bool> = vec![false; batch.len()];
         for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
             let dest = self.dest_for(judgement);
             let plan =
@@ -512,18 +514,34 @@ impl Gate<'_> {
                     plans.push(None);
                     continue;
                 }
-                wrote_reports = true;
+                if !dirty.contains(&dest) {
+                    dirty.push(dest);
+                }
+            }
+            if !companions.is_empty() {
+                let written = self
+                    .intent(name, companions, &plan)
+                    .and_then(|(intent_name, bytes)| write_unsynced(dest, &intent_name, &bytes));
+                if let Err(e) = written {
+                    errors[i] = Some(format!("cannot record the intent: {e}"));
+                    plans.push(None);
+                    continue;
+                }
+                intents[i] = true;
+                if !dirty.contains(&dest) {
+                    dirty.push(dest);
+                }
             }
             plans.push(Some(plan));
         }
-        if wrote_reports {
-            // Every report of the batch durable before any of its documents moves.
-            let flushed = File::open(&self.quarantine)
-                .and_then(|f| nix::unistd::syncfs(&f).map_err(io::Error::from));
+        // Every report and intent of the batch durable before any of its moves.
+        for dest in dirty {
+            let flushed =
+                File::open(dest).and_then(|f| nix::unistd::syncfs(&f).map_err(io::Error::from));
             if let Err(e) = flushed {
                 for (i, (_, (j, _))) in batch.iter().zip(&judged).enumerate() {
-                    if j.verdict == Verdict::Reject && errors[i].is_none() {
-                        errors[i] = Some(format!("cannot flush the reason reports: {e}"));
+                    if self.dest_for(j) == dest && errors[i].is_none() {
+                        errors[i] = Some(format!("cannot flush {}: {e}", dest.display()));
                         plans[i] = None;
                     }
                 }
@@ -549,7 +567,7 @@ impl Gate<'_> {
                 error: errors[i].clone(),
             };
             if let Some(plan) = &plans[i] {
-                let moved = match self.move_all(name, companions, dest, plan) {
+                let moved = match self.move_all(name, companions, dest, plan, intents[i]) {
                     Ok(()) => Ok((plan.doc.clone(), plan.companions.clone())),
                     // Someone else took the name since it was picked: the slow path
                     // picks another, writes the report again, and moves.
@@ -657,7 +675,7 @@ impl Gate<'_> {
             if judgement.verdict == Verdict::Reject {
                 self.write_reports(dest, &plan.doc, name, judgement, text, true)?;
             }
-            match self.move_all(name, companions, dest, &plan) {
+            match self.move_all(name, companions, dest, &plan, false) {
                 Ok(()) => return Ok((plan.doc, plan.companions)),
                 Err(e) if is_exists(&e) => continue,
                 Err(e) => return Err(e),
@@ -672,42 +690,55 @@ impl Gate<'_> {
     /// Records an intent when needed (companions, or a copy across filesystems), moves
     /// the companions then the document, and removes the intent. On failure, puts back
     /// what moved and returns the error (`EEXIST` when a name was taken).
+    /// The intent record of a move: its name in `dest` and its bytes. `Err` for a name
+    /// that cannot be recorded faithfully (not plain UTF-8): such a move could not be
+    /// recovered, so it is never attempted where it would need one.
+    fn intent(
+        &self,
+        name: &OsStr,
+        companions: &[OsString],
+        plan: &Plan,
+    ) -> io::Result<(String, Vec<u8>)> {
+        let plain = std::iter::once(name)
+            .chain(companions.iter().map(OsString::as_os_str))
+            .all(|n| n.to_str().is_some_and(is_plain_name));
+        if !plain {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a name that is not plain UTF-8 cannot be recorded in an intent (needed to move a result with its directory, or across filesystems)",
+            ));
+        }
+        let mut moves: Vec<[String; 2]> = companions
+            .iter()
+            .zip(&plan.companions)
+            .map(|(c, d)| [c.to_string_lossy().into_owned(), d.clone()])
+            .collect();
+        moves.push([name.to_string_lossy().into_owned(), plan.doc.clone()]);
+        let record = Intent {
+            intent: INTENT_TYPE.into(),
+            inbox: self.inbox.to_string_lossy().into_owned(),
+            moves,
+        };
+        let bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
+        Ok((format!("{INTENT_PREFIX}{}.json", plan.doc), bytes))
+    }
+
+    /// `intent_ready`: the intent is already written and durable (the batch path).
     fn move_all(
         &self,
         name: &OsStr,
         companions: &[OsString],
         dest: &Path,
         plan: &Plan,
+        intent_ready: bool,
     ) -> io::Result<()> {
-        let mut moves_list: Vec<[String; 2]> = companions
-            .iter()
-            .zip(&plan.companions)
-            .map(|(c, d)| [c.to_string_lossy().into_owned(), d.clone()])
-            .collect();
-        moves_list.push([name.to_string_lossy().into_owned(), plan.doc.clone()]);
         let intent_name = format!("{INTENT_PREFIX}{}.json", plan.doc);
-        let plain = std::iter::once(name)
-            .chain(companions.iter().map(OsString::as_os_str))
-            .all(|n| n.to_str().is_some_and(is_plain_name));
-        let mut intent_written = false;
+        let mut intent_written = intent_ready;
         let write_intent = |written: &mut bool| -> io::Result<()> {
             if *written {
                 return Ok(());
             }
-            if !plain {
-                // A name that cannot be recorded faithfully is never copied across
-                // filesystems (its move could not be recovered).
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "a name that is not plain UTF-8 cannot be moved across filesystems",
-                ));
-            }
-            let record = Intent {
-                intent: INTENT_TYPE.into(),
-                inbox: self.inbox.to_string_lossy().into_owned(),
-                moves: moves_list.clone(),
-            };
-            let bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
+            let (intent_name, bytes) = self.intent(name, companions, plan)?;
             write_replace(dest, &intent_name, &bytes)?;
             *written = true;
             Ok(())

