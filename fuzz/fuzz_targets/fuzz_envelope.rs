@@ -13,8 +13,9 @@ const SEED_KEY_PEM: &str = "-----BEGIN PUBLIC KEY-----
 MCowBQYDK2VwAyEA/IkFBSNSUKYxsTN3yRby1Z4JibbKtJR8OqtxJ+NQwRY=
 -----END PUBLIC KEY-----
 ";
-static KEY: LazyLock<ed25519_dalek::VerifyingKey> =
-    LazyLock::new(|| sign::parse_verifying_key(SEED_KEY_PEM, "seed key").expect("the seed key parses"));
+static KEY: LazyLock<ed25519_dalek::VerifyingKey> = LazyLock::new(|| {
+    sign::parse_verifying_key(SEED_KEY_PEM, "seed key").expect("the seed key parses")
+});
 
 fuzz_target!(|data: &[u8]| {
     let Ok(envelope) = parse_envelope(data) else {
@@ -32,6 +33,8 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(payload_type, envelope.payload_type);
             let id = sign::key_id(key);
             assert!(envelope.signatures.iter().any(|s| s.keyid == id));
+            // The payload is the base64 text decoded: never longer than it.
+            assert!(payload.len() <= envelope.payload.len());
         }
     }
     // A key as text: parsing any PEM-ish text never panics.

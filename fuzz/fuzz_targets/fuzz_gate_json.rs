@@ -28,7 +28,11 @@ fuzz_target!(|data: &[u8]| {
     if let Some(bits) = data.get(..8) {
         let v = f64::from_bits(u64::from_le_bytes(bits.try_into().expect("8 bytes")));
         if v.is_finite() {
-            assert_eq!(ecmascript_number(v), jcs::to_string(&v).expect("finite"), "{v:e}");
+            assert_eq!(
+                ecmascript_number(v),
+                jcs::to_string(&v).expect("finite"),
+                "{v:e}"
+            );
         }
     }
     let Ok(text) = std::str::from_utf8(data) else {
@@ -41,6 +45,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = canonical(&value) else {
         return;
     };
-    let again = parse(&text).unwrap_or_else(|e| panic!("canonical text {text:?} does not parse: {e}"));
-    assert_eq!(canonical(&again).as_deref(), Ok(text.as_str()), "not idempotent");
+    let again =
+        parse(&text).unwrap_or_else(|e| panic!("canonical text {text:?} does not parse: {e}"));
+    assert_eq!(
+        canonical(&again).as_deref(),
+        Ok(text.as_str()),
+        "not idempotent"
+    );
 });

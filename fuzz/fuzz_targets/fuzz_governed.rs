@@ -17,9 +17,17 @@ static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
 fuzz_target!(|data: &[u8]| {
     let policy = &*POLICY;
     let alone = validate(data, policy, None);
-    assert_eq!(alone, validate(data, policy, None), "judged differently twice");
+    assert_eq!(
+        alone,
+        validate(data, policy, None),
+        "judged differently twice"
+    );
     let with = validate(data, policy, Some(&CATALOG));
-    assert_eq!(with, validate(data, policy, Some(&CATALOG)), "judged differently twice");
+    assert_eq!(
+        with,
+        validate(data, policy, Some(&CATALOG)),
+        "judged differently twice"
+    );
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = Catalog::parse(text);
     }

@@ -21,7 +21,11 @@ fn arbitrary_value(u: &mut Unstructured<'_>, depth: usize) -> Result<Value> {
         5 => Value::String(u.arbitrary()?),
         6 => {
             let n = u.int_in_range(0..=5)?;
-            Value::Array((0..n).map(|_| arbitrary_value(u, depth + 1)).collect::<Result<_>>()?)
+            Value::Array(
+                (0..n)
+                    .map(|_| arbitrary_value(u, depth + 1))
+                    .collect::<Result<_>>()?,
+            )
         }
         _ => {
             let n = u.int_in_range(0..=5)?;
@@ -52,12 +56,21 @@ fn check(value: &Value) {
     let canonical = jcs::to_string(value).expect("a JSON value has a canonical form");
     let parsed: Value = serde_json::from_str(&canonical)
         .unwrap_or_else(|e| panic!("canonical text {canonical:?} does not parse: {e}"));
-    assert!(same(value, &parsed), "{value:?} came back as {parsed:?} from {canonical:?}");
+    assert!(
+        same(value, &parsed),
+        "{value:?} came back as {parsed:?} from {canonical:?}"
+    );
     let again = jcs::to_string(&parsed).expect("canonical again");
-    assert_eq!(canonical, again, "canonicalization is not idempotent for {value:?}");
+    assert_eq!(
+        canonical, again,
+        "canonicalization is not idempotent for {value:?}"
+    );
     assert_eq!(
         jcs::digest(value).expect("digest"),
-        format!("sha256:{}", runner::digest::sha256_hex(canonical.as_bytes()))
+        format!(
+            "sha256:{}",
+            runner::digest::sha256_hex(canonical.as_bytes())
+        )
     );
 }
 

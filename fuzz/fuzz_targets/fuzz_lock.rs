@@ -9,7 +9,11 @@ use runner::lock::{Lock, jcs};
 fuzz_target!(|data: &[u8]| {
     if let Ok(lock) = Lock::parse(data) {
         let text = jcs::to_string(&lock).expect("an accepted lock serializes");
-        assert_eq!(text.as_bytes(), data, "an accepted lock re-serializes to other bytes");
+        assert_eq!(
+            text.as_bytes(),
+            data,
+            "an accepted lock re-serializes to other bytes"
+        );
         assert_eq!(lock.rollup().expect("rollup"), lock.lock_sha256);
         // Sealing an accepted lock changes nothing.
         let (sealed, sealed_text) = lock.clone().seal().expect("seal");

@@ -19,20 +19,35 @@ fuzz_target!(|data: &[u8]| {
             for (i, g) in manifest.guests.iter().enumerate() {
                 assert!(manifest.guests[..i].iter().all(|o| o.name != g.name));
                 assert!(!g.name.is_empty() && g.name.len() <= 64);
-                assert!(g.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)));
+                assert!(
+                    g.name.bytes().all(|b| b.is_ascii_lowercase()
+                        || b.is_ascii_digit()
+                        || b"._-".contains(&b))
+                );
                 assert!(g.name.as_bytes()[0].is_ascii_alphanumeric());
                 for v in [&g.package, &g.version] {
                     assert!(!v.is_empty() && !v.starts_with('-'), "{v:?}");
-                    assert!(v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-+!".contains(&b)), "{v:?}");
+                    assert!(
+                        v.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"._-+!".contains(&b)),
+                        "{v:?}"
+                    );
                 }
                 assert!(is_sha256_hex(&g.wheel_sha256) && is_sha256_hex(&g.file_sha256));
                 assert!((1..=MAX_GUEST_SIZE).contains(&g.size));
                 assert!(!g.file.starts_with('/') && !g.file.contains('\\'));
                 assert!(!g.file.chars().any(char::is_control));
-                assert!(g.file.split('/').all(|c| !matches!(c, "" | "." | "..")), "{:?}", g.file);
+                assert!(
+                    g.file.split('/').all(|c| !matches!(c, "" | "." | "..")),
+                    "{:?}",
+                    g.file
+                );
                 assert!(!g.description.trim().is_empty());
             }
-            assert_eq!(GuestManifest::parse(text, "fuzz").ok().as_ref(), Some(&manifest));
+            assert_eq!(
+                GuestManifest::parse(text, "fuzz").ok().as_ref(),
+                Some(&manifest)
+            );
         }
         Err(GuestError::ManifestField { line, .. }) => {
             let lines = text.matches('\n').count() + 1;

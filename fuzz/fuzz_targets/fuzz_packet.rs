@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
     let file_lines = data.iter().filter(|&&b| b == b'\n').count() + 1;
     for r in &reasons {
         if let Some(line) = r.line {
-            assert!((1..=file_lines).contains(&line), "{r:?}: the file has {file_lines} lines");
+            assert!(
+                (1..=file_lines).contains(&line),
+                "{r:?}: the file has {file_lines} lines"
+            );
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {

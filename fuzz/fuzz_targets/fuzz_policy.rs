@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
     let codes = |rules: &[runner::policy::ForbiddenRule]| -> Vec<String> {
         rules.iter().map(|r| r.code.clone()).collect()
     };
-    assert_eq!(codes(&policy.forbidden), codes(policy.rules_for(RuleTarget::Request)));
+    assert_eq!(
+        codes(&policy.forbidden),
+        codes(policy.rules_for(RuleTarget::Request))
+    );
     for target in RuleTarget::ALL {
         for rule in policy.rules_for(target) {
             assert!(rule.code.starts_with("forbidden.") && rule.applies_to.contains(&target));

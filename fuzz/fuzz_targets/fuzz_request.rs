@@ -27,7 +27,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(!a.is_empty(), "a REJECT without a reason");
             for r in a {
                 if let Some(line) = r.line {
-                    assert!((1..=file_lines).contains(&line), "{r:?}: the file has {file_lines} lines");
+                    assert!(
+                        (1..=file_lines).contains(&line),
+                        "{r:?}: the file has {file_lines} lines"
+                    );
                 }
             }
         }

@@ -15,7 +15,10 @@ static POLICY: LazyLock<Policy> = LazyLock::new(Policy::builtin);
 fn lines_within(reasons: &[Reason], file_lines: usize) {
     for r in reasons {
         if let Some(line) = r.line {
-            assert!((1..=file_lines).contains(&line), "{r:?}: the file has {file_lines} lines");
+            assert!(
+                (1..=file_lines).contains(&line),
+                "{r:?}: the file has {file_lines} lines"
+            );
         }
     }
 }
@@ -24,7 +27,11 @@ fuzz_target!(|data: &[u8]| {
     let policy = &*POLICY;
     let (reasons, notes) = validate(data, &ArtifactsAt::Nowhere, policy);
     let again = validate(data, &ArtifactsAt::Nowhere, policy);
-    assert_eq!((&reasons, &notes), (&again.0, &again.1), "judged differently twice");
+    assert_eq!(
+        (&reasons, &notes),
+        (&again.0, &again.1),
+        "judged differently twice"
+    );
     let file_lines = data.iter().filter(|&&b| b == b'\n').count() + 1;
     lines_within(&reasons, file_lines);
     lines_within(&notes, file_lines);
@@ -33,6 +40,9 @@ fuzz_target!(|data: &[u8]| {
     let (shown, count) = shown_lines(data, max);
     assert!(shown.len() <= max && shown.len() <= count);
     for line in &shown {
-        assert!(!line.chars().any(char::is_control), "{line:?} shows a control character");
+        assert!(
+            !line.chars().any(char::is_control),
+            "{line:?} shows a control character"
+        );
     }
 });

@@ -37,7 +37,11 @@ fn measure(node: &Node, depth: usize, nodes: &mut usize, deepest: &mut usize) {
 }
 
 fn lines_within(node: &Node, first: usize, last: usize) {
-    assert!((first..=last).contains(&node.line()), "line {} outside {first}..={last}", node.line());
+    assert!(
+        (first..=last).contains(&node.line()),
+        "line {} outside {first}..={last}",
+        node.line()
+    );
     match node {
         Node::Scalar { .. } => {}
         Node::Seq { items, .. } => items.iter().for_each(|n| lines_within(n, first, last)),
@@ -57,15 +61,26 @@ fn check(text: &str, first_line: usize, budget: Budget) {
             assert!(matches!(root, Node::Map { .. }));
             let (mut nodes, mut deepest) = (0, 0);
             measure(&root, 0, &mut nodes, &mut deepest);
-            assert!(nodes <= budget.max_nodes, "{nodes} nodes > {}", budget.max_nodes);
-            assert!(deepest <= budget.max_depth, "depth {deepest} > {}", budget.max_depth);
+            assert!(
+                nodes <= budget.max_nodes,
+                "{nodes} nodes > {}",
+                budget.max_nodes
+            );
+            assert!(
+                deepest <= budget.max_depth,
+                "depth {deepest} > {}",
+                budget.max_depth
+            );
             lines_within(&root, first_line, last);
         }
         Err(errors) => {
             assert!(!errors.is_empty());
             for e in &errors {
                 assert!(e.code.starts_with("yaml."), "{}", e.code);
-                assert!((first_line..=last).contains(&e.line), "{e:?} outside {first_line}..={last}");
+                assert!(
+                    (first_line..=last).contains(&e.line),
+                    "{e:?} outside {first_line}..={last}"
+                );
             }
         }
     }

@@ -582,7 +582,7 @@ fn sigkill_mid_batch_loses_nothing_and_a_rerun_finishes() {
     // round (the reports and intents of a batch are written before any of its moves,
     // so this lands between moves, not before them).
     let mut kills_mid_move = 0;
-    for round in 0..10 {
+    for round in 0..4 {
         let left_before = in_inbox(&b);
         let mut child = gate_cmd(&b, true)
             .stdout(Stdio::null())

@@ -127,17 +127,19 @@ impl Document {
                 .collect();
             // Inserting after the last line of a file without a final newline: that
             // line gets one, and the new last line goes without, as the file did.
-            if e.start == e.end && e.start == lines.len() {
-                if let (Some(prev), Some(last)) = (lines.last_mut(), new.last_mut()) {
-                    prev.eol = dominant;
-                    last.eol = "";
-                }
+            if e.start == e.end
+                && e.start == lines.len()
+                && let (Some(prev), Some(last)) = (lines.last_mut(), new.last_mut())
+            {
+                prev.eol = dominant;
+                last.eol = "";
             }
             // Replacing the last line keeps the file's lack of a final newline.
-            if e.end == lines.len() && e.start < e.end {
-                if let Some(last) = new.last_mut() {
-                    last.eol = "";
-                }
+            if e.end == lines.len()
+                && e.start < e.end
+                && let Some(last) = new.last_mut()
+            {
+                last.eol = "";
             }
             lines.splice(e.start..e.end, new);
         }

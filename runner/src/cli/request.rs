@@ -99,11 +99,9 @@ impl SealCommand {
         };
         let target = self.output.clone().unwrap_or_else(|| self.draft.clone());
         let unchanged = self.output.is_none() && sealed.text == text;
-        if !unchanged {
-            if let Err(e) = edit::write_atomic(&target, sealed.text.as_bytes()) {
-                eprintln!("error: cannot write {}: {e}", target.display());
-                return exit_codes::IO;
-            }
+        if !unchanged && let Err(e) = edit::write_atomic(&target, sealed.text.as_bytes()) {
+            eprintln!("error: cannot write {}: {e}", target.display());
+            return exit_codes::IO;
         }
         println!("{}", target.display());
         for i in &sealed.inputs {
