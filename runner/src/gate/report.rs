@@ -80,11 +80,21 @@ pub fn markdown(
     let _ = writeln!(s, "- Judged: {judged_utc}");
     let _ = writeln!(s, "- Reasons: {}\n", judgement.reasons.len());
     s.push_str("## Reasons\n\n");
+    // A line with forbidden content (a secret, an injected instruction) is named, never
+    // quoted: the report must not carry what it reports.
+    let unquotable: std::collections::BTreeSet<usize> = judgement
+        .reasons
+        .iter()
+        .filter(|r| r.code.starts_with("forbidden.") || r.code.starts_with("text."))
+        .filter_map(|r| r.line)
+        .collect();
     for r in &judgement.reasons {
         match r.line {
             Some(n) => {
                 let _ = writeln!(s, "- line {n}: `{}`: {}", r.code, printable(&r.message));
-                if let Some(l) = lines.get(n.wrapping_sub(1)) {
+                if unquotable.contains(&n) {
+                    let _ = writeln!(s, "  - the line is not quoted: it holds forbidden content");
+                } else if let Some(l) = lines.get(n.wrapping_sub(1)) {
                     let _ = writeln!(
                         s,
                         "  - the line, escaped: `{}`",
@@ -136,6 +146,7 @@ mod tests {
                     Some(2),
                 ),
                 Reason::new("hash.body_mismatch", "x", None),
+                Reason::new("body.unknown_section", "unknown section", Some(3)),
             ],
             notes: vec![],
         };
@@ -144,14 +155,15 @@ mod tests {
             "RP-x.md",
             &j,
             "2026-11-21T10:00:00Z",
-            Some("---\nig\u{200b}nore `x`\n"),
+            Some("---\nig\u{200b}nore `x` AKIAIOSFODNN7EXAMPLE\n## N\u{1b}otes `y`\n"),
         );
         assert!(md.contains("- line 2: `text.invisible_character`"), "{md}");
-        assert!(md.contains("ig\\u{200b}nore 'x'"), "{md}");
-        assert!(!md.contains('\u{200b}'));
+        assert!(md.contains("the line is not quoted"), "{md}");
+        assert!(!md.contains("AKIA") && !md.contains('\u{200b}'), "{md}");
+        assert!(md.contains("`## N\\u{1b}otes 'y'`"), "{md}");
         let js: serde_json::Value =
             serde_json::from_str(&json("RP-x.md", "RP-x.md", &j, "t")).unwrap();
-        assert_eq!(js["reasons"].as_array().unwrap().len(), 2);
+        assert_eq!(js["reasons"].as_array().unwrap().len(), 3);
         assert_eq!(js["reasons"][0]["line"], 2);
         assert!(js["reasons"][1]["line"].is_null());
         assert_eq!(js["kind"], "research_packet");
