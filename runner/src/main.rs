@@ -8,6 +8,10 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("__worker") {
         std::process::exit(runner::backend::worker::worker_main());
     }
+    // A probe that applies the worker's confinement and reports it (used by tests).
+    if std::env::args().nth(1).as_deref() == Some("__confinement-probe") {
+        std::process::exit(runner::backend::confine::probe_main());
+    }
     let cli = match runner::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -166,7 +166,12 @@ fn ci_replay_example_reproduces_and_fails_on_drift() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let work = tempfile::tempdir().unwrap();
     let copy = |from: &str| {
-        let status = std::process::Command::new("cp").arg("-r").arg(repo.join(from)).arg(work.path().join("examples")).status().unwrap();
+        let status = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(repo.join(from))
+            .arg(work.path().join("examples"))
+            .status()
+            .unwrap();
         assert!(status.success());
     };
     std::fs::create_dir(work.path().join("examples")).unwrap();
@@ -183,21 +188,54 @@ fn ci_replay_example_reproduces_and_fails_on_drift() {
         .arg(ex.join("ci-replay/baseline"))
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let reproduce = || std::process::Command::new("bash").arg(ex.join("ci-replay/reproduce.sh")).env("RUNNER", runner).output().unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let reproduce = || {
+        std::process::Command::new("bash")
+            .arg(ex.join("ci-replay/reproduce.sh"))
+            .env("RUNNER", runner)
+            .output()
+            .unwrap()
+    };
     let out = reproduce();
-    assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("MATCH"));
     let data = ex.join("csv-stats/inputs/data.csv");
     let original = std::fs::read(&data).unwrap();
-    std::fs::write(&data, [original.as_slice(), b"west,2026-11-01,9.0,0.0\n"].concat()).unwrap();
-    assert_eq!(reproduce().status.code(), Some(5), "an edited input is drift");
+    std::fs::write(
+        &data,
+        [original.as_slice(), b"west,2026-11-01,9.0,0.0\n"].concat(),
+    )
+    .unwrap();
+    assert_eq!(
+        reproduce().status.code(),
+        Some(5),
+        "an edited input is drift"
+    );
     std::fs::write(&data, &original).unwrap();
-    let baseline = std::fs::read_dir(ex.join("ci-replay/baseline")).unwrap().flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "md")).unwrap();
+    let baseline = std::fs::read_dir(ex.join("ci-replay/baseline"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .unwrap();
     let mut text = std::fs::read_to_string(&baseline).unwrap();
     text = text.replacen("mean", "MEAN", 1);
     std::fs::write(&baseline, text).unwrap();
-    assert_eq!(reproduce().status.code(), Some(1), "an edited baseline is refused by verify");
+    assert_eq!(
+        reproduce().status.code(),
+        Some(1),
+        "an edited baseline is refused by verify"
+    );
 }
 
 /// The committed baseline is intact.
@@ -218,5 +256,9 @@ fn committed_ci_baseline_verifies() {
         .arg(repo.join("examples/csv-stats/TR-20261121-100000Z-csv-stats.md"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -536,3 +536,59 @@ mod tests {
         nix::errno::Errno::ENOSPC as i32
     }
 }
+
+/// `runner __confinement-probe`: applies [`confine_worker`] to this process with the
+/// fixed test limits below, exactly as a worker does before it runs a guest, then
+/// prints what the kernel reports (one JSON object): the layers applied and skipped,
+/// `/proc/self/limits`, `NoNewPrivs`, the network interfaces and routes it can see.
+/// Tests use it to prove each layer is in force; it runs no guest.
+///
+/// Limits: CPU 3 s, `/out` 1 MiB, stdout/stderr 1 MiB, address space 2 GiB.
+pub fn probe_main() -> i32 {
+    let limits = Limits {
+        memory_bytes: 64 << 20,
+        wall: Duration::from_secs(5),
+        cpu: Duration::from_secs(3),
+        stdout_bytes: 1 << 20,
+        stderr_bytes: 1 << 20,
+        out_bytes: 1 << 20,
+        out_files: 16,
+    };
+    let c = confine_worker(&limits, Some(2 << 30));
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
+    let interfaces: Vec<String> = read("/proc/net/dev")
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next().map(|n| n.trim().to_owned()))
+        .collect();
+    // Usable routes: a fresh namespace lists IPv6 "reject" entries (RTF_REJECT, 0x200),
+    // which route nothing.
+    const RTF_REJECT: u32 = 0x200;
+    let usable = |flags: Option<&str>| {
+        flags
+            .and_then(|f| u32::from_str_radix(f, 16).ok())
+            .is_some_and(|f| f & RTF_REJECT == 0)
+    };
+    let routes = read("/proc/net/route")
+        .lines()
+        .skip(1)
+        .filter(|l| usable(l.split_whitespace().nth(3)))
+        .count()
+        + read("/proc/net/ipv6_route")
+            .lines()
+            .filter(|l| usable(l.split_whitespace().nth(8)))
+            .count();
+    let no_new_privs = read("/proc/self/status")
+        .lines()
+        .find_map(|l| l.strip_prefix("NoNewPrivs:").map(|v| v.trim().to_owned()));
+    let report = serde_json::json!({
+        "applied": c.applied,
+        "skipped": c.skipped,
+        "limits": read("/proc/self/limits"),
+        "no_new_privs": no_new_privs,
+        "interfaces": interfaces,
+        "routes": routes,
+    });
+    println!("{report}");
+    0
+}

@@ -526,11 +526,14 @@ fn excerpt(
     }
     if let Some(declared) = declared {
         for line in &prose {
-            for token in line.text.split(|c: char| !c.is_ascii_hexdigit()) {
-                if token.len() == 64
-                    && token.chars().all(|c| c.is_ascii_hexdigit())
-                    && token != declared.sha256
-                {
+            // A hash the prose names: `sha256 <hex>`, `sha256: <hex>`, `sha256=<hex>`.
+            let named = line.text.match_indices("sha256").filter_map(|(i, _)| {
+                let rest = line.text[i + 6..].trim_start_matches([':', '=', ' ']);
+                let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+                (hex.len() == 64).then_some(hex)
+            });
+            for token in named {
+                if token != declared.sha256 {
                     r.add(
                         "excerpt.hash_mismatch",
                         format!("`## {}` names sha256 {token}; the front matter's {stream}_sha256 is {}", s.title, declared.sha256),

@@ -6,7 +6,7 @@
 //! scalars, duplicate keys are errors that name both lines, and depth and node
 //! count are bounded by the policy. Every node keeps its line in the original file.
 
-use saphyr_parser::{Event, Parser, ScalarStyle};
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle};
 
 /// A YAML node with the 1-based line of the original file where it starts.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,11 +92,20 @@ pub fn load(text: &str, first_line: usize, budget: Budget) -> Result<Node, Vec<L
         root: None,
         documents: 0,
     };
+    // saphyr also breaks lines at a lone CR, the file only at LF (a CR before it is part
+    // of the ending): count LFs up to the marker's character offset instead, so every
+    // line named is the file's.
+    let lf_at: Vec<usize> = text
+        .chars()
+        .enumerate()
+        .filter_map(|(i, c)| (c == '\n').then_some(i))
+        .collect();
+    let line_of = |m: &Marker| first_line + lf_at.partition_point(|&i| i < m.index());
     let mut parser = Parser::new_from_str(text);
     while let Some(event) = parser.next_event() {
         match event {
             Ok((event, span)) => {
-                let line = first_line + span.start.line().saturating_sub(1);
+                let line = line_of(&span.start);
                 if let Err(fatal) = loader.event(event, line) {
                     loader.errors.push(fatal);
                     return Err(loader.errors);
@@ -106,7 +115,7 @@ pub fn load(text: &str, first_line: usize, budget: Budget) -> Result<Node, Vec<L
                 loader.errors.push(LoadError {
                     code: "yaml.syntax",
                     message: format!("front matter is not valid YAML: {}", e.info()),
-                    line: first_line + e.marker().line().saturating_sub(1),
+                    line: line_of(e.marker()),
                 });
                 return Err(loader.errors);
             }
@@ -394,6 +403,23 @@ mod tests {
     fn too_many_nodes() {
         let text: String = (0..300).map(|i| format!("k{i}: {i}\n")).collect();
         assert_eq!(codes(&text), vec!["yaml.too_many_nodes"]);
+    }
+
+    /// Found by fuzzing (fuzz_request): YAML breaks lines at a lone CR, the file does not,
+    /// so every line after one was named too far down, even past the end of the file.
+    #[test]
+    fn lines_are_file_lines_even_after_a_lone_cr() {
+        let node = load("a: x\rb: y\nc: 1\n", 2, BUDGET).unwrap();
+        let Node::Map { entries, .. } = &node else {
+            panic!("not a map")
+        };
+        let lines: Vec<(&str, usize)> = entries
+            .iter()
+            .map(|e| (e.key.as_str(), e.key_line))
+            .collect();
+        assert_eq!(lines, [("a", 2), ("b", 2), ("c", 3)]);
+        let errors = load("a: 1\r\r\r\r\r\rb\nc", 2, BUDGET).unwrap_err();
+        assert!(errors.iter().all(|e| e.line <= 3), "{errors:?}");
     }
 
     #[test]

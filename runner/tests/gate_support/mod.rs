@@ -13,7 +13,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use runner::gate::{self, Catalog, Context, Follow, Judgement, Verdict};
+use runner::gate::{self, Catalog, Context, Follow, Judgement};
 use runner::policy::Policy;
 use runner::request::Reason;
 use serde::Deserialize;
@@ -365,12 +365,4 @@ pub fn check_cli_json(fixtures: &[Fixture], policy: &Policy, catalog: &Catalog) 
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-}
-
-/// The verdict for a fixture written as text, for quick checks.
-pub fn verdict_of(j: &Judgement) -> &'static str {
-    match j.verdict {
-        Verdict::Accept => "ACCEPT",
-        Verdict::Reject => "REJECT",
-    }
 }
