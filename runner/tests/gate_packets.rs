@@ -70,17 +70,25 @@ fn content_hash_byte_rules() {
         h.body_sha256
     );
     // NFD and NFC spellings hash alike; CRLF and a BOM change nothing.
-    let nfd = example
-        .replacen("Executive Summary\n", "Executive Summary\n", 1)
-        .replace("é", "e\u{301}");
-    assert_eq!(content_hashes(&nfd).unwrap(), h);
+    let nfc = example.replacen(
+        "The specification defines",
+        "The sp\u{e9}cification defines",
+        1,
+    );
+    let nfd = example.replacen(
+        "The specification defines",
+        "The spe\u{301}cification defines",
+        1,
+    );
+    assert_eq!(content_hashes(&nfc), content_hashes(&nfd));
+    assert_ne!(content_hashes(&nfc).unwrap().body_sha256, h.body_sha256);
     let crlf = format!("\u{feff}{}", example.replace('\n', "\r\n"));
     assert_eq!(content_hashes(&crlf).unwrap(), h);
     // The body starts after the newline that ends the closing `---` line.
     let body_start = example.match_indices("\n---\n").next().unwrap().0 + 5;
     assert_eq!(
         h.body_sha256,
-        runner::digest::sha256_hex(example[body_start..].as_bytes())
+        runner::digest::sha256_hex(&example.as_bytes()[body_start..])
     );
 }
 

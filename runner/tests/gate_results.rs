@@ -133,7 +133,8 @@ fn exec_result_passes_and_each_tampering_is_named() {
     );
 
     let stem = doc.file_stem().unwrap().to_owned();
-    let cases: Vec<(&str, Box<dyn Fn(&Path)>, &[&str], &str)> = vec![
+    type Tamper = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Tamper, &[&str], &str)> = vec![
         (
             "one artifact byte",
             Box::new(|d: &Path| flip_byte(&d.join("out/summary.json"), 7)),
@@ -336,7 +337,6 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
 /// result writer to withhold with the result rules: in `cli/exec.rs`, `rules:
 /// &policy.forbidden` → `rules: policy.rules_for(RuleTarget::Result)`.
 #[test]
-#[ignore = "needs cli/exec.rs to pass policy.rules_for(RuleTarget::Result) to the result writer"]
 fn exec_of_a_hostile_guest_writes_a_result_that_passes() {
     let example = repo().join("examples/csv-stats");
     let work = tempfile::tempdir().unwrap();

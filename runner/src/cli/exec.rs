@@ -559,7 +559,7 @@ fn publish(
             },
             findings,
             excerpt_lines: policy.output.excerpt_lines,
-            rules: &policy.forbidden,
+            rules: policy.rules_for(crate::policy::RuleTarget::Result),
         });
         let mut extras = Vec::new();
         match lock_for(id, &document) {

@@ -109,17 +109,29 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
                 true,
             )
         }
-        Ok((j, bytes)) => (
-            FileVerdict {
-                file: name,
-                kind: j.kind_name(),
-                verdict: j.verdict.as_str(),
-                reasons: j.reasons,
-                notes: j.notes,
-            },
-            String::from_utf8(bytes).ok(),
-            false,
-        ),
+        Ok((mut j, bytes)) => {
+            // A tool request is judged with its approval: the signature beside it and
+            // separation of duties, which need the file's path.
+            if j.kind == Some(gate::DocKind::ToolRequest) {
+                if let Err(reasons) =
+                    crate::approval::validate_request_file(file, &bytes, ctx.policy)
+                {
+                    j.reasons = reasons; // a superset of request::validate's reasons
+                    j.verdict = gate::Verdict::Reject;
+                }
+            }
+            (
+                FileVerdict {
+                    file: name,
+                    kind: j.kind_name(),
+                    verdict: j.verdict.as_str(),
+                    reasons: j.reasons,
+                    notes: j.notes,
+                },
+                String::from_utf8(bytes).ok(),
+                false,
+            )
+        }
     }
 }
 

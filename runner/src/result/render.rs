@@ -145,12 +145,19 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
 
     // 1) Summary
     s.push_str("## Summary\n\n");
+    // The purpose passed the request rules; the result rules are stricter (policy-change
+    // claims, instructions to run), so it is checked again rather than trusted.
+    let purpose = one_line(doc.purpose);
+    let purpose_trips = tripped(&purpose, doc.rules);
+    let purpose = if purpose_trips.is_empty() {
+        purpose
+    } else {
+        format!("purpose withheld: it trips {}", purpose_trips.join(", "))
+    };
     let _ = writeln!(
         s,
-        "- What ran: request `{}` ({}), backend {}.",
-        doc.request_id,
-        one_line(doc.purpose),
-        doc.backend
+        "- What ran: request `{}` ({purpose}), backend {}.",
+        doc.request_id, doc.backend
     );
     let verdict = match doc.outcome {
         OutcomeKind::Completed if doc.exit_code == 0 => {
@@ -322,7 +329,13 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
             doc.outcome.as_str()
         ));
     }
-    anomalies.extend(doc.findings.iter().map(|f| one_line(f)));
+    // Findings quote names the guest chose (/out file names, symlink targets): they
+    // pass through the same rules as the excerpts.
+    anomalies.extend(doc.findings.iter().map(|f| {
+        let shown = one_line(f);
+        let trips = tripped(&shown, doc.rules);
+        if trips.is_empty() { shown } else { format!("a finding was withheld from this note because it quotes guest-controlled text that trips {}", trips.join(", ")) }
+    }));
     anomalies.extend(withheld);
     if anomalies.is_empty() {
         s.push_str("- Unexpected behavior: None observed.\n");
@@ -334,6 +347,18 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     }
     s.push_str("- Network confirmation: none used; the request asked for `network: none` and the guest had no socket capability.\n");
     s
+}
+
+/// The rule codes `text` trips, sorted.
+fn tripped(text: &str, rules: &[ForbiddenRule]) -> Vec<String> {
+    let mut codes: Vec<String> =
+        crate::request::forbidden::scan(crate::request::frontmatter::lines(text), rules)
+            .into_iter()
+            .map(|f| f.code)
+            .collect();
+    codes.sort();
+    codes.dedup();
+    codes
 }
 
 /// Collapses a value onto one line for a markdown list item.
