@@ -246,7 +246,8 @@ fn open_regular_nofollow(
     Ok(file)
 }
 
-fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Result<(String, u64)> {
+/// Copies `src` into `dst`, hashing what passes: (sha256 hex, bytes).
+pub(crate) fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Result<(String, u64)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
@@ -317,8 +318,7 @@ pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
             )),
         }
     }
-    let mut seen = Vec::new();
-    list_files(&dir, "", &mut seen, 0);
+    let seen = list_files(&dir, 32, 10_000);
     for path in seen {
         if !staged.iter().any(|s| s.path == format!("/in/{path}")) {
             findings.push(format!("a new entry /in/{path} appeared during the run"));
@@ -327,27 +327,42 @@ pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
     findings
 }
 
-fn list_files(dir: &Dir, prefix: &str, out: &mut Vec<String>, depth: usize) {
-    if depth > 32 || out.len() > 10_000 {
-        return;
-    }
-    let Ok(entries) = dir.entries() else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => {
-                if let Ok(sub) = dir.open_dir(&name) {
-                    list_files(&sub, &path, out, depth + 1);
+/// Every non-directory entry under `dir`, as slash-joined relative paths, without
+/// following symlinks (a symlink is listed, never entered). Stops at `max_depth` levels
+/// and `max_entries` paths, so a pathological tree cannot cost the runner.
+pub(crate) fn list_files(dir: &Dir, max_depth: usize, max_entries: usize) -> Vec<String> {
+    fn walk(
+        dir: &Dir,
+        prefix: &str,
+        out: &mut Vec<String>,
+        depth: usize,
+        max_depth: usize,
+        max_entries: usize,
+    ) {
+        if depth > max_depth || out.len() > max_entries {
+            return;
+        }
+        let Ok(entries) = dir.entries() else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => {
+                    if let Ok(sub) = dir.open_dir(&name) {
+                        walk(&sub, &path, out, depth + 1, max_depth, max_entries);
+                    }
                 }
+                _ => out.push(path),
             }
-            _ => out.push(path),
         }
     }
+    let mut out = Vec::new();
+    walk(dir, "", &mut out, 0, max_depth, max_entries);
+    out
 }
 
 /// sha256 of a byte slice (re-exported for callers that stage in memory).

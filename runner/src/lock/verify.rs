@@ -182,9 +182,8 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
                     Err(e) => differences.push(diff(format!("{name} file"), "present", e)),
                 }
             }
-            let mut on_disk = Vec::new();
             if let Ok(out) = adir.open_dir("out") {
-                list_files(&out, "", &mut on_disk, 0);
+                let on_disk = crate::stage::list_files(&out, 64, 100_000);
                 for a in &lock.outputs.artifacts {
                     if a.path.split('/').any(|c| c == ".." || c.is_empty()) {
                         differences.push(diff(
@@ -388,27 +387,4 @@ fn hash_nofollow(dir: &Dir, path: &str) -> Result<(String, u64), String> {
     }
     let sha = crate::digest::sha256_reader(file).map_err(|e| e.to_string())?;
     Ok((tag(&sha), meta.len()))
-}
-
-fn list_files(dir: &Dir, prefix: &str, out: &mut Vec<String>, depth: usize) {
-    if depth > 64 || out.len() > 100_000 {
-        return;
-    }
-    let Ok(entries) = dir.entries() else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => {
-                if let Ok(sub) = dir.open_dir(&name) {
-                    list_files(&sub, &path, out, depth + 1);
-                }
-            }
-            _ => out.push(path),
-        }
-    }
 }

@@ -3,8 +3,7 @@
 //! everything else (symlinks, FIFOs, sockets, odd names) as findings instead.
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
-use sha2::{Digest, Sha256};
-use std::io::{self, Read, Write};
+use std::io;
 
 /// One collected artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +168,7 @@ fn walk(
                 &stored,
                 OpenOptions::new().write(true).create_new(true).mode(0o644),
             )?;
-            let (sha256, bytes) = copy_hashing(&mut file, &mut copy)?;
+            let (sha256, bytes) = crate::stage::copy_hashing(&mut file, &mut copy)?;
             copy.sync_all()?;
             c.total_bytes += bytes;
             c.artifacts.push(Artifact {
@@ -182,24 +181,6 @@ fn walk(
         }
     }
     Ok(())
-}
-
-fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Result<(String, u64)> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = match src.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        hasher.update(&buf[..n]);
-        dst.write_all(&buf[..n])?;
-        total += n as u64;
-    }
-    Ok((crate::digest::hex(&hasher.finalize()), total))
 }
 
 #[cfg(test)]
