@@ -80,7 +80,9 @@ bench-validate:
 # is stable. Targets build into fuzz/target (a workspace of its own), release with debug
 # assertions and overflow checks. New inputs go to fuzz/work/TARGET (git-ignored;
 # fuzz/corpus/TARGET is the committed seed), crashes to fuzz/artifacts/TARGET.
-# Reproduce one: `cargo fuzz run -s none TARGET FILE`.
+# Reproduce one: `cargo fuzz run -s none TARGET FILE`. AddressSanitizer (cargo-fuzz's
+# default, -Zsanitizer=address) also works on stable with RUSTC_BOOTSTRAP=1; it means a
+# second full build and half the speed, for parsers that are safe Rust.
 fuzz_targets := "fuzz_frontmatter fuzz_yaml fuzz_request fuzz_jcs fuzz_lock fuzz_result fuzz_packet fuzz_governed fuzz_gate_json fuzz_envelope fuzz_policy fuzz_manifest"
 
 # Fuzz TARGET for RUNS executions (`all`: every target in turn).

@@ -190,10 +190,18 @@ impl Lock {
         jcs::digest(&value).map_err(|e| LockError::Encode(e.to_string()))
     }
 
-    /// Sets `lock_sha256` and returns the canonical text to write.
+    /// Sets `lock_sha256` and returns the canonical text to write. Refuses a lock holding
+    /// an integer beyond 2^53 - 1: RFC 8785 writes every number as a double, so the
+    /// text would name another number and read back as another lock, or not at all.
     pub fn seal(mut self) -> Result<(Self, String), LockError> {
         self.inputs_count = self.inputs.len() as u64;
         self.outputs.artifacts_count = self.outputs.artifacts.len() as u64;
+        let value = serde_json::to_value(&self).map_err(|e| LockError::Encode(e.to_string()))?;
+        if let Some((field, n)) = beyond_exact_doubles(&value, String::new()) {
+            return Err(LockError::Encode(format!(
+                "`{field}` is {n}, beyond 2^53 - 1, the largest integer canonical JSON holds exactly"
+            )));
+        }
         self.lock_sha256 = self.rollup()?;
         let text = jcs::to_string(&self).map_err(|e| LockError::Encode(e.to_string()))?;
         Ok((self, text))
@@ -204,6 +212,13 @@ impl Lock {
     pub fn parse(bytes: &[u8]) -> Result<Self, LockError> {
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| LockError::NotJson(e.to_string()))?;
+        // The writer refuses these (see `seal`); a reader that took one would hold a lock
+        // the writer cannot write back.
+        if let Some((field, n)) = beyond_exact_doubles(&value, String::new()) {
+            return Err(LockError::Shape(format!(
+                "`{field}` is {n}, beyond 2^53 - 1, the largest integer canonical JSON holds exactly"
+            )));
+        }
         let lock: Lock =
             serde_json::from_value(value.clone()).map_err(|e| LockError::Shape(e.to_string()))?;
         // A missing optional key deserializes as null; re-serializing shows it.
@@ -242,6 +257,33 @@ impl Lock {
             });
         }
         Ok(lock)
+    }
+}
+
+/// The first integer (its dotted path and value) that a double cannot hold exactly.
+fn beyond_exact_doubles(value: &serde_json::Value, at: String) -> Option<(String, String)> {
+    const MAX_SAFE: u64 = (1 << 53) - 1;
+    let join = |key: &str| {
+        if at.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    match value {
+        serde_json::Value::Number(n) => {
+            let big = n.as_u64().is_some_and(|u| u > MAX_SAFE)
+                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_SAFE);
+            big.then(|| (at, n.to_string()))
+        }
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| beyond_exact_doubles(v, format!("{at}[{i}]"))),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .find_map(|(k, v)| beyond_exact_doubles(v, join(k))),
+        _ => None,
     }
 }
 
@@ -404,6 +446,50 @@ pub(crate) mod tests {
             Lock::parse(t.as_bytes()),
             Err(LockError::Count { .. })
         ));
+    }
+
+    /// Found by fuzzing (fuzz_lock): a count or limit beyond 2^53 was written as the
+    /// nearest double, so the sealed lock read back with another value, or (near
+    /// u64::MAX) not at all. Sealing now refuses it.
+    #[test]
+    fn seal_refuses_integers_a_double_cannot_hold() {
+        let mut lock = sample();
+        lock.limits.out_bytes = (1 << 53) - 1;
+        let (sealed, text) = lock.seal().unwrap();
+        assert_eq!(Lock::parse(text.as_bytes()).unwrap(), sealed);
+        for n in [(1 << 53) + 1, u64::MAX] {
+            let mut lock = sample();
+            lock.limits.out_bytes = n;
+            let err = lock.seal().unwrap_err().to_string();
+            assert!(err.contains("`limits.out_bytes`"), "{err}");
+        }
+        let mut lock = sample();
+        lock.outputs.artifacts[0].bytes = 1 << 60;
+        let err = lock.seal().unwrap_err().to_string();
+        assert!(err.contains("`outputs.artifacts[0].bytes`"), "{err}");
+    }
+
+    /// The reader refuses what the writer refuses. Canonical JSON writes 2^60 as
+    /// `1152921504606847000` (ECMAScript's shortest digits), and that text read as a u64
+    /// canonicalizes to itself: a fixed point the reader took and the writer could not
+    /// seal again (the fuzz_lock invariant), so the reader refuses it too.
+    #[test]
+    fn parse_refuses_integers_beyond_2_pow_53_even_when_canonical() {
+        let (sealed, _) = sample().seal().unwrap();
+        let mut value = serde_json::to_value(&sealed).unwrap();
+        value["limits"]["out_bytes"] = serde_json::json!(1_152_921_504_606_847_000_u64);
+        value.as_object_mut().unwrap().remove("lock_sha256");
+        value["lock_sha256"] = serde_json::json!(jcs::digest(&value).unwrap());
+        let text = jcs::to_string(&value).unwrap();
+        assert!(
+            text.contains("\"out_bytes\":1152921504606847000,"),
+            "{text}"
+        );
+        let err = Lock::parse(text.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&err, LockError::Shape(m) if m.contains("`limits.out_bytes`")),
+            "{err}"
+        );
     }
 
     #[test]
