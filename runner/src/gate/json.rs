@@ -430,34 +430,18 @@ pub fn canonical_number(lit: &str) -> Result<String, CanonicalError> {
     Ok(ecmascript_number(v))
 }
 
-/// ECMAScript `Number.prototype.toString` of a finite double (ECMA-262 §6.1.6.1.20),
-/// from Rust's shortest round-trip digits.
+/// ECMAScript `Number.prototype.toString` of a finite double (ECMA-262 §6.1.6.1.20), the
+/// RFC 8785 number form, by `ryu-js`: the same formatter the lock's canonical writer
+/// (serde_jcs) uses, so the two canonical forms cannot drift apart. Rust's own shortest
+/// digits (`{:e}`) are not that form: where two shortest digit strings are equally near
+/// the double, ECMA-262 takes the even one and Rust may not (`784467440737161.25` is
+/// `784467440737161.2` in ECMAScript, `…161.3` from Rust).
 pub fn ecmascript_number(v: f64) -> String {
     if v == 0.0 {
+        // -0 is "0" as well.
         return "0".to_owned();
     }
-    let sci = format!("{:e}", v.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let exponent: i64 = exponent.parse().unwrap_or(0);
-    let k = digits.len() as i64;
-    let n = exponent + 1;
-    let body = if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let e = n - 1;
-        let sign = if e < 0 { '-' } else { '+' };
-        if k == 1 {
-            format!("{digits}e{sign}{}", e.abs())
-        } else {
-            format!("{}.{}e{sign}{}", &digits[..1], &digits[1..], e.abs())
-        }
-    };
-    if v < 0.0 { format!("-{body}") } else { body }
+    ryu_js::Buffer::new().format_finite(v).to_owned()
 }
 
 #[cfg(test)]
@@ -523,6 +507,36 @@ mod tests {
             assert_eq!(canonical_number(lit).unwrap(), *want, "{lit}");
         }
         assert!(canonical_number("1e400").is_err());
+    }
+
+    /// Found by fuzzing (fuzz_gate_json, fuzz/regressions/fuzz_gate_json/): where two
+    /// shortest digit strings are equally near the double, ECMA-262 takes the one whose
+    /// last digit is even; Rust's `{:e}` took the other. (Python's repr and V8 agree on
+    /// the even one.)
+    #[test]
+    fn number_ties_take_the_even_digit() {
+        let table: &[(&str, &str)] = &[
+            ("784467440737161.25", "784467440737161.2"),
+            (
+                "784467440737161.1976931567890123456788",
+                "784467440737161.2",
+            ),
+            ("784467440737161.3125", "784467440737161.2"),
+            ("784467440737161.375", "784467440737161.4"),
+            ("900719925474.01797", "900719925474.018"),
+            ("-784467440737161.25", "-784467440737161.2"),
+            ("0.3", "0.3"),
+            ("-0.0e5", "0"),
+        ];
+        for (lit, want) in table {
+            assert_eq!(canonical_number(lit).unwrap(), *want, "{lit}");
+        }
+        assert_eq!(
+            canon(
+                "[90071992547401.7976937693171992547409930, 784467440737161.197693156789012345678890]"
+            ),
+            "[90071992547401.8,784467440737161.2]"
+        );
     }
 
     #[test]
