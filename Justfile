@@ -32,6 +32,12 @@ demo-monty: build
 test: guests
     RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
 
+# The scientific guest end to end (examples/pandas-groupby): fetches it first if needed,
+# a 98 MB download and a one-time compile of 1.5-3 minutes needing about 2.2 GB of memory.
+test-sci: build
+    {{runner}} guest fetch cpython-3.15-scientific
+    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --ignore-rust-version -p runner --test sci_guest -- --include-ignored
+
 # What CI runs: formatting, lints, then the tests.
 ci: lint test
 

@@ -54,8 +54,13 @@ pub struct GuestProgram {
     pub wasm_path: PathBuf,
     /// sha256 of that file, as pinned in the manifest.
     pub wasm_sha256: String,
-    /// argv as the guest sees it (argv[0] is the program word of the command).
+    /// argv as the guest sees it (argv[0] is the program word of the command, unless
+    /// `runtime.argv0` replaces it).
     pub argv: Vec<String>,
+    /// How this guest is entered and what else it sees (its manifest entry's settings,
+    /// with its asset directories located); the default is a plain WASI command.
+    #[serde(default)]
+    pub runtime: wasmtime::GuestRuntime,
 }
 
 /// What to run for a monty request.

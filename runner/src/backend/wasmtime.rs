@@ -13,12 +13,17 @@
 //! - a fixed environment ([`GUEST_ENV`]);
 //! - `/in` (read-only) and `/out` (read-write), plus `/in` a second time under the
 //!   name `.` so that relative paths resolve inside `/in` (see [`preopens`]);
-//! - stdout and stderr captured in bounded in-memory pipes; stdin closed.
+//! - stdout and stderr captured in bounded in-memory pipes; stdin closed;
+//! - and, for a guest whose manifest entry asks for it ([`GuestRuntime`]): a fixed
+//!   argv[0], a few more environment variables, read-only asset directories (the
+//!   scientific guest's stdlib zip at `/usr/local/lib`), a scratch directory under
+//!   `/out`'s caps, and a stub answering "no host" for its `host` imports.
 
 use super::{BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec};
 use crate::digest;
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeValLike;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read, Write};
@@ -52,6 +57,63 @@ pub const GUEST_ENV: &[(&str, &str)] = &[
     ("PYTHONIOENCODING", "utf-8"),
     ("PYTHONUNBUFFERED", "1"),
 ];
+
+/// How a guest module is entered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryPoint {
+    /// A WASI command: `_start`, which ends by returning or by `proc_exit`.
+    #[default]
+    Command,
+    /// A WASI reactor: `_initialize` if exported, then `run`, whose `i32` result (if it
+    /// has one) is the exit code.
+    Reactor,
+}
+
+/// What the guest's imports from the module `host` (an embedder's custom door, such as
+/// the scientific guest's `host::call`) are bound to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostImports {
+    /// Not bound: a guest importing any leaves instantiation failing, naming the import.
+    #[default]
+    Refuse,
+    /// Each bound, with the signature the module declares, to a function returning
+    /// [`NO_HOST`] ("no host here"); one that does not return a single `i32` is refused.
+    NoHost,
+}
+
+/// The answer of a `host` import under [`HostImports::NoHost`].
+pub const NO_HOST: i32 = -1;
+
+/// A host directory the guest sees, read-only, at `guest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadOnlyMount {
+    pub host: PathBuf,
+    pub guest: String,
+}
+
+/// How a particular guest is run, from its manifest entry. The default is a plain WASI
+/// command with nothing beyond the module docs' list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuestRuntime {
+    pub entry: EntryPoint,
+    /// argv[0] as the guest sees it instead of the command's program word (the
+    /// scientific guest finds its prefix from it: `/usr/local/bin/python.wasm`).
+    pub argv0: Option<String>,
+    /// Environment beyond [`GUEST_ENV`] (which it may not change).
+    pub env: Vec<(String, String)>,
+    pub host_imports: HostImports,
+    /// Guest path of a per-run scratch directory (`/tmp`): it is [`SCRATCH_IN_OUT`]
+    /// inside `/out`, so `/out`'s byte and file caps bound it, and it is removed when
+    /// the guest ends (it stays in the result only if the worker is killed first).
+    pub scratch: Option<String>,
+    /// Asset directories, read-only.
+    pub mounts: Vec<ReadOnlyMount>,
+}
+
+/// Name of the scratch directory inside the run's `/out` (see [`GuestRuntime::scratch`]).
+pub const SCRATCH_IN_OUT: &str = ".tmp";
 
 /// Virtual address space reserved for one 32-bit linear memory. With the guard below,
 /// compiled code needs no bounds checks. It is address space, not memory: the
@@ -91,9 +153,23 @@ pub fn engine_config() -> Config {
         .memory_init_cow(true)
         .memory_reservation(MEMORY_RESERVATION)
         .memory_guard_size(MEMORY_GUARD)
-        .guard_before_linear_memory(true);
+        .guard_before_linear_memory(true)
+        // Exception handling (the scientific guest's C++ code) allocates exception
+        // objects on wasmtime's GC heap. By default that heap copies the linear memory's
+        // 4 GiB reservation, which the worker's RLIMIT_AS does not leave room for; a small
+        // movable heap costs a bounds check on GC accesses only. The proposals themselves
+        // are on by default with the `gc` cargo feature; said here so a build without it
+        // fails loudly instead of refusing the guest at load time.
+        .wasm_exceptions(true)
+        .gc_heap_reservation(GC_HEAP_RESERVATION)
+        .gc_heap_reservation_for_growth(GC_HEAP_RESERVATION)
+        .gc_heap_guard_size(0)
+        .gc_heap_may_move(true);
     config
 }
+
+/// Address space reserved for a store's GC heap at first, and again for its growth.
+pub const GC_HEAP_RESERVATION: u64 = 64 << 20;
 
 /// A new engine with [`engine_config`].
 pub fn new_engine() -> Result<Engine, BackendError> {
@@ -106,7 +182,7 @@ pub const HOST_ADDRESS_SPACE: u64 = 3 << 30;
 
 /// Total `RLIMIT_AS` for a worker running one guest instance.
 pub fn worker_address_space_limit() -> u64 {
-    MEMORY_RESERVATION + 2 * MEMORY_GUARD + HOST_ADDRESS_SPACE
+    MEMORY_RESERVATION + 2 * MEMORY_GUARD + 2 * GC_HEAP_RESERVATION + HOST_ADDRESS_SPACE
 }
 
 // ---------------------------------------------------------------------------------
@@ -564,27 +640,128 @@ pub fn preopens(spec: &SandboxSpec) -> [(PathBuf, &'static str, FsPerms); 3] {
     ]
 }
 
+/// The guest's argv: the command's words, with argv[0] replaced when the guest's
+/// runtime fixes it.
+fn guest_argv(guest: &GuestProgram) -> Vec<String> {
+    let mut argv = guest.argv.clone();
+    if let (Some(argv0), Some(first)) = (&guest.runtime.argv0, argv.first_mut()) {
+        first.clone_from(argv0);
+    }
+    argv
+}
+
+/// Creates the run's scratch directory inside `/out` (see [`GuestRuntime::scratch`]).
+///
+/// # Ambient Authority
+///
+/// Creates a directory under `spec.out_dir`.
+fn create_scratch(spec: &SandboxSpec) -> Result<PathBuf, BackendError> {
+    let dir = spec.out_dir.join(SCRATCH_IN_OUT);
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| {
+            BackendError::Worker(format!("cannot create scratch {}: {e}", dir.display()))
+        })?;
+    Ok(dir)
+}
+
 fn build_wasi(
     guest: &GuestProgram,
     spec: &SandboxSpec,
+    scratch: Option<&Path>,
     stdout: &MemoryOutputPipe,
     stderr: &MemoryOutputPipe,
 ) -> Result<WasiP1Ctx, BackendError> {
     let mut builder = WasiCtxBuilder::new();
     builder
-        .args(&guest.argv)
+        .args(&guest_argv(guest))
         .envs(GUEST_ENV)
+        .envs(&guest.runtime.env)
         .stdout(stdout.clone())
         .stderr(stderr.clone())
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    for (host, name, perms) in preopens(spec) {
+    let mut dirs: Vec<(PathBuf, &str, FsPerms)> = preopens(spec).into();
+    for mount in &guest.runtime.mounts {
+        dirs.push((mount.host.clone(), &mount.guest, FsPerms::ReadOnly));
+    }
+    if let (Some(host), Some(name)) = (scratch, &guest.runtime.scratch) {
+        dirs.push((host.to_owned(), name, FsPerms::ReadWrite));
+    }
+    for (host, name, perms) in dirs {
         builder.preopened_dir(&host, name, perms).map_err(|e| {
             BackendError::Worker(format!("cannot open {} as {name}: {e:#}", host.display()))
         })?;
     }
     Ok(builder.build_p1())
+}
+
+/// Binds the module's imports from `host` to functions answering [`NO_HOST`], each
+/// with the signature the module declares; an import that is not a function returning
+/// one `i32` is an error naming it.
+fn link_no_host(linker: &mut Linker<GuestState>, module: &Module) -> Result<(), BackendError> {
+    for import in module.imports().filter(|i| i.module() == "host") {
+        let name = import.name();
+        let ty = match import.ty() {
+            wasmtime::ExternType::Func(ty) => ty,
+            other => {
+                return Err(BackendError::Module(format!(
+                    "import host::{name} is a {other:?}, not a function; the runner cannot stub it"
+                )));
+            }
+        };
+        let results: Vec<wasmtime::ValType> = ty.results().collect();
+        if !matches!(results.as_slice(), [wasmtime::ValType::I32]) {
+            return Err(BackendError::Module(format!(
+                "import host::{name} returns {results:?}, not one i32; the runner cannot stub it"
+            )));
+        }
+        linker
+            .func_new("host", name, ty, |_caller, _params, results| {
+                results[0] = wasmtime::Val::I32(NO_HOST);
+                Ok(())
+            })
+            .map_err(|e| BackendError::Worker(format!("cannot bind host::{name}: {e:#}")))?;
+    }
+    Ok(())
+}
+
+/// Runs the guest's entry point to its end: the exit code it returned, or the error
+/// (an exit through `proc_exit`, a trap, a stop by a limit).
+async fn call_entry(
+    linker: &Linker<GuestState>,
+    store: &mut Store<GuestState>,
+    module: &Module,
+    entry: EntryPoint,
+) -> wasmtime::Result<i32> {
+    let instance = linker.instantiate_async(&mut *store, module).await?;
+    match entry {
+        EntryPoint::Command => {
+            let start = instance.get_typed_func::<(), ()>(&mut *store, "_start")?;
+            start.call_async(&mut *store, ()).await?;
+            Ok(0)
+        }
+        EntryPoint::Reactor => {
+            if let Some(init) = instance.get_func(&mut *store, "_initialize") {
+                init.typed::<(), ()>(&*store)?
+                    .call_async(&mut *store, ())
+                    .await?;
+            }
+            let run = instance
+                .get_func(&mut *store, "run")
+                .ok_or_else(|| wasmtime::format_err!("the reactor exports no `run` function"))?;
+            if let Ok(run) = run.typed::<(), i32>(&*store) {
+                run.call_async(&mut *store, ()).await
+            } else {
+                run.typed::<(), ()>(&*store)?
+                    .call_async(&mut *store, ())
+                    .await?;
+                Ok(0)
+            }
+        }
+    }
 }
 
 fn to_usize(n: u64) -> usize {
@@ -609,7 +786,11 @@ pub fn run_guest(
     let limits = &spec.limits;
     let stdout = MemoryOutputPipe::new(to_usize(limits.stdout_bytes));
     let stderr = MemoryOutputPipe::new(to_usize(limits.stderr_bytes));
-    let wasi = build_wasi(guest, spec, &stdout, &stderr)?;
+    let scratch = match guest.runtime.scratch {
+        Some(_) => Some(create_scratch(spec)?),
+        None => None,
+    };
+    let wasi = build_wasi(guest, spec, scratch.as_deref(), &stdout, &stderr)?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -621,6 +802,9 @@ pub fn run_guest(
     let mut linker: Linker<GuestState> = Linker::new(engine);
     p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
         .map_err(|e| BackendError::Worker(format!("cannot link WASI: {e:#}")))?;
+    if guest.runtime.host_imports == HostImports::NoHost {
+        link_no_host(&mut linker, module)?;
+    }
 
     let started = Instant::now();
     let cpu = options
@@ -653,15 +837,16 @@ pub fn run_guest(
     // The epoch callback stops a guest that computes; this timeout also stops one
     // that waits in a host call (`time.sleep`), by dropping the call's future.
     let result = runtime.block_on(async {
-        let call = async {
-            let instance = linker.instantiate_async(&mut store, module).await?;
-            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-            start.call_async(&mut store, ()).await
-        };
+        let call = call_entry(&linker, &mut store, module, guest.runtime.entry);
         tokio::time::timeout(limits.wall, call).await
     });
     let runtime_sec = started.elapsed().as_secs_f64();
     drop(ticker);
+    if let Some(dir) = &scratch {
+        // Scratch is not an output. A guest may have replaced the directory with a
+        // file or a symlink: remove_dir_all does not follow links.
+        let _ = fs::remove_dir_all(dir).or_else(|_| fs::remove_file(dir));
+    }
 
     let (kind, exit_code, mut details) = classify(result, limits);
     let data = store.data();
@@ -731,7 +916,7 @@ fn baseline_cpu(clock: CpuClock) -> Duration {
     }
 }
 
-type CallResult = Result<wasmtime::Result<()>, tokio::time::error::Elapsed>;
+type CallResult = Result<wasmtime::Result<i32>, tokio::time::error::Elapsed>;
 
 /// The outcome kind, exit code and details of a finished call, before the limiter
 /// and the capture pipes are consulted.
@@ -743,7 +928,7 @@ fn classify(result: CallResult, limits: &Limits) -> (OutcomeKind, i32, Vec<Strin
             conventional(OutcomeKind::TimedOut),
             vec![format!("wall-clock limit of {:?} reached", limits.wall)],
         ),
-        Ok(Ok(())) => (OutcomeKind::Completed, 0, Vec::new()),
+        Ok(Ok(code)) => (OutcomeKind::Completed, code, Vec::new()),
         Ok(Err(error)) => {
             if let Some(exit) = error.downcast_ref::<I32Exit>() {
                 return (OutcomeKind::Completed, exit.0, Vec::new());
@@ -889,6 +1074,7 @@ pub(crate) mod testkit {
                     wasm_path: guest_path(),
                     wasm_sha256: GUEST_SHA256.into(),
                     argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+                    runtime: GuestRuntime::default(),
                 }),
                 in_dir: root.path().join("in"),
                 out_dir: root.path().join("out"),
@@ -992,6 +1178,140 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Runs a fixture module from `tests/guests/` with `runtime`, on a fresh engine.
+    fn run_fixture(name: &str, runtime: GuestRuntime) -> Result<Outcome, BackendError> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/guests")
+            .join(name);
+        let engine = new_engine().unwrap();
+        let module = Module::new(&engine, fs::read(&path).unwrap()).unwrap();
+        let mut sandbox = Sandbox::new(&["fixture"], limits());
+        if let crate::backend::Program::Guest(g) = &mut sandbox.spec.program {
+            g.wasm_path = path;
+            g.runtime = runtime;
+        }
+        run_guest(
+            &engine,
+            &module,
+            sandbox.guest(),
+            &sandbox.spec,
+            &RunOptions::default(),
+        )
+    }
+
+    fn reactor() -> GuestRuntime {
+        GuestRuntime {
+            entry: EntryPoint::Reactor,
+            host_imports: HostImports::NoHost,
+            ..GuestRuntime::default()
+        }
+    }
+
+    #[test]
+    fn reactor_runs_initialize_then_run_and_host_call_answers_no_host() {
+        let outcome = run_fixture("reactor-init-then-run.wasm", reactor()).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        // 10 * 7 (set by _initialize) + -1 (NO_HOST).
+        assert_eq!(outcome.exit_code, 69);
+    }
+
+    #[test]
+    fn reactor_host_import_is_refused_unless_stubbed() {
+        let refuse = GuestRuntime {
+            host_imports: HostImports::Refuse,
+            ..reactor()
+        };
+        let outcome = run_fixture("reactor-init-then-run.wasm", refuse).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        let detail = outcome.detail.unwrap_or_default();
+        assert!(
+            detail.contains("host") && detail.contains("call"),
+            "{detail}"
+        );
+
+        let err = run_fixture("reactor-host-import-returns-i64.wasm", reactor())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("host::call") && err.contains("not one i32"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn reactor_without_run_is_trapped_naming_run() {
+        let outcome = run_fixture("reactor-without-run.wasm", reactor()).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
+        let detail = outcome.detail.unwrap_or_default();
+        assert!(detail.contains("`run`"), "{detail}");
+    }
+
+    #[test]
+    fn reactor_with_wasm_exceptions_loads_and_catches() {
+        let outcome = run_fixture("reactor-throws-and-catches.wasm", reactor()).unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 5);
+    }
+
+    /// The runtime hooks on the real (3.12) guest: argv[0] replaced, extra environment,
+    /// a read-only asset mount, a scratch /tmp that is bounded by and removed from /out.
+    #[test]
+    fn runtime_argv0_env_mount_and_scratch() {
+        let mut sandbox = Sandbox::python(
+            &(String::from(
+                "import json, os, sys\n\
+                 open('/tmp/scratch.txt', 'w').write('x' * 1000)\n\
+                 r = {'orig_argv0': sys.orig_argv[0], 'tmpdir': os.environ.get('TMPDIR'),\n\
+                      'asset': open('/opt/assets/data.txt').read(),\n\
+                      'tmp': os.listdir('/tmp'), 'out': os.listdir('/out')}\n",
+            ) + &probe(&[
+                ("asset_write", "open('/opt/assets/data.txt', 'w')"),
+                ("asset_create", "open('/opt/assets/new.txt', 'w')"),
+                ("asset_parent", "os.listdir('/opt/assets/..')"),
+            ])
+            .replacen("r = {}\n", "", 1)),
+            limits(),
+        );
+        let assets = sandbox.host("assets");
+        fs::create_dir(&assets).unwrap();
+        fs::write(assets.join("data.txt"), "asset bytes").unwrap();
+        if let crate::backend::Program::Guest(g) = &mut sandbox.spec.program {
+            g.runtime = GuestRuntime {
+                argv0: Some("/usr/local/bin/python.wasm".into()),
+                env: vec![("TMPDIR".into(), "/tmp".into())],
+                scratch: Some("/tmp".into()),
+                mounts: vec![ReadOnlyMount {
+                    host: assets.clone(),
+                    guest: "/opt/assets".into(),
+                }],
+                ..GuestRuntime::default()
+            };
+        }
+        let outcome = sandbox.run();
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        let v = json_line(&outcome);
+        assert_eq!(v["orig_argv0"], "/usr/local/bin/python.wasm", "{v}");
+        assert_eq!(v["tmpdir"], "/tmp");
+        assert_eq!(v["asset"], "asset bytes");
+        assert_eq!(v["tmp"], serde_json::json!(["scratch.txt"]));
+        // While the guest runs, scratch is visible (and counted) inside /out ...
+        assert_eq!(v["out"], serde_json::json!([SCRATCH_IN_OUT]));
+        for label in ["asset_write", "asset_create", "asset_parent"] {
+            let r = v[label].as_str().unwrap_or_default();
+            assert!(
+                r.starts_with("err: ") && !r.contains("NameError"),
+                "{label}: {r}"
+            );
+        }
+        // ... and gone when it ends; the asset is untouched.
+        assert_eq!(fs::read_dir(sandbox.host("out")).unwrap().count(), 0);
+        assert_eq!(
+            fs::read_to_string(assets.join("data.txt")).unwrap(),
+            "asset bytes"
+        );
+        assert_eq!(fs::read_dir(&assets).unwrap().count(), 1);
     }
 
     #[test]

@@ -353,6 +353,9 @@ fn prepare_guest(
         Ok(Some(path)) => path,
         _ => guest::ensure(entry, &guest_dir, &mut progress).map_err(|e| io(e.to_string()))?,
     };
+    // Its assets (the scientific guest's stdlib zip) are read by the guest itself, so
+    // they are hashed here, on every run.
+    let runtime = guest::runtime_for(entry, &guest_dir).map_err(|e| io(e.to_string()))?;
     let backend = WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
         .map_err(|e| io(e.to_string()))?;
     let program = GuestProgram {
@@ -360,6 +363,7 @@ fn prepare_guest(
         wasm_path,
         wasm_sha256: entry.file_sha256.clone(),
         argv: argv.to_vec(),
+        runtime,
     };
     backend
         .prepare(&program, &mut progress)

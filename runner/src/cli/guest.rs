@@ -60,8 +60,15 @@ fn run(action: GuestAction) -> Result<(), String> {
     let mut progress = |msg: &str| eprintln!("{msg}");
     match action {
         GuestAction::Fetch { names, no_compile } => {
+            // Without names: every guest but those fetched only on request (minutes of
+            // compiling and gigabytes of memory; they are fetched when named).
             let names = if names.is_empty() {
-                manifest.guests.iter().map(|g| g.name.clone()).collect()
+                manifest
+                    .guests
+                    .iter()
+                    .filter(|g| g.fetch == guest::FetchPolicy::Default)
+                    .map(|g| g.name.clone())
+                    .collect()
             } else {
                 names
             };
@@ -75,13 +82,15 @@ fn run(action: GuestAction) -> Result<(), String> {
             };
             for name in names {
                 let entry = manifest.require(&name).map_err(|e| e.to_string())?;
-                let path = guest::ensure(entry, &dir, &mut progress).map_err(|e| e.to_string())?;
+                let path =
+                    guest::ensure_fetched(entry, &dir, &mut progress).map_err(|e| e.to_string())?;
                 if let Some(backend) = &backend {
                     let program = GuestProgram {
                         guest: name.clone(),
                         wasm_path: path.clone(),
                         wasm_sha256: entry.file_sha256.clone(),
                         argv: Vec::new(),
+                        runtime: entry.runtime.clone(),
                     };
                     backend
                         .prepare(&program, &mut progress)

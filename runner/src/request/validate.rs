@@ -1009,7 +1009,14 @@ fn era_command(
         );
         None
     } else {
-        match policy.guest_for_program(program) {
+        // Several guests may share a program word (`python`): the request's `language`
+        // picks among them; without one, the first guest registering the word.
+        let by_language = fm
+            .language
+            .as_deref()
+            .and_then(|lang| policy.guest_for_language(lang))
+            .filter(|g| g.programs.iter().any(|p| p == program));
+        match by_language.or_else(|| policy.guest_for_program(program)) {
             Some(g) => Some(g.guest.clone()),
             None => {
                 let known: Vec<&str> = policy
