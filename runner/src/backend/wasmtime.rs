@@ -417,8 +417,41 @@ fn open_private(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Where the record of the last full verification of `cwasm` lives (see [`open_verified`]).
+fn verified_stamp_path(cwasm: &Path) -> PathBuf {
+    let mut name = cwasm.as_os_str().to_owned();
+    name.push(".verified");
+    PathBuf::from(name)
+}
+
+/// One version of a file, as the kernel tells it: device, inode, size, modification and
+/// change time. Any write, truncation, `chmod` or replacement changes the change time,
+/// which no unprivileged process can set back (`utimensat` sets only the other two).
+fn file_stamp(meta: &Metadata) -> String {
+    format!(
+        "dev={} ino={} size={} mtime={}.{:09} ctime={}.{:09}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    )
+}
+
 /// Open the precompiled module and check it against its sidecar hash. The returned
 /// descriptor is the one that was checked.
+///
+/// Hashing the module costs about 1 ms per MB (27 MB for the 3.12 guest), on every
+/// run. So a full check records the stamp of the version it hashed ([`file_stamp`] of
+/// this descriptor, with the sidecar hash) in `CWASM.verified`, and a later open whose
+/// descriptor has the same stamp and whose sidecar names the same hash skips the
+/// re-hash. A tampered module has a different stamp (its change time moved) and is
+/// hashed again, so it is still never executed. What the stamp cannot see is storage
+/// corruption that bypasses the file system (bit rot under an unchanged inode); a
+/// removed `CWASM.verified` brings the full check back. Anyone able to rewrite the
+/// stamp file could equally rewrite the sidecar: both sit in the same private directory.
 fn open_verified(cwasm: &Path) -> io::Result<File> {
     if let Some(dir) = cwasm.parent() {
         let meta = fs::symlink_metadata(dir)?;
@@ -434,11 +467,24 @@ fn open_verified(cwasm: &Path) -> io::Result<File> {
     if !digest::is_sha256_hex(expected) {
         return Err(io::Error::other("sidecar hash is not a sha256"));
     }
+    let record = format!("{expected} {}\n", file_stamp(&file.metadata()?));
+    let stamp_path = verified_stamp_path(cwasm);
+    let mut recorded = String::new();
+    if let Ok(stamp) = open_private(&stamp_path) {
+        let _ = stamp.take(400).read_to_string(&mut recorded);
+    }
+    if recorded == record {
+        return Ok(file);
+    }
     let actual = digest::sha256_reader(&mut file)?;
     if actual != expected {
         return Err(io::Error::other(format!(
             "sha256 {actual} differs from the sidecar's {expected}"
         )));
+    }
+    if let Some(dir) = cwasm.parent() {
+        // Best effort: without the record the next open simply hashes again.
+        let _ = write_atomically(dir, &stamp_path, record.as_bytes());
     }
     Ok(file)
 }
@@ -1868,6 +1914,72 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("writable"), "{err}");
+    }
+
+    #[test]
+    fn verified_stamp_skips_the_rehash_but_not_an_in_place_edit() {
+        use nix::sys::stat::{UtimensatFlags, utimensat};
+        use nix::sys::time::TimeSpec;
+        use std::io::{Seek, SeekFrom};
+        let shared = shared();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        prepare_cache_dir(&cache).unwrap();
+        let cwasm = precompiled_path(&shared.engine, &cache, testkit::GUEST_SHA256);
+        let bytes = fs::read(&shared.cwasm).unwrap();
+        let sum = digest::sha256_hex(&bytes);
+        write_atomically(&cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
+        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        let stamp = verified_stamp_path(&cwasm);
+        assert!(!stamp.exists());
+
+        // The first load hashes and records what it verified.
+        let started = Instant::now();
+        drop(load_module(&shared.engine, &cwasm).unwrap());
+        let hashed = started.elapsed();
+        let record = fs::read_to_string(&stamp).unwrap();
+        assert!(record.starts_with(&format!("{sum} dev=")), "{record}");
+        let started = Instant::now();
+        drop(load_module(&shared.engine, &cwasm).unwrap());
+        eprintln!(
+            "load with a full hash {:.1} ms, with the stamp {:.1} ms",
+            hashed.as_secs_f64() * 1e3,
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        assert_eq!(fs::read_to_string(&stamp).unwrap(), record);
+
+        // A byte changed in place, its modification time put back: the change time
+        // moved, so the stamp no longer matches, the file is hashed and refused.
+        let before = fs::metadata(&cwasm).unwrap();
+        let mut file = OpenOptions::new().write(true).open(&cwasm).unwrap();
+        file.seek(SeekFrom::Start(bytes.len() as u64 / 2)).unwrap();
+        file.write_all(&[bytes[bytes.len() / 2] ^ 1]).unwrap();
+        drop(file);
+        let mtime = TimeSpec::new(before.mtime(), before.mtime_nsec());
+        utimensat(
+            nix::fcntl::AT_FDCWD,
+            &cwasm,
+            &mtime,
+            &mtime,
+            UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+        assert_eq!(fs::metadata(&cwasm).unwrap().mtime(), before.mtime());
+        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
+        assert!(err.contains("differs from the sidecar"), "{err}");
+
+        // A stamp record naming another hash than the sidecar is not trusted either.
+        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        drop(load_module(&shared.engine, &cwasm).unwrap());
+        let record = fs::read_to_string(&stamp).unwrap();
+        let forged = record.replacen(&sum, &"0".repeat(64), 1);
+        write_atomically(&cache, &stamp, forged.as_bytes()).unwrap();
+        let mut bad = bytes.clone();
+        bad[7] ^= 1;
+        let mut file = OpenOptions::new().write(true).open(&cwasm).unwrap();
+        file.write_all(&bad[..8]).unwrap();
+        drop(file);
+        assert!(load_module(&shared.engine, &cwasm).is_err());
     }
 
     #[test]

@@ -28,13 +28,18 @@ use cap_std::fs::Dir;
 use ed25519_dalek::SigningKey;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod batch;
 
 #[derive(Debug, clap::Args)]
 pub struct ExecCommand {
-    /// The approved Tool Execution Request (`TR-….md`).
-    #[arg(value_name = "REQUEST")]
-    pub request: PathBuf,
+    /// The approved Tool Execution Request (`TR-….md`). Several requests, or a
+    /// directory (its `TR-*.md` in name order), run as one batch: one result per
+    /// request, a summary at the end, exit code the highest of the runs'.
+    #[arg(value_name = "REQUEST", required = true)]
+    pub requests: Vec<PathBuf>,
     /// Directory holding the declared inputs (default: `inputs/` beside the request).
     #[arg(long, value_name = "DIR")]
     pub inputs: Option<PathBuf>,
@@ -48,6 +53,10 @@ pub struct ExecCommand {
     /// writing `TS-….intoto.dsse.json` beside the result.
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
+    /// In a batch, run up to N requests at once (each in its own worker process).
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: u32,
 }
 
 /// What `exec --json` prints.
@@ -78,7 +87,11 @@ impl Failure {
 
 impl ExecCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
-        let (code, report) = match self.run(policy) {
+        if batch::is_batch(&self.requests) {
+            return batch::execute(&self, policy);
+        }
+        let request = self.requests[0].as_path();
+        let (code, report) = match self.run(request, policy) {
             Ok(report) => (exit_codes::OK, report),
             Err(f) => (
                 f.code,
@@ -109,12 +122,12 @@ impl ExecCommand {
                 report.runtime_sec.unwrap_or(0.0)
             );
         } else {
-            eprintln!("{}: not run", self.request.display());
+            eprintln!("{}: not run", request.display());
             for r in &report.reasons {
                 match r.line {
                     Some(n) => eprintln!(
                         "  {}:{n}: {}: {}",
-                        self.request.display(),
+                        request.display(),
                         r.code,
                         r.message
                     ),
@@ -125,23 +138,37 @@ impl ExecCommand {
         code
     }
 
-    fn run(&self, policy: &Policy) -> Result<ExecReport, Failure> {
-        let plan = RunPlan::judge(&self.request, policy)?;
-        let base = self
-            .request
+    fn run(&self, request: &Path, policy: &Policy) -> Result<ExecReport, Failure> {
+        let sign_key = self.signing_key()?;
+        self.run_one(request, policy, &SharedEngines::default(), sign_key.as_ref())
+    }
+
+    fn signing_key(&self) -> Result<Option<SigningKey>, Failure> {
+        match &self.sign_key {
+            Some(path) => Ok(Some(
+                crate::sign::load_signing_key(path)
+                    .map_err(|e| Failure::new(exit_codes::USAGE, "sign.key", e.to_string()))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Judge, run and publish one request, with the engines of this process.
+    fn run_one(
+        &self,
+        request: &Path,
+        policy: &Policy,
+        shared: &SharedEngines,
+        sign_key: Option<&SigningKey>,
+    ) -> Result<ExecReport, Failure> {
+        let plan = RunPlan::judge(request, policy)?;
+        let base = request
             .parent()
             .map(Path::to_owned)
             .unwrap_or_else(|| PathBuf::from("."));
         let inputs_dir = self.inputs.clone().unwrap_or_else(|| base.join("inputs"));
         let results_dir = self.results.clone().unwrap_or_else(|| base.join("results"));
-        let sign_key = match &self.sign_key {
-            Some(path) => Some(
-                crate::sign::load_signing_key(path)
-                    .map_err(|e| Failure::new(exit_codes::USAGE, "sign.key", e.to_string()))?,
-            ),
-            None => None,
-        };
-        let summary = plan.run(&inputs_dir, &results_dir, !self.json, sign_key.as_ref())?;
+        let summary = plan.run_shared(shared, &inputs_dir, &results_dir, !self.json, sign_key)?;
         Ok(ExecReport {
             verdict: "ACCEPT",
             reasons: Vec::new(),
@@ -150,6 +177,36 @@ impl ExecCommand {
             exit_code: Some(summary.outcome.exit_code),
             runtime_sec: Some(summary.outcome.runtime_sec),
         })
+    }
+}
+
+/// What the runs of one `runner exec` process share: one wasmtime engine, with the
+/// precompiled guests it has verified (so a batch checks each guest once, and its
+/// workers map the same cache file). Each run still gets its own store, directories
+/// and worker process.
+#[derive(Default)]
+pub struct SharedEngines {
+    wasmtime: Mutex<Option<Arc<WasmtimeBackend>>>,
+    /// Held while a guest is located and prepared, so that concurrent runs of a batch
+    /// fetch or compile a missing guest once, not once each.
+    preparing: Mutex<()>,
+}
+
+impl SharedEngines {
+    fn wasmtime(&self) -> Result<Arc<WasmtimeBackend>, String> {
+        let mut slot = self
+            .wasmtime
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(backend) = slot.as_ref() {
+            return Ok(Arc::clone(backend));
+        }
+        let backend = Arc::new(
+            WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
+                .map_err(|e| e.to_string())?,
+        );
+        *slot = Some(Arc::clone(&backend));
+        Ok(backend)
     }
 }
 
@@ -211,37 +268,58 @@ impl RunPlan {
         show_progress: bool,
         sign_key: Option<&SigningKey>,
     ) -> Result<RunSummary, Failure> {
+        let shared = SharedEngines::default();
+        self.run_shared(&shared, inputs_dir, results_dir, show_progress, sign_key)
+    }
+
+    /// [`RunPlan::run`] with the engines of a batch.
+    pub fn run_shared(
+        &self,
+        shared: &SharedEngines,
+        inputs_dir: &Path,
+        results_dir: &Path,
+        show_progress: bool,
+        sign_key: Option<&SigningKey>,
+    ) -> Result<RunSummary, Failure> {
         let approved = &self.approved;
         let policy = &self.policy;
         let limits = limits_for(approved, policy);
 
         // Prepare the engine before staging: a missing guest is fetched (with progress)
         // and compiled once; none of that depends on the inputs.
-        let (backend, program, guest_id): (Box<dyn Backend>, Program, Option<(String, String)>) =
+        let wasmtime_backend;
+        let monty_backend;
+        let (backend, program, guest_id): (&dyn Backend, Program, Option<(String, String)>) =
             match approved.work() {
                 Work::Era {
                     argv,
                     guest: guest_name,
                     ..
                 } => {
-                    let (backend, program) = prepare_guest(guest_name, argv, show_progress)?;
+                    let (backend, program) =
+                        prepare_guest(shared, guest_name, argv, show_progress)?;
+                    wasmtime_backend = backend;
                     let sha = match &program {
                         Program::Guest(g) => g.wasm_sha256.clone(),
                         Program::Monty(_) => String::new(),
                     };
-                    (Box::new(backend), program, Some((guest_name.clone(), sha)))
+                    (
+                        wasmtime_backend.as_ref(),
+                        program,
+                        Some((guest_name.clone(), sha)),
+                    )
                 }
                 Work::Monty { code, inputs_json } => {
-                    let backend = MontyBackend::new();
+                    monty_backend = MontyBackend::new();
                     // A missing worker binary is a setup problem: say so before staging.
-                    backend.worker_exe().map_err(|e| {
+                    monty_backend.worker_exe().map_err(|e| {
                         Failure::new(exit_codes::IO, "backend.unavailable", e.to_string())
                     })?;
                     let program = Program::Monty(MontyProgram {
                         code: code.clone(),
                         inputs_json: inputs_json.clone(),
                     });
-                    (Box::new(backend), program, None)
+                    (&monty_backend, program, None)
                 }
             };
 
@@ -330,11 +408,16 @@ pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
 }
 
 fn prepare_guest(
+    shared: &SharedEngines,
     guest_name: &str,
     argv: &[String],
     show_progress: bool,
-) -> Result<(WasmtimeBackend, Program), Failure> {
+) -> Result<(Arc<WasmtimeBackend>, Program), Failure> {
     let io = |e: String| Failure::new(exit_codes::IO, "guest.unavailable", e);
+    let _preparing = shared
+        .preparing
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let manifest = GuestManifest::embedded().map_err(|e| io(e.to_string()))?;
     let entry = manifest
         .require(guest_name)
@@ -356,8 +439,7 @@ fn prepare_guest(
     // Its assets (the scientific guest's stdlib zip) are read by the guest itself, so
     // they are hashed here, on every run.
     let runtime = guest::runtime_for(entry, &guest_dir).map_err(|e| io(e.to_string()))?;
-    let backend = WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
-        .map_err(|e| io(e.to_string()))?;
+    let backend = shared.wasmtime().map_err(io)?;
     let program = GuestProgram {
         guest: guest_name.to_owned(),
         wasm_path,

@@ -1,0 +1,216 @@
+//! Batch mode of `runner exec`: several requests, or directories of them, run by one
+//! process with up to `--jobs N` at once.
+//!
+//! What the runs share is what does not need isolating: the parsed policy, one wasmtime
+//! engine and the verified precompiled guests ([`SharedEngines`]). What each run keeps
+//! to itself is what a single `runner exec` has: its own judgement, staging directory,
+//! `/out` tmpfs, worker process (with its own store and limits) and result. A run that
+//! is rejected or fails does not stop the others.
+//!
+//! Output: one result per request (as a single run writes it); on stdout the result
+//! paths in the order given, or with `--json` one array of objects in that order
+//! (`{"request", "verdict", "reasons", "result_path", "outcome", "exit_code",
+//! "runtime_sec"}`); on stderr a line per run as it finishes and a summary. The exit
+//! code is the highest of the runs' exit codes (0 only when every request ran).
+
+use super::{ExecCommand, ExecReport, Failure, SharedEngines};
+use crate::exit_codes;
+use crate::policy::Policy;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// One entry of the `--json` array: the request it is about, then what a single
+/// `runner exec --json` prints for it.
+#[derive(Debug, Serialize)]
+pub struct BatchEntry {
+    pub request: String,
+    #[serde(flatten)]
+    pub report: ExecReport,
+}
+
+/// Several requests, or any directory, make a batch; a single file is a single run.
+pub(super) fn is_batch(requests: &[PathBuf]) -> bool {
+    requests.len() > 1 || requests.iter().any(|p| p.is_dir())
+}
+
+/// The requests named on the command line, each directory replaced by its `TR-*.md`
+/// files (regular files only) in name order.
+///
+/// # Ambient Authority
+///
+/// Lists the directories named.
+fn expand(requests: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for path in requests {
+        if !path.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| format!("cannot list directory {}: {e}", path.display()))?;
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| format!("cannot list directory {}: {e}", path.display()))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+            if is_file && name.starts_with("TR-") && name.ends_with(".md") {
+                found.push(entry.path());
+            }
+        }
+        if found.is_empty() {
+            return Err(format!(
+                "directory {} holds no request (TR-*.md)",
+                path.display()
+            ));
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+fn rejected(failure: Failure) -> (i32, ExecReport) {
+    (
+        failure.code,
+        ExecReport {
+            verdict: "REJECT",
+            reasons: failure.reasons,
+            result_path: None,
+            outcome: None,
+            exit_code: None,
+            runtime_sec: None,
+        },
+    )
+}
+
+/// Run the batch and print its reports; returns the process exit code.
+pub(super) fn execute(cmd: &ExecCommand, policy: &Policy) -> i32 {
+    let requests = match expand(&cmd.requests) {
+        Ok(requests) => requests,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return exit_codes::USAGE;
+        }
+    };
+    let sign_key = match cmd.signing_key() {
+        Ok(key) => key,
+        Err(failure) => {
+            for r in &failure.reasons {
+                eprintln!("error: {}: {}", r.code, r.message);
+            }
+            return failure.code;
+        }
+    };
+    let shared = SharedEngines::default();
+    let jobs = usize::try_from(cmd.jobs)
+        .unwrap_or(1)
+        .clamp(1, requests.len());
+    let next = AtomicUsize::new(0);
+    let done: Mutex<BTreeMap<usize, (i32, ExecReport)>> = Mutex::new(BTreeMap::new());
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(request) = requests.get(index) else {
+                        break;
+                    };
+                    let (code, report) =
+                        match cmd.run_one(request, policy, &shared, sign_key.as_ref()) {
+                            Ok(report) => (exit_codes::OK, report),
+                            Err(failure) => rejected(failure),
+                        };
+                    if !cmd.json {
+                        print_progress(request, &report);
+                    }
+                    done.lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .insert(index, (code, report));
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let done = done
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+
+    let mut worst = exit_codes::OK;
+    let mut outcomes: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut not_run = 0usize;
+    let mut entries = Vec::with_capacity(done.len());
+    for (index, (code, report)) in done {
+        worst = worst.max(code);
+        match report.outcome {
+            Some(outcome) => *outcomes.entry(outcome).or_default() += 1,
+            None => not_run += 1,
+        }
+        entries.push(BatchEntry {
+            request: requests[index].display().to_string(),
+            report,
+        });
+    }
+    if cmd.json {
+        match serde_json::to_string(&entries) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: cannot encode the reports: {e}");
+                return exit_codes::INTERNAL;
+            }
+        }
+    } else {
+        for entry in &entries {
+            if let Some(path) = &entry.report.result_path {
+                println!("{path}");
+            }
+        }
+    }
+    let ran: usize = outcomes.values().sum();
+    let kinds: Vec<String> = outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    eprintln!(
+        "batch: {} requests, {ran} ran ({}), {not_run} not run; {jobs} at a time, {elapsed:.2} s ({:.1} requests/s); exit code {worst}",
+        entries.len(),
+        if kinds.is_empty() {
+            "-".to_owned()
+        } else {
+            kinds.join(", ")
+        },
+        entries.len() as f64 / elapsed.max(1e-9),
+    );
+    worst
+}
+
+fn print_progress(request: &Path, report: &ExecReport) {
+    // One write per run, so the lines of runs finishing together do not interleave.
+    let text = match (&report.result_path, report.outcome) {
+        (Some(path), Some(outcome)) => format!(
+            "{}: {outcome}, exit code {}, {:.3} s: {path}\n",
+            request.display(),
+            report.exit_code.unwrap_or(-1),
+            report.runtime_sec.unwrap_or(0.0)
+        ),
+        _ => {
+            let mut text = format!("{}: not run\n", request.display());
+            for r in &report.reasons {
+                match r.line {
+                    Some(n) => text.push_str(&format!(
+                        "  {}:{n}: {}: {}\n",
+                        request.display(),
+                        r.code,
+                        r.message
+                    )),
+                    None => text.push_str(&format!("  {}: {}\n", r.code, r.message)),
+                }
+            }
+            text
+        }
+    };
+    eprint!("{text}");
+}
