@@ -31,7 +31,10 @@ pub const TABLE: &[(i32, &str)] = &[
         REJECT,
         "a document was rejected (reasons printed); for `exec`, nothing ran; `verify` found a difference; `gate` quarantined a file",
     ),
-    (USAGE, "usage error: bad flags or arguments, an invalid policy"),
+    (
+        USAGE,
+        "usage error: bad flags or arguments, an invalid policy",
+    ),
     (
         IO,
         "I/O or environment error (unreadable file, unwritable results directory, guest unavailable)",

@@ -15,7 +15,13 @@ fn repo() -> PathBuf {
 fn runner(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_runner"));
     cmd.args(args).current_dir(repo());
-    for var in ["NO_COLOR", "CLICOLOR_FORCE", "CLICOLOR", "RUNNER_LOG", "RUNNER_LOG_FORMAT"] {
+    for var in [
+        "NO_COLOR",
+        "CLICOLOR_FORCE",
+        "CLICOLOR",
+        "RUNNER_LOG",
+        "RUNNER_LOG_FORMAT",
+    ] {
         cmd.env_remove(var);
     }
     for (k, v) in env {
@@ -53,7 +59,11 @@ fn every_command_has_examples_and_every_option_an_example() {
             .or(cmd.get_after_long_help())
             .map(|h| h.to_string())
             .unwrap_or_default();
-        if !after.contains("Example") || !after.lines().any(|l| l.trim_start().starts_with("runner ") || l.contains(" runner ")) {
+        if !after.contains("Example")
+            || !after
+                .lines()
+                .any(|l| l.trim_start().starts_with("runner ") || l.contains(" runner "))
+        {
             missing.push(format!("{name}: no Examples block with a `runner …` line"));
         }
         for arg in cmd.get_arguments() {
@@ -91,7 +101,10 @@ fn help_renders_for_every_command_through_the_binary() {
     let top = runner(&["--help"], &[]);
     let text = String::from_utf8_lossy(&top.stdout);
     for (code, _) in runner::exit_codes::TABLE {
-        assert!(text.contains(&format!("  {code:>3}  ")), "exit code {code} not in --help");
+        assert!(
+            text.contains(&format!("  {code:>3}  ")),
+            "exit code {code} not in --help"
+        );
     }
 }
 
@@ -108,16 +121,30 @@ fn committed_man_pages_are_current() {
         }
     }
     for entry in std::fs::read_dir(&dir).expect("man/") {
-        let name = entry.expect("entry").file_name().into_string().expect("utf-8");
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .into_string()
+            .expect("utf-8");
         if !pages.iter().any(|(n, _)| *n == name) {
             stale.push(format!("{name} is no longer generated"));
         }
     }
-    assert!(stale.is_empty(), "man/ is stale (run `just man`): {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "man/ is stale (run `just man`): {stale:?}"
+    );
     let top = String::from_utf8_lossy(&pages[0].1).into_owned();
-    assert!(top.contains(".TH runner 1"), "{}", &top[..200.min(top.len())]);
+    assert!(
+        top.contains(".TH runner 1"),
+        "{}",
+        &top[..200.min(top.len())]
+    );
     for sub in ["exec", "validate", "guest", "policy"] {
-        assert!(top.contains(&format!("runner\\-{sub}(1)")), "runner.1 lists {sub}");
+        assert!(
+            top.contains(&format!("runner\\-{sub}(1)")),
+            "runner.1 lists {sub}"
+        );
     }
 }
 
@@ -130,7 +157,10 @@ fn completions_for_each_shell_name_the_commands() {
         for word in ["validate", "exec", "guest", "policy", "--json"] {
             assert!(script.contains(word), "{shell} completion lacks {word}");
         }
-        assert!(!script.contains("__schemas"), "{shell}: hidden command completed");
+        assert!(
+            !script.contains("__schemas"),
+            "{shell}: hidden command completed"
+        );
     }
     let bad = runner(&["completions", "tcsh"], &[]);
     assert_eq!(bad.status.code(), Some(runner::exit_codes::USAGE));
@@ -140,7 +170,10 @@ fn completions_for_each_shell_name_the_commands() {
 fn version_names_the_engines_and_every_guest_pin() {
     let out = runner(&["--version"], &[]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with(&format!("runner {}\n", runner::RUNNER_VERSION)), "{text}");
+    assert!(
+        text.starts_with(&format!("runner {}\n", runner::RUNNER_VERSION)),
+        "{text}"
+    );
     assert!(text.contains(&format!("wasmtime {}", runner::WASMTIME_VERSION)));
     assert!(text.contains(&format!("monty {}", runner::MONTY_VERSION)));
     let manifest = runner::guest::GuestManifest::embedded().expect("manifest");
@@ -152,7 +185,10 @@ fn version_names_the_engines_and_every_guest_pin() {
         assert!(text.contains(&line), "missing `{line}` in {text}");
     }
     let subcommand = runner(&["version"], &[]);
-    assert_eq!(subcommand.stdout, out.stdout, "`runner version` prints the same");
+    assert_eq!(
+        subcommand.stdout, out.stdout,
+        "`runner version` prints the same"
+    );
 }
 
 fn rejected_request() -> tempfile::TempDir {
@@ -174,8 +210,14 @@ fn colour_only_when_allowed() {
         String::from_utf8_lossy(&forced.stdout).contains("\x1b[1;31mREJECT\x1b[0m"),
         "CLICOLOR_FORCE colours the verdict"
     );
-    let no_color = runner(&["validate", file], &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]);
-    assert!(!no_color.stdout.contains(&0x1b) && !no_color.stderr.contains(&0x1b), "NO_COLOR wins");
+    let no_color = runner(
+        &["validate", file],
+        &[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")],
+    );
+    assert!(
+        !no_color.stdout.contains(&0x1b) && !no_color.stderr.contains(&0x1b),
+        "NO_COLOR wins"
+    );
     // JSON output is never coloured.
     let json = runner(&["validate", "--json", file], &[("CLICOLOR_FORCE", "1")]);
     assert!(!json.stdout.contains(&0x1b));
@@ -186,7 +228,14 @@ fn json_logs_keep_stderr_structured_and_stdout_pure() {
     let tmp = rejected_request();
     let file = tmp.path().join("TR-bad.md");
     let out = runner(
-        &["--log-format", "json", "-v", "exec", "--json", file.to_str().unwrap()],
+        &[
+            "--log-format",
+            "json",
+            "-v",
+            "exec",
+            "--json",
+            file.to_str().unwrap(),
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(runner::exit_codes::REJECT));
@@ -195,19 +244,34 @@ fn json_logs_keep_stderr_structured_and_stdout_pure() {
     serde_json::from_str::<serde_json::Value>(stdout.trim()).expect("stdout is JSON");
     let stderr = String::from_utf8(out.stderr).expect("utf-8");
     for line in stderr.lines() {
-        let v: serde_json::Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("stderr line not JSON ({e}): {line}"));
-        assert!(v.get("level").is_some() && v.get("message").is_some(), "{line}");
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stderr line not JSON ({e}): {line}"));
+        assert!(
+            v.get("level").is_some() && v.get("message").is_some(),
+            "{line}"
+        );
     }
     // An error is a JSON log line too.
-    let missing = runner(&["--log-format", "json", "guest", "path", "no-such-guest"], &[]);
+    let missing = runner(
+        &["--log-format", "json", "guest", "path", "no-such-guest"],
+        &[],
+    );
     assert_eq!(missing.status.code(), Some(runner::exit_codes::IO));
     let line = String::from_utf8_lossy(&missing.stderr);
     let v: serde_json::Value = serde_json::from_str(line.trim()).expect("error as JSON");
     assert_eq!(v["level"], "ERROR");
-    assert!(v["message"].as_str().unwrap_or("").contains("no-such-guest"), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no-such-guest"),
+        "{v}"
+    );
     // The environment variable does the same; a bad value is a usage error.
-    let env = runner(&["guest", "path", "no-such-guest"], &[("RUNNER_LOG_FORMAT", "json")]);
+    let env = runner(
+        &["guest", "path", "no-such-guest"],
+        &[("RUNNER_LOG_FORMAT", "json")],
+    );
     serde_json::from_slice::<serde_json::Value>(env.stderr.trim_ascii()).expect("JSON via env");
     let bad = runner(&["guest", "list"], &[("RUNNER_LOG_FORMAT", "xml")]);
     assert_eq!(bad.status.code(), Some(runner::exit_codes::USAGE));
@@ -219,8 +283,16 @@ fn quiet_prints_only_the_answer() {
     assert!(String::from_utf8_lossy(&loud.stderr).contains("store:"));
     let quiet = runner(&["-q", "guest", "list"], &[]);
     assert_eq!(quiet.status.code(), Some(0));
-    assert!(quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
     assert_eq!(quiet.stdout, loud.stdout);
     let both = runner(&["-q", "-v", "guest", "list"], &[]);
-    assert_eq!(both.status.code(), Some(runner::exit_codes::USAGE), "-q and -v conflict");
+    assert_eq!(
+        both.status.code(),
+        Some(runner::exit_codes::USAGE),
+        "-q and -v conflict"
+    );
 }

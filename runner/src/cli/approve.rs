@@ -3,8 +3,8 @@
 //! `approved_utc`, and, with a key, write the detached signature `TR-….md.sig` (see
 //! [`crate::approval::approve`]).
 
-use super::read::{Read2, read_document};
 use super::output;
+use super::read::{Read2, read_document};
 use crate::approval::{approve, edit};
 use crate::exit_codes;
 use crate::policy::Policy;

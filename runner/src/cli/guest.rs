@@ -302,8 +302,8 @@ fn run(action: GuestAction) -> Result<i32, String> {
         GuestAction::Path { name, json } => {
             let entry = manifest.require(&name).map_err(|e| e.to_string())?;
             let progress = Progress::new();
-            let path = guest::ensure(entry, &dir, &mut progress.callback())
-                .map_err(|e| e.to_string())?;
+            let path =
+                guest::ensure(entry, &dir, &mut progress.callback()).map_err(|e| e.to_string())?;
             drop(progress);
             located(json, name, path, &entry.file_sha256)
         }
@@ -336,8 +336,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let sha = "ab".repeat(32);
         assert_eq!(compiled_module(dir.path(), &sha), None);
-        std::fs::write(dir.path().join(format!("{sha}-wasmtime-1.0.0-x.cwasm")), b"")
-            .expect("write");
+        std::fs::write(
+            dir.path().join(format!("{sha}-wasmtime-1.0.0-x.cwasm")),
+            b"",
+        )
+        .expect("write");
         assert_eq!(compiled_module(dir.path(), &sha), None, "another wasmtime");
         let mine = dir.path().join(format!(
             "{sha}-wasmtime-{}-0123456789abcdef.cwasm",

@@ -63,10 +63,7 @@ pub fn settings() -> Settings {
 /// Whether colour may be used on a stream: `NO_COLOR` (non-empty) wins, then
 /// `CLICOLOR_FORCE` (non-empty, not `0`), then `CLICOLOR=0`, then "is it a terminal
 /// that is not `TERM=dumb`".
-pub fn color_allowed(
-    is_terminal: bool,
-    var: impl Fn(&str) -> Option<std::ffi::OsString>,
-) -> bool {
+pub fn color_allowed(is_terminal: bool, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
     let set = |name: &str| var(name).is_some_and(|v| !v.is_empty());
     if set("NO_COLOR") {
         return false;
@@ -203,7 +200,10 @@ pub fn warning(message: impl Display) {
     if s.log_format == LogFormat::Json {
         tracing::warn!("{message}");
     } else if !s.quiet {
-        eprintln!("{}: {message}", paint("warning", Style::Warn, Stream::Stderr));
+        eprintln!(
+            "{}: {message}",
+            paint("warning", Style::Warn, Stream::Stderr)
+        );
     }
 }
 

@@ -95,7 +95,10 @@ pub fn report(policy: &Policy) -> PolicyReport {
     let mut forbidden: Vec<RuleView> = Vec::new();
     for target in RuleTarget::ALL {
         for rule in policy.rules_for(target) {
-            if !forbidden.iter().any(|r| r.code == rule.code && r.pattern == rule.pattern.as_str()) {
+            if !forbidden
+                .iter()
+                .any(|r| r.code == rule.code && r.pattern == rule.pattern.as_str())
+            {
                 forbidden.push(RuleView {
                     code: rule.code.clone(),
                     message: rule.message.clone(),

@@ -145,18 +145,18 @@ impl SealCommand {
             ));
         }
         // What `runner validate` will say beyond the approval, which comes next.
-        let (notes, needs_approval) =
-            match crate::request::validate(sealed.text.as_bytes(), policy) {
-                Ok(_) => (Vec::new(), false),
-                Err(reasons) => {
-                    let needs = reasons.iter().any(|r| r.code.starts_with("approval."));
-                    let notes: Vec<Reason> = reasons
-                        .into_iter()
-                        .filter(|r| !r.code.starts_with("approval."))
-                        .collect();
-                    (notes, needs)
-                }
-            };
+        let (notes, needs_approval) = match crate::request::validate(sealed.text.as_bytes(), policy)
+        {
+            Ok(_) => (Vec::new(), false),
+            Err(reasons) => {
+                let needs = reasons.iter().any(|r| r.code.starts_with("approval."));
+                let notes: Vec<Reason> = reasons
+                    .into_iter()
+                    .filter(|r| !r.code.starts_with("approval."))
+                    .collect();
+                (notes, needs)
+            }
+        };
         let report = SealReport {
             output: target.clone(),
             unchanged,
@@ -189,7 +189,12 @@ impl SealCommand {
                     r.code,
                     r.message
                 )),
-                None => output::note(format!("note: {}: {}: {}", target.display(), r.code, r.message)),
+                None => output::note(format!(
+                    "note: {}: {}: {}",
+                    target.display(),
+                    r.code,
+                    r.message
+                )),
             }
         }
         if needs_approval {

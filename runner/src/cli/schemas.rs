@@ -25,7 +25,10 @@ impl SchemasCommand {
     /// Parses the arguments after `__schemas`.
     pub fn from_args(args: &[String]) -> Result<Self, String> {
         match args {
-            [dir] => Ok(Self { dir: dir.into(), check: false }),
+            [dir] => Ok(Self {
+                dir: dir.into(),
+                check: false,
+            }),
             [dir, flag] | [flag, dir] if flag == "--check" => Ok(Self {
                 dir: dir.into(),
                 check: true,
