@@ -81,6 +81,9 @@ fn serve() -> Result<Outcome, BackendError> {
     for skipped in &confinement.skipped {
         eprintln!("runner-monty-worker: confinement layer not applied: {skipped}");
     }
+    confinement
+        .check(&spec.confinement)
+        .map_err(BackendError::Worker)?;
 
     let mut outcome = match bound {
         Ok(bound) => {
@@ -116,7 +119,7 @@ fn serve() -> Result<Outcome, BackendError> {
     worker::write_capture(&spec.capture_dir.join("stderr"), &outcome.stderr)?;
     outcome.stdout = Vec::new();
     outcome.stderr = Vec::new();
-    outcome.confinement = confinement.applied;
+    outcome.confinement = confinement.provenance();
     outcome.confinement.extend([
         format!("monty_alloc_cap={}", session::hard_memory_cap(&limits)),
         format!("monty_memory={}", limits.memory_bytes),

@@ -4,6 +4,7 @@
 //! rule fails before any request is judged, and every trusted approval key is parsed at
 //! load time so a bad key fails before any signature is checked.
 
+use crate::backend::confine::ConfinementPolicy;
 use crate::digest::sha256_hex;
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -36,6 +37,10 @@ struct PolicyFile {
     /// Absent: signatures not required, separation of duties on.
     #[serde(default)]
     approval: Option<ApprovalFile>,
+    /// Absent: [`ConfinementPolicy::default`], the built-in policy's table. Present:
+    /// every layer stated.
+    #[serde(default)]
+    confinement: Option<ConfinementPolicy>,
 }
 
 /// The `[approval]` table as written. Both switches are required when the table is
@@ -96,7 +101,7 @@ impl ApprovalPolicy {
 }
 
 /// Rules about the request file itself.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestRules {
     pub max_bytes: u64,
@@ -105,7 +110,7 @@ pub struct RequestRules {
 }
 
 /// The largest limits a request may ask for.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitMaxima {
     pub max_memory_limit_mb: u64,
@@ -114,7 +119,7 @@ pub struct LimitMaxima {
 }
 
 /// Caps on what a run may produce.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputCaps {
     pub stdout_max_bytes: u64,
@@ -125,7 +130,7 @@ pub struct OutputCaps {
 }
 
 /// One entry of the guest registry.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GuestMapping {
     pub guest: String,
@@ -148,9 +153,7 @@ struct ForbiddenRuleFile {
 
 /// The kinds of document a forbidden-content rule can apply to (`applies_to` in the
 /// policy). Governed packets are packets: their strings are scanned with the packet rules.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleTarget {
     Request,
@@ -195,6 +198,8 @@ pub struct Policy {
     pub forbidden: Vec<ForbiddenRule>,
     /// Approval rules and the trusted operator keys.
     pub approval: ApprovalPolicy,
+    /// Which worker confinement layers a run requires (`[confinement]`).
+    pub confinement: ConfinementPolicy,
     /// The rules per [`RuleTarget`], in policy order.
     rules_by_target: [Vec<ForbiddenRule>; 3],
     /// sha256 of the policy text as loaded (pinned in results and locks).
@@ -288,6 +293,7 @@ impl Policy {
             guests: file.guests,
             forbidden: rules_by_target[RuleTarget::Request.index()].clone(),
             approval,
+            confinement: file.confinement.unwrap_or_default(),
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             origin: origin.to_owned(),
@@ -472,6 +478,41 @@ mod tests {
         let missing = DEFAULT_POLICY_TOML.replace("separation_of_duties = true\n", "");
         assert_ne!(missing, DEFAULT_POLICY_TOML);
         assert!(Policy::parse(&missing, "t").is_err());
+    }
+
+    #[test]
+    fn confinement_table_is_the_default_and_every_layer_must_be_stated() {
+        use crate::backend::confine::{Layer, Requirement};
+        let p = Policy::builtin();
+        assert_eq!(p.confinement, ConfinementPolicy::default());
+        assert_eq!(p.confinement.requirement(Layer::Seccomp), Requirement::Required);
+        assert_eq!(
+            p.confinement.requirement(Layer::NetNamespace),
+            Requirement::Optional
+        );
+        // Turning a layer to required parses; a missing key, an unknown layer or an
+        // unknown value is a policy error.
+        let strict = DEFAULT_POLICY_TOML.replace(
+            "net_namespace = \"optional\"",
+            "net_namespace = \"required\"",
+        );
+        assert_ne!(strict, DEFAULT_POLICY_TOML);
+        let p = Policy::parse(&strict, "t").unwrap();
+        assert_eq!(
+            p.confinement.requirement(Layer::NetNamespace),
+            Requirement::Required
+        );
+        let missing = DEFAULT_POLICY_TOML.replace("seccomp = \"required\"\n", "");
+        assert_ne!(missing, DEFAULT_POLICY_TOML);
+        let err = Policy::parse(&missing, "t").unwrap_err().to_string();
+        assert!(err.contains("seccomp"), "{err}");
+        let unknown = DEFAULT_POLICY_TOML.replace(
+            "seccomp = \"required\"\n",
+            "seccomp = \"required\"\napparmor = \"required\"\n",
+        );
+        assert!(Policy::parse(&unknown, "t").is_err());
+        let value = DEFAULT_POLICY_TOML.replace("seccomp = \"required\"", "seccomp = \"off\"");
+        assert!(Policy::parse(&value, "t").is_err());
     }
 
     #[test]

@@ -1,24 +1,73 @@
 //! The second wall, checked from inside: `runner __confinement-probe` applies the same
 //! `confine_worker` a guest's worker applies, then reports what the kernel says. Each
-//! resource limit must be in force, `no_new_privs` set, and (as root, as CI runs) the
-//! process must be in a network namespace with no interface but a loopback that has no
-//! route.
+//! resource limit must be in force, `no_new_privs` set, every capability set empty, the
+//! seccomp filter installed and really refusing what it lists, and (as root, as CI
+//! runs) the process must be in a network namespace with no interface but a loopback
+//! that has no route.
+//!
+//! The policy switch is checked under real conditions, not a flag: the probe and
+//! `runner exec` run as `nobody` (with `setpriv`), where the kernel refuses a network
+//! namespace and the bounding set. The built-in policy lets such a run go on and says
+//! so in Provenance; a policy that requires the namespace refuses it, naming the layer
+//! and the kernel's reason, and writes no result.
 
 #![allow(clippy::unwrap_used)]
 
 use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const NOBODY: &str = "65534";
+
+fn runner() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_runner"))
+}
+
+/// `cmd` run as `nobody` (uid and gid 65534, no supplementary groups).
+fn as_nobody(cmd: &Command) -> Command {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "switching to nobody needs root (CI runs as root)"
+    );
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .arg(format!("--reuid={NOBODY}"))
+        .arg(format!("--regid={NOBODY}"))
+        .arg("--clear-groups")
+        .arg("--")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    wrapped
+}
+
+fn probe_output(cmd: &mut Command) -> (Output, Value) {
+    let out = cmd.output().unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe printed no report ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
 
 fn probe() -> Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runner"))
-        .arg("__confinement-probe")
-        .output()
-        .unwrap();
+    let (out, report) = probe_output(runner().arg("__confinement-probe"));
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    report
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
 }
 
 /// The soft and hard values of one row of /proc/self/limits.
@@ -30,6 +79,30 @@ fn limit(report: &Value, name: &str) -> (String, String) {
         .unwrap_or_else(|| panic!("{name} missing from {text}"));
     let rest: Vec<&str> = line[name.len()..].split_whitespace().collect();
     (rest[0].to_owned(), rest[1].to_owned())
+}
+
+/// A directory everyone may enter and write (for runs as nobody).
+fn open_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The built-in policy with `net_namespace = "required"`, written where nobody can
+/// read it.
+fn policy_requiring_net_namespace(dir: &Path) -> PathBuf {
+    let default =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"))
+            .unwrap();
+    let strict = default.replace(
+        "net_namespace = \"optional\"",
+        "net_namespace = \"required\"",
+    );
+    assert_ne!(strict, default, "the default policy states net_namespace");
+    let path = dir.join("strict.toml");
+    std::fs::write(&path, strict).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    path
 }
 
 #[test]
@@ -65,21 +138,9 @@ fn the_worker_has_no_network() {
         "a fresh network namespace needs root here (CI runs as root)"
     );
     let r = probe();
-    let applied: Vec<&str> = r["applied"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    assert!(applied.contains(&"net_namespace"), "{r}");
-    let interfaces: Vec<&str> = r["interfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    assert!(strings(&r["applied"]).contains(&"net_namespace"), "{r}");
     assert_eq!(
-        interfaces,
+        strings(&r["interfaces"]),
         vec!["lo"],
         "only the (down) loopback of a fresh namespace"
     );
@@ -87,4 +148,176 @@ fn the_worker_has_no_network() {
         r["routes"], 0,
         "no usable route anywhere, not even to loopback"
     );
+}
+
+#[test]
+fn the_worker_holds_no_capabilities() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "dropping the bounding set needs root (CI runs as root)"
+    );
+    let r = probe();
+    for set in [
+        "effective",
+        "permitted",
+        "inheritable",
+        "ambient",
+        "bounding",
+    ] {
+        assert_eq!(
+            r["capabilities"][set], "0000000000000000",
+            "{set} capabilities left: {r}"
+        );
+    }
+    let applied = strings(&r["applied"]);
+    assert!(applied.contains(&"capabilities=0"), "{r}");
+    assert!(applied.contains(&"capability_bounding_set=0"), "{r}");
+}
+
+#[test]
+fn seccomp_denies_what_it_lists_and_allows_what_the_worker_needs() {
+    let r = probe();
+    assert_eq!(r["seccomp"], "2", "filter mode: {r}");
+    assert!(
+        strings(&r["applied"])
+            .iter()
+            .any(|l| l.starts_with("seccomp(deny=")),
+        "{r}"
+    );
+    let calls = &r["syscalls"];
+    // Without the filter, each of these would succeed or fail otherwise: a user
+    // namespace needs no privilege, an IP socket works in any namespace, and the
+    // umount2 and execve paths do not exist (ENOENT).
+    for denied in [
+        "unshare_newuser",
+        "unshare_newns",
+        "umount2",
+        "socket_inet",
+        "execve",
+    ] {
+        assert_eq!(calls[denied], "EPERM", "{denied}: {calls}");
+    }
+    // What the worker itself needs after confinement: threads (clone3 answers ENOSYS,
+    // the C library falls back to clone without namespace flags) and Unix sockets.
+    assert_eq!(calls["thread_spawn"], "ok", "{calls}");
+    assert_eq!(calls["socket_unix"], "ok", "{calls}");
+}
+
+#[test]
+fn without_privileges_optional_layers_are_skipped_and_said() {
+    let (out, r) = probe_output(&mut as_nobody(runner().arg("__confinement-probe")));
+    assert!(
+        out.status.success(),
+        "the built-in policy lets an unprivileged run go on: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed: Vec<&str> = r["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["layer"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        vec!["net_namespace", "capability_bounding_set"],
+        "exactly the layers that need root: {r}"
+    );
+    let provenance = strings(&r["provenance"]);
+    assert!(
+        provenance
+            .iter()
+            .any(|l| l.starts_with("not applied: net_namespace (") && l.contains("EPERM")),
+        "{provenance:?}"
+    );
+    // What works without privileges still applies, and is in force.
+    assert_eq!(r["seccomp"], "2");
+    assert_eq!(r["no_new_privs"], "1");
+    assert_eq!(r["capabilities"]["effective"], "0000000000000000");
+    assert_eq!(r["syscalls"]["unshare_newuser"], "EPERM");
+    assert!(!strings(&r["applied"]).contains(&"net_namespace"));
+}
+
+#[test]
+fn a_required_layer_that_cannot_apply_refuses_the_probe() {
+    let dir = open_dir();
+    let policy = policy_requiring_net_namespace(dir.path());
+    let (out, _) = probe_output(&mut as_nobody(
+        runner().arg("__confinement-probe").arg(&policy),
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("`net_namespace` is required") && stderr.contains("EPERM"),
+        "names the layer and the kernel's reason: {stderr}"
+    );
+}
+
+fn monty_request(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/monty-primes/TR-20261121-101500Z-monty-primes.md");
+    let req = dir.join("TR-20261121-101500Z-monty-primes.md");
+    std::fs::copy(src, &req).unwrap();
+    std::fs::set_permissions(&req, std::fs::Permissions::from_mode(0o644)).unwrap();
+    req
+}
+
+fn results_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("TS-") && n.ends_with(".md"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_apply() {
+    let dir = open_dir();
+    let req = monty_request(dir.path());
+    let results = dir.path().join("results");
+    let mut exec = runner();
+    exec.arg("exec").arg(&req).arg("--results").arg(&results);
+    let out = as_nobody(&exec).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = results_in(&results);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let doc = std::fs::read_to_string(results.join(&names[0])).unwrap();
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with("- Confinement:"))
+        .unwrap();
+    assert!(line.contains("not applied: net_namespace ("), "{line}");
+    assert!(line.contains("not applied: capability_bounding_set ("), "{line}");
+    assert!(line.contains("seccomp(deny="), "{line}");
+    assert!(line.contains("capabilities=0"), "{line}");
+}
+
+#[test]
+fn exec_refuses_a_run_whose_required_layer_cannot_apply() {
+    let dir = open_dir();
+    let req = monty_request(dir.path());
+    let policy = policy_requiring_net_namespace(dir.path());
+    let results = dir.path().join("results");
+    let mut exec = runner();
+    exec.arg("--policy")
+        .arg(&policy)
+        .arg("exec")
+        .arg(&req)
+        .arg("--results")
+        .arg(&results);
+    let out = as_nobody(&exec).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("`net_namespace` is required") && stderr.contains("EPERM"),
+        "{stderr}"
+    );
+    assert_eq!(results_in(&results), Vec::<String>::new(), "no result");
 }

@@ -1,5 +1,6 @@
 //! Fault injection on `runner exec`: SIGKILL at many moments of a run, a results
-//! directory on a full or read-only filesystem, and concurrent runs of one request.
+//! directory on a full or read-only filesystem, a full filesystem under the run's own
+//! staging directory, and concurrent runs of one request.
 //! Afterwards the results directory holds, for each run, either no result or a
 //! complete one that `runner verify` accepts; never a partial `TS-….md`.
 //!
@@ -212,4 +213,43 @@ fn a_read_only_results_directory_is_a_clear_error() {
         "{stderr}"
     );
     assert!(listing.is_empty());
+}
+
+#[test]
+fn a_full_staging_filesystem_is_a_clear_error_and_leaves_no_result() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let req = write_request(dir.path());
+    let results = dir.path().join("results");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // 16 KiB for the run directory: the inputs fit, the 2000 captured stdout lines
+    // (about 20 KB) do not.
+    let script = format!(
+        "mount -t tmpfs -o size=16k tmpfs {tmp} && TMPDIR={tmp} {exe} exec {req} --results {r}",
+        tmp = tmp.display(),
+        exe = env!("CARGO_BIN_EXE_runner"),
+        req = req.display(),
+        r = results.display(),
+    );
+    let out = Command::new("unshare")
+        .arg("-m")
+        .arg("--propagation")
+        .arg("private")
+        .arg("sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "an I/O error: {stderr}");
+    assert!(
+        stderr.contains("No space left on device") || stderr.contains("ENOSPC"),
+        "the error says what happened: {stderr}"
+    );
+    assert_eq!(
+        assert_only_complete_results(&results, &req),
+        0,
+        "no result at all"
+    );
 }

@@ -92,6 +92,10 @@ pub struct SandboxSpec {
     /// Directory where the worker writes captured stdout/stderr (`stdout`, `stderr` files).
     pub capture_dir: PathBuf,
     pub limits: Limits,
+    /// Which confinement layers the worker must apply before the guest runs (the
+    /// policy's `[confinement]`); absent in the JSON: the built-in policy's table.
+    #[serde(default)]
+    pub confinement: confine::ConfinementPolicy,
 }
 
 /// How a run ended. Exactly one of these fires; it is recorded in the result.

@@ -169,6 +169,7 @@ mod tests {
                 out_bytes: 1 << 20,
                 out_files: 16,
             },
+            confinement: Default::default(),
         }
     }
 

@@ -1126,6 +1126,7 @@ pub(crate) mod testkit {
                 out_dir: root.path().join("out"),
                 capture_dir: root.path().join("capture"),
                 limits,
+                confinement: Default::default(),
             };
             Self { root, spec }
         }

@@ -164,6 +164,9 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     for skipped in &confinement.skipped {
         eprintln!("runner worker: confinement layer not applied: {skipped}");
     }
+    confinement
+        .check(&spec.confinement)
+        .map_err(BackendError::Worker)?;
     let options = RunOptions {
         cpu: Some(CpuBudget {
             clock: CpuClock::Process,
@@ -179,7 +182,7 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     write_capture(&spec.capture_dir.join("stderr"), &outcome.stderr)?;
     outcome.stdout = Vec::new();
     outcome.stderr = Vec::new();
-    outcome.confinement = confinement.applied;
+    outcome.confinement = confinement.provenance();
     Ok(outcome)
 }
 
@@ -833,7 +836,10 @@ mod tests {
             "rlimit_as=",
             "rlimit_fsize=16777217",
             "net_namespace",
+            "capability_bounding_set=0",
+            "capabilities=0",
             "no_new_privs",
+            "seccomp(deny=",
             "out_poll",
             "wall_kill",
         ] {

@@ -60,15 +60,11 @@ pub struct ExecCommand {
 }
 
 /// What `exec --json` prints.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct ExecReport {
-    /// ACCEPT: the request ran and `result_path` holds its result (whatever the guest's
-    /// outcome); REJECT: nothing ran, `reasons` says why.
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
     pub result_path: Option<String>,
-    #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
     pub outcome: Option<&'static str>,
     pub exit_code: Option<i32>,
     pub runtime_sec: Option<f64>,
@@ -339,6 +335,7 @@ impl RunPlan {
             out_dir: run.out_dir.clone(),
             capture_dir: run.capture_dir.clone(),
             limits: limits.clone(),
+            confinement: policy.confinement.clone(),
         };
         let outcome = backend
             .run(&spec)
@@ -426,11 +423,9 @@ fn prepare_guest(
     let entry = manifest
         .require(guest_name)
         .map_err(|e| io(e.to_string()))?;
-    // Drawn only when stderr is a terminal; an `info` log line otherwise (cli::output).
-    let bar = super::output::Progress::new();
     let mut progress = |msg: &str| {
         if show_progress {
-            bar.step(msg);
+            eprintln!("{msg}");
         }
     };
     // The wasm file is only read to compile it, and compiling re-hashes it first

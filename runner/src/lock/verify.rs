@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// One thing that did not match.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Difference {
     pub what: String,
     pub expected: String,
@@ -19,9 +19,8 @@ pub struct Difference {
 }
 
 /// The outcome of verifying one result.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Verification {
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub differences: Vec<Difference>,
     /// What was re-derived and compared.
