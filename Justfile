@@ -46,6 +46,16 @@ lint:
     cargo fmt --all --check
     cargo clippy --release --locked --workspace --all-targets --ignore-rust-version -- -D warnings
 
+# Rewrite the committed JSON Schemas of every `--json` output (schemas/) from the Rust
+# types; `cargo test --test cli_schemas` fails while they are stale.
+schemas: build
+    {{runner}} __schemas schemas
+
+# Rewrite the committed man pages (man/) from the CLI definition; `cargo test --test
+# cli_docs` fails while they are stale. Read one with `man -l man/runner-exec.1`.
+man: build
+    {{runner}} man --dir man
+
 # Validate every example request.
 validate-examples: build
     {{runner}} validate examples/*/TR-*.md

@@ -20,25 +20,41 @@ pub const DRIFT: i32 = 5;
 /// Internal error: a bug in the runner. The message says what happened.
 pub const INTERNAL: i32 = 70;
 
-/// All codes with their meaning, for `--help` and the README table.
+/// All codes with their meaning, for `--help`, the man page and the README table
+/// (`runner/tests/readme.rs` checks that the README shows exactly [`markdown_table`]).
 pub const TABLE: &[(i32, &str)] = &[
     (
         OK,
-        "success: every file accepted / the run finished and its result was written",
+        "success: every file accepted / the run finished and its result was written (whatever the guest's own exit status)",
     ),
-    (REJECT, "a document was rejected (reasons printed)"),
-    (USAGE, "usage error: bad flags or arguments"),
+    (
+        REJECT,
+        "a document was rejected (reasons printed); for `exec`, nothing ran; `verify` found a difference; `gate` quarantined a file",
+    ),
+    (
+        USAGE,
+        "usage error: bad flags or arguments, an invalid policy",
+    ),
     (
         IO,
         "I/O or environment error (unreadable file, unwritable results directory, guest unavailable)",
     ),
     (
         INPUT_MISMATCH,
-        "a declared input is missing, not a regular file, or its sha256 differs; nothing ran",
+        "a declared input is missing, not a regular file, a symlink, or its sha256 differs; nothing ran",
     ),
     (
         DRIFT,
-        "replay --check: an output (or an input) drifted from the lock",
+        "`replay --check`: an output (or an input) drifted from the lock",
     ),
     (INTERNAL, "internal error in the runner"),
 ];
+
+/// The exit-code table as Markdown, as the README shows it.
+pub fn markdown_table() -> String {
+    let mut table = String::from("| code | meaning |\n|---|---|\n");
+    for (code, meaning) in TABLE {
+        table.push_str(&format!("| {code} | {meaning} |\n"));
+    }
+    table
+}

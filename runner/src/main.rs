@@ -1,8 +1,6 @@
 //! The `runner` binary: parse the command line, run the subcommand, exit with its
 //! documented code (see `runner::exit_codes`).
 
-use clap::Parser;
-
 fn main() {
     // The hidden worker mode runs a guest in a confined child process.
     if std::env::args().nth(1).as_deref() == Some("__worker") {
@@ -12,7 +10,20 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("__confinement-probe") {
         std::process::exit(runner::backend::confine::probe_main());
     }
-    let cli = match runner::cli::Cli::try_parse() {
+    // Hidden: write the JSON Schemas of every `--json` output (`just schemas`).
+    if std::env::args().nth(1).as_deref() == Some("__schemas") {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        std::process::exit(
+            match runner::cli::schemas::SchemasCommand::from_args(&args) {
+                Ok(cmd) => cmd.execute(),
+                Err(usage) => {
+                    eprintln!("{usage}");
+                    runner::exit_codes::USAGE
+                }
+            },
+        );
+    }
+    let cli = match runner::cli::parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -31,6 +42,7 @@ fn main() {
         // Per-run /out tmpfs mounts live in a mount namespace of our own, entered while
         // the process is still single-threaded; they vanish with the process.
         if let Err(e) = runner::backend::confine::enter_private_mount_namespace() {
+            // Logging is not set up yet (that happens in `execute`): plain stderr.
             eprintln!("warning: {e}; /out caps fall back to polling");
         }
     }

@@ -101,7 +101,7 @@ impl ApprovalPolicy {
 }
 
 /// Rules about the request file itself.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestRules {
     pub max_bytes: u64,
@@ -110,7 +110,7 @@ pub struct RequestRules {
 }
 
 /// The largest limits a request may ask for.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitMaxima {
     pub max_memory_limit_mb: u64,
@@ -119,7 +119,7 @@ pub struct LimitMaxima {
 }
 
 /// Caps on what a run may produce.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutputCaps {
     pub stdout_max_bytes: u64,
@@ -130,7 +130,7 @@ pub struct OutputCaps {
 }
 
 /// One entry of the guest registry.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GuestMapping {
     pub guest: String,
@@ -153,7 +153,9 @@ struct ForbiddenRuleFile {
 
 /// The kinds of document a forbidden-content rule can apply to (`applies_to` in the
 /// policy). Governed packets are packets: their strings are scanned with the packet rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleTarget {
     Request,

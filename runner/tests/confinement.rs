@@ -91,10 +91,9 @@ fn open_dir() -> tempfile::TempDir {
 /// The built-in policy with `net_namespace = "required"`, written where nobody can
 /// read it.
 fn policy_requiring_net_namespace(dir: &Path) -> PathBuf {
-    let default = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"),
-    )
-    .unwrap();
+    let default =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"))
+            .unwrap();
     let strict = default.replace(
         "net_namespace = \"optional\"",
         "net_namespace = \"required\"",
@@ -295,10 +294,7 @@ fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_a
         .find(|l| l.starts_with("- Confinement:"))
         .unwrap();
     assert!(line.contains("not applied: net_namespace ("), "{line}");
-    assert!(
-        line.contains("not applied: capability_bounding_set ("),
-        "{line}"
-    );
+    assert!(line.contains("not applied: capability_bounding_set ("), "{line}");
     assert!(line.contains("seccomp(deny="), "{line}");
     assert!(line.contains("capabilities=0"), "{line}");
 }

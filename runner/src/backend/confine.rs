@@ -545,11 +545,7 @@ pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConf
     if fsize.is_ok() {
         c.fsize_hard = Some(fsize_hard);
     }
-    c.record(
-        Layer::Rlimits,
-        format!("rlimit_fsize={fsize_soft}"),
-        errno(fsize),
-    );
+    c.record(Layer::Rlimits, format!("rlimit_fsize={fsize_soft}"), errno(fsize));
     c.record(
         Layer::NetNamespace,
         "net_namespace".into(),
@@ -717,15 +713,11 @@ const NAMESPACE_CLONE_FLAGS: [nix::libc::c_int; 7] = [
 /// layer is reported as not applied rather than assumed.
 fn install_seccomp() -> Result<usize, String> {
     use seccompiler::{
-        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule, TargetArch,
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+        SeccompFilter, SeccompRule, TargetArch,
     };
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|_| {
-        format!(
-            "no seccomp filter for architecture {}",
-            std::env::consts::ARCH
-        )
-    })?;
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| format!("no seccomp filter for architecture {}", std::env::consts::ARCH))?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
     };
@@ -794,133 +786,6 @@ fn ignore_sigxfsz() -> nix::Result<()> {
     // SAFETY: installing SIG_IGN runs no code in signal context, so none of the
     // async-signal-safety hazards of a Rust handler apply.
     unsafe { nix::sys::signal::signal(Signal::SIGXFSZ, SigHandler::SigIgn) }.map(drop)
-}
-
-/// `runner __confinement-probe [POLICY.toml]`: applies [`confine_worker`] to this
-/// process with the fixed test limits below, exactly as a worker does before it runs a
-/// guest, then prints what the kernel reports (one JSON object): the steps applied and
-/// skipped, the layers that failed, `/proc/self/limits`, `NoNewPrivs`, the capability
-/// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
-/// of calls the filter must deny (and of two it must allow), and how long
-/// `confine_worker` took (`confine_us`). Then it checks the layers
-/// against the policy's `[confinement]` table (the built-in one, or POLICY.toml) like a
-/// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
-/// Tests use it to prove each layer is in force; it runs no guest.
-///
-/// Limits: CPU 3 s, `/out` 1 MiB, stdout/stderr 1 MiB, address space 2 GiB.
-pub fn probe_main() -> i32 {
-    let policy = match std::env::args_os().nth(2) {
-        None => crate::policy::Policy::builtin(),
-        Some(path) => match crate::policy::Policy::load(Path::new(&path)) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("runner __confinement-probe: {e}");
-                return 2;
-            }
-        },
-    };
-    let limits = Limits {
-        memory_bytes: 64 << 20,
-        wall: Duration::from_secs(5),
-        cpu: Duration::from_secs(3),
-        stdout_bytes: 1 << 20,
-        stderr_bytes: 1 << 20,
-        out_bytes: 1 << 20,
-        out_files: 16,
-    };
-    let started = std::time::Instant::now();
-    let c = confine_worker(&limits, Some(2 << 30));
-    let confine_us = started.elapsed().as_micros();
-    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
-    let interfaces: Vec<String> = read("/proc/net/dev")
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next().map(|n| n.trim().to_owned()))
-        .collect();
-    // Usable routes: a fresh namespace lists IPv6 "reject" entries (RTF_REJECT, 0x200),
-    // which route nothing.
-    const RTF_REJECT: u32 = 0x200;
-    let usable = |flags: Option<&str>| {
-        flags
-            .and_then(|f| u32::from_str_radix(f, 16).ok())
-            .is_some_and(|f| f & RTF_REJECT == 0)
-    };
-    let routes = read("/proc/net/route")
-        .lines()
-        .skip(1)
-        .filter(|l| usable(l.split_whitespace().nth(3)))
-        .count()
-        + read("/proc/net/ipv6_route")
-            .lines()
-            .filter(|l| usable(l.split_whitespace().nth(8)))
-            .count();
-    let status = read("/proc/self/status");
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(|v| v.trim().to_owned())
-    };
-    let report = serde_json::json!({
-        "applied": c.applied,
-        "skipped": c.skipped,
-        "failed": c.failed.iter().map(|(l, why)| serde_json::json!({"layer": l.as_str(), "reason": why})).collect::<Vec<_>>(),
-        "provenance": c.provenance(),
-        "limits": read("/proc/self/limits"),
-        "no_new_privs": field("NoNewPrivs"),
-        "capabilities": {
-            "inheritable": field("CapInh"),
-            "permitted": field("CapPrm"),
-            "effective": field("CapEff"),
-            "bounding": field("CapBnd"),
-            "ambient": field("CapAmb"),
-        },
-        "seccomp": field("Seccomp"),
-        "interfaces": interfaces,
-        "routes": routes,
-        "syscalls": probe_syscalls(),
-        "confine_us": confine_us,
-    });
-    println!("{report}");
-    match c.check(&policy.confinement) {
-        Ok(()) => 0,
-        Err(refusal) => {
-            eprintln!("runner __confinement-probe: {refusal}");
-            3
-        }
-    }
-}
-
-/// Tries calls the seccomp filter must deny, and two it must allow, after
-/// confinement; maps each to `"ok"` or its errno name. None of them can harm the
-/// probe when it succeeds: the namespaces would be the probe's own, and `umount2` and
-/// `execve` name paths that do not exist, so without the filter they fail with ENOENT
-/// (the filter answers EPERM before any path is looked up).
-fn probe_syscalls() -> serde_json::Value {
-    use nix::errno::Errno;
-    let show = |r: Result<(), Errno>| match r {
-        Ok(()) => "ok".to_owned(),
-        Err(e) => format!("{e:?}"),
-    };
-    let io = |r: io::Result<()>| match r {
-        Ok(()) => "ok".to_owned(),
-        Err(e) => e
-            .raw_os_error()
-            .map_or_else(|| e.to_string(), |n| format!("{:?}", Errno::from_raw(n))),
-    };
-    let thread = std::thread::Builder::new()
-        .spawn(|| ())
-        .and_then(|t| t.join().map_err(|_| io::Error::other("thread panicked")));
-    let exec = nix::unistd::execv(c"/nonexistent/runner-probe-exec", &[c"runner-probe-exec"]);
-    serde_json::json!({
-        "unshare_newuser": show(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)),
-        "unshare_newns": show(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)),
-        "umount2": show(nix::mount::umount2("/nonexistent/runner-probe", MntFlags::empty())),
-        "socket_inet": io(std::net::UdpSocket::bind("127.0.0.1:0").map(drop)),
-        "socket_unix": io(std::os::unix::net::UnixDatagram::unbound().map(drop)),
-        "thread_spawn": io(thread),
-        "execve": show(exec.map(drop)),
-    })
 }
 
 #[cfg(test)]
@@ -1038,123 +903,134 @@ mod tests {
     fn libc_enospc() -> i32 {
         nix::errno::Errno::ENOSPC as i32
     }
+}
 
-    fn failed(layers: &[(Layer, &str)]) -> WorkerConfinement {
-        let mut c = WorkerConfinement::default();
-        c.record(Layer::NoNewPrivs, "no_new_privs".into(), Ok(()));
-        for (layer, why) in layers {
-            c.record(*layer, layer.as_str().into(), Err((*why).into()));
-        }
-        c
-    }
-
-    #[test]
-    fn a_required_layer_that_failed_refuses_naming_it_and_the_reason() {
-        let policy = ConfinementPolicy::default();
-        let c = failed(&[(Layer::Seccomp, "no filter for architecture s390x")]);
-        let err = c.check(&policy).unwrap_err();
-        assert!(err.contains("`seccomp` is required"), "{err}");
-        assert!(err.contains("s390x"), "{err}");
-        // The same failure of an optional layer lets the run go on, and says so.
-        let lenient = ConfinementPolicy {
-            seccomp: Requirement::Optional,
-            ..policy
-        };
-        assert!(c.check(&lenient).is_ok());
-        assert_eq!(
-            c.provenance(),
-            vec![
-                "no_new_privs".to_owned(),
-                "not applied: seccomp (no filter for architecture s390x)".to_owned()
-            ]
-        );
-    }
-
-    #[test]
-    fn default_policy_lets_only_the_root_only_layers_fail() {
-        let policy = ConfinementPolicy::default();
-        let c = failed(&[
-            (Layer::NetNamespace, "EPERM"),
-            (Layer::CapabilityBoundingSet, "EPERM"),
-        ]);
-        assert!(c.check(&policy).is_ok());
-        for layer in Layer::ALL {
-            let c = failed(&[(layer, "EPERM")]);
-            let optional = matches!(layer, Layer::NetNamespace | Layer::CapabilityBoundingSet);
-            assert_eq!(c.check(&policy).is_ok(), optional, "{layer:?}");
-        }
-    }
-
-    #[test]
-    fn a_failed_step_of_a_layer_fails_the_layer_once() {
-        let mut c = WorkerConfinement::default();
-        c.record(Layer::Rlimits, "rlimit_core=0".into(), Ok(()));
-        c.record(Layer::Rlimits, "rlimit_as=1".into(), Err("EPERM".into()));
-        c.record(
-            Layer::Rlimits,
-            "rlimit_fsize=2".into(),
-            Err("EINVAL".into()),
-        );
-        assert_eq!(
-            c.failed,
-            vec![(Layer::Rlimits, "rlimit_as=1: EPERM".to_owned())]
-        );
-        assert_eq!(c.skipped.len(), 2);
-        assert!(c.check(&ConfinementPolicy::default()).is_err());
-    }
-
-    /// The syscall list below is what strace showed on x86_64.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_deny_list_names_each_syscall_once_and_spares_what_the_workers_use() {
-        let mut numbers: Vec<i64> = DENIED_SYSCALLS.iter().map(|&(_, n)| n).collect();
-        numbers.sort_unstable();
-        numbers.dedup();
-        assert_eq!(numbers.len(), DENIED_SYSCALLS.len());
-        // Seen in strace of both workers after confinement: none may be denied.
-        use nix::libc::*;
-        for used in [
-            SYS_futex,
-            SYS_mmap,
-            SYS_munmap,
-            SYS_mprotect,
-            SYS_madvise,
-            SYS_openat,
-            SYS_openat2,
-            SYS_read,
-            SYS_write,
-            SYS_pread64,
-            SYS_pwrite64,
-            SYS_close,
-            SYS_statx,
-            SYS_getdents64,
-            SYS_epoll_wait,
-            SYS_epoll_ctl,
-            SYS_epoll_create1,
-            SYS_eventfd2,
-            SYS_socketpair,
-            SYS_prlimit64,
-            SYS_getrusage,
-            SYS_prctl,
-            SYS_sigaltstack,
-            SYS_rt_sigprocmask,
-            SYS_rt_sigaction,
-            SYS_exit,
-            SYS_exit_group,
-            SYS_getrandom,
-            SYS_readlinkat,
-            SYS_fcntl,
-            SYS_brk,
-            SYS_clone,
-            SYS_set_robust_list,
-            SYS_rseq,
-            SYS_gettid,
-            SYS_sched_getaffinity,
-        ] {
-            assert!(
-                !numbers.contains(&used),
-                "syscall {used} is used by the workers"
-            );
+/// `runner __confinement-probe [POLICY.toml]`: applies [`confine_worker`] to this
+/// process with the fixed test limits below, exactly as a worker does before it runs a
+/// guest, then prints what the kernel reports (one JSON object): the steps applied and
+/// skipped, the layers that failed, `/proc/self/limits`, `NoNewPrivs`, the capability
+/// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
+/// of calls the filter must deny (and of two it must allow), and how long
+/// `confine_worker` took (`confine_us`). Then it checks the layers
+/// against the policy's `[confinement]` table (the built-in one, or POLICY.toml) like a
+/// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
+/// Tests use it to prove each layer is in force; it runs no guest.
+///
+/// Limits: CPU 3 s, `/out` 1 MiB, stdout/stderr 1 MiB, address space 2 GiB.
+pub fn probe_main() -> i32 {
+    let policy = match std::env::args_os().nth(2) {
+        None => crate::policy::Policy::builtin(),
+        Some(path) => match crate::policy::Policy::load(Path::new(&path)) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("runner __confinement-probe: {e}");
+                return 2;
+            }
+        },
+    };
+    let limits = Limits {
+        memory_bytes: 64 << 20,
+        wall: Duration::from_secs(5),
+        cpu: Duration::from_secs(3),
+        stdout_bytes: 1 << 20,
+        stderr_bytes: 1 << 20,
+        out_bytes: 1 << 20,
+        out_files: 16,
+    };
+    let started = std::time::Instant::now();
+    let c = confine_worker(&limits, Some(2 << 30));
+    let confine_us = started.elapsed().as_micros();
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
+    let interfaces: Vec<String> = read("/proc/net/dev")
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next().map(|n| n.trim().to_owned()))
+        .collect();
+    // Usable routes: a fresh namespace lists IPv6 "reject" entries (RTF_REJECT, 0x200),
+    // which route nothing.
+    const RTF_REJECT: u32 = 0x200;
+    let usable = |flags: Option<&str>| {
+        flags
+            .and_then(|f| u32::from_str_radix(f, 16).ok())
+            .is_some_and(|f| f & RTF_REJECT == 0)
+    };
+    let routes = read("/proc/net/route")
+        .lines()
+        .skip(1)
+        .filter(|l| usable(l.split_whitespace().nth(3)))
+        .count()
+        + read("/proc/net/ipv6_route")
+            .lines()
+            .filter(|l| usable(l.split_whitespace().nth(8)))
+            .count();
+    let status = read("/proc/self/status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    };
+    let report = serde_json::json!({
+        "applied": c.applied,
+        "skipped": c.skipped,
+        "failed": c.failed.iter().map(|(l, why)| serde_json::json!({"layer": l.as_str(), "reason": why})).collect::<Vec<_>>(),
+        "provenance": c.provenance(),
+        "limits": read("/proc/self/limits"),
+        "no_new_privs": field("NoNewPrivs"),
+        "capabilities": {
+            "inheritable": field("CapInh"),
+            "permitted": field("CapPrm"),
+            "effective": field("CapEff"),
+            "bounding": field("CapBnd"),
+            "ambient": field("CapAmb"),
+        },
+        "seccomp": field("Seccomp"),
+        "interfaces": interfaces,
+        "routes": routes,
+        "syscalls": probe_syscalls(),
+        "confine_us": confine_us,
+    });
+    println!("{report}");
+    match c.check(&policy.confinement) {
+        Ok(()) => 0,
+        Err(refusal) => {
+            eprintln!("runner __confinement-probe: {refusal}");
+            3
         }
     }
+}
+
+/// Tries calls the seccomp filter must deny, and two it must allow, after
+/// confinement; maps each to `"ok"` or its errno name. None of them can harm the
+/// probe when it succeeds: the namespaces would be the probe's own, and `umount2` and
+/// `execve` name paths that do not exist, so without the filter they fail with ENOENT
+/// (the filter answers EPERM before any path is looked up).
+fn probe_syscalls() -> serde_json::Value {
+    use nix::errno::Errno;
+    let show = |r: Result<(), Errno>| match r {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => format!("{e:?}"),
+    };
+    let io = |r: io::Result<()>| match r {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => e
+            .raw_os_error()
+            .map_or_else(|| e.to_string(), |n| format!("{:?}", Errno::from_raw(n))),
+    };
+    let thread = std::thread::Builder::new()
+        .spawn(|| ())
+        .and_then(|t| t.join().map_err(|_| io::Error::other("thread panicked")));
+    let exec = nix::unistd::execv(
+        c"/nonexistent/runner-probe-exec",
+        &[c"runner-probe-exec"],
+    );
+    serde_json::json!({
+        "unshare_newuser": show(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)),
+        "unshare_newns": show(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)),
+        "umount2": show(nix::mount::umount2("/nonexistent/runner-probe", MntFlags::empty())),
+        "socket_inet": io(std::net::UdpSocket::bind("127.0.0.1:0").map(drop)),
+        "socket_unix": io(std::os::unix::net::UnixDatagram::unbound().map(drop)),
+        "thread_spawn": io(thread),
+        "execve": show(exec.map(drop)),
+    })
 }

@@ -3,10 +3,12 @@
 //! `approved_utc`, and, with a key, write the detached signature `TR-….md.sig` (see
 //! [`crate::approval::approve`]).
 
+use super::output;
 use super::read::{Read2, read_document};
 use crate::approval::{approve, edit};
 use crate::exit_codes;
 use crate::policy::Policy;
+use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -38,6 +40,28 @@ pub struct ApproveCommand {
     /// terminal, and refused when there is none. Example: `--yes`.
     #[arg(long)]
     pub yes: bool,
+    /// Print one JSON object (schema: schemas/approve.json) on stdout; the summary and
+    /// the question still go to stderr. Example: `--yes --json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `runner approve --json` prints.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct ApproveReport {
+    /// The approved request, rewritten in place.
+    pub request: PathBuf,
+    /// The detached signature written beside it (`TR-….md.sig`), when signed.
+    pub signature: Option<PathBuf>,
+    pub approved_by: String,
+    /// RFC 3339 UTC timestamp written to `approved_utc`.
+    pub approved_utc: String,
+    /// `sha256:<hex>` of the signing key, when signed.
+    pub key_id: Option<String>,
+    /// The signing key is trusted by the policy in force under `approved_by`.
+    pub key_trusted: bool,
+    /// A signature over the request's earlier bytes that was removed.
+    pub removed_stale_signature: Option<PathBuf>,
 }
 
 impl ApproveCommand {
@@ -53,16 +77,16 @@ impl ApproveCommand {
                 return exit_codes::REJECT;
             }
             Err(e) => {
-                eprintln!("error: cannot read {name}: {e}");
+                output::error(format!("cannot read {name}: {e}"));
                 return exit_codes::IO;
             }
         };
         let Ok(text) = std::str::from_utf8(&original) else {
-            eprintln!("error: {name} is not valid UTF-8");
+            output::error(format!("{name} is not valid UTF-8"));
             return exit_codes::REJECT;
         };
         if let Err(e) = edit::existing_mode(&self.request) {
-            eprintln!("error: {e}");
+            output::error(format!("{e}"));
             return exit_codes::IO;
         }
         let key = match &self.key {
@@ -70,7 +94,7 @@ impl ApproveCommand {
             Some(path) => match crate::sign::load_signing_key(path) {
                 Ok(k) => Some(k),
                 Err(e) => {
-                    eprintln!("error: --key: {e}");
+                    output::error(format!("--key: {e}"));
                     return exit_codes::USAGE;
                 }
             },
@@ -80,13 +104,13 @@ impl ApproveCommand {
             match approve::prepare(text, &self.by, &at, key.as_ref(), &self.request, policy) {
                 Ok(a) => a,
                 Err(approve::ApproveError::Name(m)) => {
-                    eprintln!("error: --by: {m}");
+                    output::error(format!("--by: {m}"));
                     return exit_codes::USAGE;
                 }
                 Err(approve::ApproveError::Edit(e)) => {
                     match e.line {
-                        Some(l) => eprintln!("error: {name}:{l}: {}", e.message),
-                        None => eprintln!("error: {name}: {}", e.message),
+                        Some(l) => output::error(format!("{name}:{l}: {}", e.message)),
+                        None => output::error(format!("{name}: {}", e.message)),
                     }
                     return exit_codes::REJECT;
                 }
@@ -124,30 +148,45 @@ impl ApproveCommand {
         }
         match approve::write(&self.request, &original, &approval) {
             Ok(written) => {
-                println!("{}", written.request.display());
-                if let Some(sig) = &written.signature {
-                    println!("{}", sig.display());
-                }
                 if let Some(stale) = &written.removed_stale_signature {
-                    eprintln!(
+                    output::note(format!(
                         "removed {}: it signed the request before this approval",
                         stale.display()
-                    );
+                    ));
                 }
                 match &approval.judged.approval_key {
-                    Some(k) => eprintln!("approved by {} at {at}, signed by key {k}", self.by),
+                    Some(k) => output::note(format!(
+                        "approved by {} at {at}, signed by key {k}",
+                        self.by
+                    )),
                     None => match &approval.key_id {
-                        Some(id) => eprintln!(
+                        Some(id) => output::note(format!(
                             "approved by {} at {at}, signed by key {id} (not trusted by the policy in force)",
                             self.by
-                        ),
-                        None => eprintln!("approved by {} at {at} (unsigned)", self.by),
+                        )),
+                        None => output::note(format!("approved by {} at {at} (unsigned)", self.by)),
                     },
+                }
+                let report = ApproveReport {
+                    request: written.request.clone(),
+                    signature: written.signature.clone(),
+                    approved_by: self.by.clone(),
+                    approved_utc: at.clone(),
+                    key_id: approval.key_id.clone(),
+                    key_trusted: approval.judged.approval_key.is_some(),
+                    removed_stale_signature: written.removed_stale_signature.clone(),
+                };
+                if self.json {
+                    return super::print_json(&report);
+                }
+                println!("{}", report.request.display());
+                if let Some(sig) = &report.signature {
+                    println!("{}", sig.display());
                 }
                 exit_codes::OK
             }
             Err(e) => {
-                eprintln!("error: {name}: not approved: {e}");
+                output::error(format!("{name}: not approved: {e}"));
                 exit_codes::IO
             }
         }

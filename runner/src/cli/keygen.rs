@@ -1,15 +1,39 @@
-//! `runner keygen PREFIX`: make an Ed25519 key pair for signing approvals and run
-//! statements: `PREFIX.key` (private, PKCS#8 PEM, mode 0600) and `PREFIX.pub`.
+//! `runner keygen PREFIX [--json]`: make an Ed25519 key pair for signing approvals and
+//! run statements: `PREFIX.key` (private, PKCS#8 PEM, mode 0600) and `PREFIX.pub`.
 
+use super::output;
 use crate::exit_codes;
 use crate::sign;
+use serde::Serialize;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner keygen keys/ada                  # keys/ada.key (0600) and keys/ada.pub
+  runner keygen keys/ci --json | jq -r .key_id
+
+Put the .pub file's text under the approver's name in the policy's [[approval.trusted]];
+sign approvals with `runner approve --key keys/ada.key`, runs with `runner exec --sign-key`.
+An existing file is never overwritten (exit code 3).")]
 pub struct KeygenCommand {
-    /// Path prefix of the two files (for example `keys/ada` → `keys/ada.key`, `keys/ada.pub`).
+    /// Path prefix of the two files. Example: `keys/ada` → `keys/ada.key`, `keys/ada.pub`.
     #[arg(value_name = "PREFIX")]
     pub prefix: PathBuf,
+    /// Print one JSON object (schema: schemas/keygen.json). Example: `--json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `runner keygen --json` prints.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct KeygenReport {
+    /// The private key file (PKCS#8 PEM, mode 0600).
+    pub private_key: PathBuf,
+    /// The public key file (SPKI PEM).
+    pub public_key: PathBuf,
+    /// `sha256:<hex>` of the raw public key, as results and locks name it.
+    pub key_id: String,
 }
 
 impl KeygenCommand {
@@ -20,13 +44,24 @@ impl KeygenCommand {
         });
         match made {
             Ok((key, (secret, public))) => {
-                println!("private key: {} (keep it secret)", secret.display());
-                println!("public key:  {}", public.display());
-                println!("key id:      {}", sign::key_id(&key.verifying_key()));
+                let report = KeygenReport {
+                    private_key: secret,
+                    public_key: public,
+                    key_id: sign::key_id(&key.verifying_key()),
+                };
+                if self.json {
+                    return super::print_json(&report);
+                }
+                println!(
+                    "private key: {} (keep it secret)",
+                    report.private_key.display()
+                );
+                println!("public key:  {}", report.public_key.display());
+                println!("key id:      {}", report.key_id);
                 exit_codes::OK
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                output::error(e);
                 exit_codes::IO
             }
         }

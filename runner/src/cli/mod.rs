@@ -2,26 +2,60 @@
 //! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
 
 pub mod approve;
+pub mod docs;
 pub mod exec;
 pub mod gate;
 pub mod guest;
 pub mod keygen;
+pub mod output;
+pub mod policy;
 pub mod read;
 pub mod replay;
 pub mod request;
+pub mod schemas;
 pub mod validate;
 pub mod verify;
+pub mod version;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Sandboxed tool-execution runner: the TOOL-EXEC gate.
 #[derive(Debug, Parser)]
-#[command(name = "runner", version, about, long_about = None)]
+#[command(
+    name = "runner",
+    version,
+    about,
+    long_about = "Sandboxed tool-execution runner: the TOOL-EXEC gate. It judges approved Tool \
+Execution Requests (markdown with YAML front matter), verifies their inputs by sha256, runs \
+their one command inside wasmtime with a pinned CPython-for-WASI guest (or in Monty), under \
+memory, time, CPU and output limits, and writes a Tool Execution Result with the sha256 of \
+every artifact.\n\nEvery command takes --json (one JSON document on stdout, its schema in \
+schemas/) and exits with a documented code (below). Logs and progress go to stderr only.",
+    after_help = "Examples:
+  runner validate examples/*/TR-*.md
+  runner exec examples/monty-primes/TR-20261121-101500Z-monty-primes.md
+  runner verify examples/ci-replay/baseline/TS-*.md
+  runner guest list
+  runner --policy my-policy.toml policy show --json"
+)]
 pub struct Cli {
-    /// Policy file to use instead of the built-in `policies/default.toml`.
+    /// Policy file to use instead of the built-in `policies/default.toml` (it replaces the
+    /// built-in one whole). Example: `--policy policies/strict.toml`.
     #[arg(long, global = true, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Print only the answer (a path, a verdict, JSON) and errors: no notes, no progress,
+    /// no warnings. Example: `runner -q exec TR-….md`.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More log detail on stderr: `-v` progress and steps, `-vv` debug, `-vvv` trace
+    /// (`RUNNER_LOG`, for example `RUNNER_LOG=runner=debug`, overrides). Example: `-v`.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Log line format on stderr: `text` for people, `json` (one object per line) for host
+    /// programs; default `$RUNNER_LOG_FORMAT` or `text`. Example: `--log-format json`.
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<output::LogFormat>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -47,16 +81,85 @@ pub enum Command {
     Request(request::RequestCommand),
     /// Approve a request: show it, confirm, set approved_by/approved_utc, and sign it.
     Approve(approve::ApproveCommand),
+    /// Show the effective policy (`runner policy show`).
+    Policy(policy::PolicyCommand),
+    /// Print the versions: runner, wasmtime, monty, and every registered guest's pin.
+    Version(version::VersionCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(docs::CompletionsCommand),
+    /// Print the man page (roff), or write one page per command into a directory.
+    Man(docs::ManCommand),
+}
+
+/// The CLI definition with what is only known at run time: the long version (wasmtime,
+/// monty and the guests' pins, from the embedded manifest) and the exit-code table. The
+/// binary, the completions and the man pages all come from this one definition.
+pub fn command() -> clap::Command {
+    // clap keeps version text as `&'static str` (without its `string` feature): leak
+    // the few hundred bytes once per process.
+    let long_version: &'static str = Box::leak(version::long_version().into_boxed_str());
+    Cli::command()
+        .long_version(long_version)
+        .after_long_help(format!(
+            "{}\n\nExit codes:\n{}",
+            Cli::command()
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default(),
+            crate::exit_codes::TABLE
+                .iter()
+                .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+}
+
+/// Prints `value` as one line of JSON on stdout: `OK`, or `INTERNAL` when it cannot be
+/// encoded (nothing is printed then).
+pub fn print_json<T: serde::Serialize>(value: &T) -> i32 {
+    match serde_json::to_string(value) {
+        Ok(line) => print_stdout(&(line + "\n")),
+        Err(e) => {
+            output::error(format!("cannot encode the JSON output: {e}"));
+            crate::exit_codes::INTERNAL
+        }
+    }
+}
+
+/// Writes `text` to stdout. A reader that went away (`| head`) is not an error; any
+/// other write failure is `IO`.
+pub fn print_stdout(text: &str) -> i32 {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => crate::exit_codes::OK,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit_codes::OK,
+        Err(e) => {
+            output::error(format!("writing to stdout: {e}"));
+            crate::exit_codes::IO
+        }
+    }
+}
+
+/// Parses the process arguments with [`command`].
+pub fn parse() -> Result<Cli, clap::Error> {
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(std::env::args_os())?;
+    Cli::from_arg_matches(&matches).map_err(|e| e.with_cmd(&cmd))
 }
 
 impl Cli {
     pub fn execute(self) -> i32 {
+        if let Err(e) = output::init(self.quiet, self.verbose, self.log_format) {
+            output::error(e);
+            return crate::exit_codes::USAGE;
+        }
         let policy = match &self.policy {
             None => crate::policy::Policy::builtin(),
             Some(path) => match crate::policy::Policy::load(path) {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    output::error(e);
                     return crate::exit_codes::USAGE;
                 }
             },
@@ -71,6 +174,10 @@ impl Cli {
             Command::Keygen(cmd) => cmd.execute(),
             Command::Request(cmd) => cmd.execute(&policy),
             Command::Approve(cmd) => cmd.execute(&policy),
+            Command::Policy(cmd) => cmd.execute(&policy),
+            Command::Version(cmd) => cmd.execute(),
+            Command::Completions(cmd) => cmd.execute(),
+            Command::Man(cmd) => cmd.execute(),
         }
     }
 }

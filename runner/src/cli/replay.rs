@@ -16,39 +16,53 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner replay examples/ci-replay/baseline/TS-*.md --check
+  runner replay results/TS-20261121-100000Z-csv-stats.md --request TR-20261121-100000Z-csv-stats.md --json
+
+Exit codes: 0 replayed (MATCH, or DRIFT without --check), 1 refused, 5 drift with --check.")]
 pub struct ReplayCommand {
-    /// The result to reproduce (`TS-….md`); its lock is read from beside it.
+    /// The result to reproduce (`TS-….md`); its lock is read from beside it. Example:
+    /// `results/TS-20261121-100000Z-csv-stats.md`.
     #[arg(value_name = "RESULT")]
     pub result: PathBuf,
-    /// Directory holding the inputs (default: `inputs/` beside the request).
+    /// Directory holding the inputs (default: `inputs/` beside the request). Example:
+    /// `--inputs examples/csv-stats/inputs`.
     #[arg(long, value_name = "DIR")]
     pub inputs: Option<PathBuf>,
     /// Keep the replay's own result in this directory (default: a temporary one,
-    /// removed afterwards).
+    /// removed afterwards). Example: `--results replays`.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
-    /// The request (default: `<request_id>.md` beside the results directory).
+    /// The request (default: `<request_id>.md` beside the results directory). Example:
+    /// `--request examples/csv-stats/TR-20261121-100000Z-csv-stats.md`.
     #[arg(long, value_name = "FILE")]
     pub request: Option<PathBuf>,
-    /// Exit with code 5 when any output drifted.
+    /// Exit with code 5 when any output drifted. Example: `--check`.
     #[arg(long)]
     pub check: bool,
-    /// Print `{"verdict": "MATCH"|"DRIFT", "result_path", "outputs": [{"name", "expected", "actual", "verdict"}]}`.
+    /// Print `{"verdict": "MATCH"|"DRIFT"|"REFUSED", "result_path", "outputs": [{"name",
+    /// "expected", "actual", "verdict"}], "refused"}` (schema: schemas/replay.json).
+    /// Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
 
 /// One compared output.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct OutputComparison {
     pub name: String,
     pub expected: String,
     pub actual: String,
+    #[schemars(extend("enum" = ["MATCH", "DRIFT"]))]
     pub verdict: &'static str,
 }
 
-#[derive(Debug, Serialize)]
+/// What `replay --json` prints.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ReplayReport {
+    #[schemars(extend("enum" = ["MATCH", "DRIFT", "REFUSED"]))]
     pub verdict: &'static str,
     pub result_path: Option<String>,
     pub outputs: Vec<OutputComparison>,
@@ -84,12 +98,16 @@ impl ReplayCommand {
             match serde_json::to_string(&report) {
                 Ok(line) => println!("{line}"),
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    super::output::error(e);
                     return exit_codes::INTERNAL;
                 }
             }
         } else {
-            println!("{}: {}", self.result.display(), report.verdict);
+            println!(
+                "{}: {}",
+                self.result.display(),
+                super::output::verdict(report.verdict)
+            );
             for o in &report.outputs {
                 println!(
                     "  {:5}  {}  expected {}  actual {}",

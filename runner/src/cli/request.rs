@@ -1,14 +1,21 @@
 //! `runner request seal DRAFT.md [--inputs DIR] [--output FILE]`: fill in the sha256 of
 //! every input a draft declares, changing nothing else (see [`crate::approval::seal`]).
 
+use super::output;
 use super::read::{Read2, read_document};
 use crate::approval::{self, edit, seal};
 use crate::exit_codes;
 use crate::policy::Policy;
+use crate::request::Reason;
+use serde::Serialize;
 use std::path::PathBuf;
 
 /// Work on a Tool Execution Request before it is approved.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner request seal drafts/TR-20261122-090000Z-word-count.md
+  runner request seal drafts/TR-20261122-090000Z-word-count.md --inputs drafts/inputs --json")]
 pub struct RequestCommand {
     #[command(subcommand)]
     pub command: RequestSubcommand,
@@ -23,8 +30,9 @@ pub enum RequestSubcommand {
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Example:
+Examples:
   runner request seal drafts/TR-20261122-090000Z-word-count.md --inputs drafts/inputs
+  runner request seal drafts/TR-20261122-090000Z-word-count.md --output requests/TR-20261122-090000Z-word-count.md --json
 
 A declared input that is missing, a symlink (or under one) or not a regular file is
 refused, named, and nothing is written (exit code 4). Only the `inputs:` block of the
@@ -44,6 +52,32 @@ pub struct SealCommand {
     /// `--output requests/TR-20261122-090000Z-word-count.md`.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Print one JSON object (schema: schemas/request-seal.json) instead of the path.
+    /// Example: `--json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `runner request seal --json` prints.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SealReport {
+    /// The sealed request (the draft itself unless --output was given).
+    pub output: PathBuf,
+    /// Every hash was already right and nothing was written.
+    pub unchanged: bool,
+    /// Each declared input and the sha256 (64 lowercase hex) written for it.
+    pub inputs: Vec<SealedInputReport>,
+    /// What `runner validate` would still reject, approval aside.
+    pub notes: Vec<Reason>,
+    /// The request still needs an approval (`runner approve`).
+    pub needs_approval: bool,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SealedInputReport {
+    /// `/in/…`
+    pub path: String,
+    pub sha256: String,
 }
 
 impl RequestCommand {
@@ -67,12 +101,12 @@ impl SealCommand {
                 return exit_codes::REJECT;
             }
             Err(e) => {
-                eprintln!("error: cannot read {name}: {e}");
+                super::output::error(format!("cannot read {name}: {e}"));
                 return exit_codes::IO;
             }
         };
         let Ok(text) = String::from_utf8(bytes) else {
-            eprintln!("error: {name} is not valid UTF-8");
+            super::output::error(format!("{name} is not valid UTF-8"));
             return exit_codes::REJECT;
         };
         let inputs_dir = self.inputs.clone().unwrap_or_else(|| {
@@ -90,7 +124,7 @@ impl SealCommand {
                 return exit_codes::REJECT;
             }
             Err(seal::SealError::Inputs(problems)) => {
-                eprintln!("error: {name}: not sealed; nothing was written");
+                super::output::error(format!("{name}: not sealed; nothing was written"));
                 for p in problems {
                     eprintln!("  {p}");
                 }
@@ -100,39 +134,74 @@ impl SealCommand {
         let target = self.output.clone().unwrap_or_else(|| self.draft.clone());
         let unchanged = self.output.is_none() && sealed.text == text;
         if !unchanged && let Err(e) = edit::write_atomic(&target, sealed.text.as_bytes()) {
-            eprintln!("error: cannot write {}: {e}", target.display());
+            super::output::error(format!("cannot write {}: {e}", target.display()));
             return exit_codes::IO;
-        }
-        println!("{}", target.display());
-        for i in &sealed.inputs {
-            eprintln!("  {}  sha256:{}", i.path, i.sha256);
-        }
-        if unchanged {
-            eprintln!("sealed: unchanged (every hash was already right)");
         }
         let sig = approval::signature_path(&target);
         if !unchanged && sig.exists() {
-            eprintln!(
+            output::note(format!(
                 "note: {} signs the text before sealing; approve again",
                 sig.display()
-            );
+            ));
         }
         // What `runner validate` will say beyond the approval, which comes next.
-        if let Err(reasons) = crate::request::validate(sealed.text.as_bytes(), policy) {
-            for r in reasons.iter().filter(|r| !r.code.starts_with("approval.")) {
-                match r.line {
-                    Some(l) => {
-                        eprintln!("note: {}:{l}: {}: {}", target.display(), r.code, r.message)
-                    }
-                    None => eprintln!("note: {}: {}: {}", target.display(), r.code, r.message),
-                }
+        let (notes, needs_approval) = match crate::request::validate(sealed.text.as_bytes(), policy)
+        {
+            Ok(_) => (Vec::new(), false),
+            Err(reasons) => {
+                let needs = reasons.iter().any(|r| r.code.starts_with("approval."));
+                let notes: Vec<Reason> = reasons
+                    .into_iter()
+                    .filter(|r| !r.code.starts_with("approval."))
+                    .collect();
+                (notes, needs)
             }
-            if reasons.iter().any(|r| r.code.starts_with("approval.")) {
-                eprintln!(
-                    "next: runner approve {} --by NAME [--key FILE]",
-                    target.display()
-                );
+        };
+        let report = SealReport {
+            output: target.clone(),
+            unchanged,
+            inputs: sealed
+                .inputs
+                .iter()
+                .map(|i| SealedInputReport {
+                    path: i.path.clone(),
+                    sha256: i.sha256.clone(),
+                })
+                .collect(),
+            notes,
+            needs_approval,
+        };
+        if self.json {
+            return super::print_json(&report);
+        }
+        println!("{}", target.display());
+        for i in &report.inputs {
+            output::note(format!("  {}  sha256:{}", i.path, i.sha256));
+        }
+        if unchanged {
+            output::note("sealed: unchanged (every hash was already right)");
+        }
+        for r in &report.notes {
+            match r.line {
+                Some(l) => output::note(format!(
+                    "note: {}:{l}: {}: {}",
+                    target.display(),
+                    r.code,
+                    r.message
+                )),
+                None => output::note(format!(
+                    "note: {}: {}: {}",
+                    target.display(),
+                    r.code,
+                    r.message
+                )),
             }
+        }
+        if needs_approval {
+            output::note(format!(
+                "next: runner approve {} --by NAME [--key FILE]",
+                target.display()
+            ));
         }
         exit_codes::OK
     }

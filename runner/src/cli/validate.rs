@@ -17,26 +17,38 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner validate examples/*/TR-*.md
+  runner validate results/TS-20261121-100000Z-csv-stats.md
+  runner validate packets/governed.json --catalog catalog.json --json
+
+The kind is detected from the document itself. Every REJECT lists every reason found,
+each with its stable code and line. Exit codes: 0 every file accepted, 1 any rejected,
+3 a file could not be read.")]
 pub struct ValidateCommand {
     /// Documents to judge: tool requests (`TR-….md`), tool results (`TS-….md`, with their
     /// `TS-…/` directory beside them), research packets (`RP-….md`), governed packets
-    /// (JSON).
+    /// (JSON). Example: `examples/csv-stats/TR-20261121-100000Z-csv-stats.md`.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Catalog of named queries (`{"named_query_id": "sql", …}`) to re-derive governed
-    /// packets' content hashes.
+    /// packets' content hashes. Example: `--catalog catalog.json`.
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
-    /// Print one JSON object per file (JSON Lines) instead of text.
+    /// Print one JSON object per file (JSON Lines; schema: schemas/validate.json) instead
+    /// of text. Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
 
 /// The verdict on one file, as printed with `--json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct FileVerdict {
     pub file: String,
+    /// `tool_request`, `tool_result`, `research_packet`, `governed_packet` or `unknown`.
     pub kind: &'static str,
+    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
     /// What was not checked; present only when not empty.
@@ -51,11 +63,11 @@ impl ValidateCommand {
             Some(path) => match Catalog::load(path) {
                 Ok(c) => Some(c),
                 Err(e @ gate::CatalogError::Read { .. }) => {
-                    eprintln!("error: {e}");
+                    super::output::error(e);
                     return exit_codes::IO;
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    super::output::error(e);
                     return exit_codes::USAGE;
                 }
             },
@@ -76,7 +88,7 @@ impl ValidateCommand {
                 match serde_json::to_string(&verdict) {
                     Ok(line) => println!("{line}"),
                     Err(e) => {
-                        eprintln!("error: cannot encode verdict: {e}");
+                        super::output::error(format!("cannot encode verdict: {e}"));
                         return exit_codes::INTERNAL;
                     }
                 }
@@ -138,7 +150,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
 /// `FILE: VERDICT`, `  kind: KIND`, then per reason `FILE:LINE: code: message` and the line
 /// itself, then the notes.
 fn print_human(v: &FileVerdict, text: Option<&str>) {
-    println!("{}: {}", v.file, v.verdict);
+    println!("{}: {}", v.file, super::output::verdict(v.verdict));
     println!("  kind: {}", v.kind);
     let lines: Vec<&str> = text
         .map(|t| {

@@ -9,18 +9,28 @@ use crate::sign;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner verify examples/ci-replay/baseline/TS-*.md
+  runner verify results/TS-20261121-100000Z-csv-stats.md --request TR-20261121-100000Z-csv-stats.md
+  runner verify results/TS-20261121-100000Z-csv-stats.md --public-key keys/ci.pub --json
+
+Exit codes: 0 every hash re-derived and equal (ACCEPT), 1 any difference (REJECT).")]
 pub struct VerifyCommand {
     /// The result document (`TS-….md`); its lock and artifacts are found beside it.
+    /// Example: `results/TS-20261121-100000Z-csv-stats.md`.
     #[arg(value_name = "RESULT")]
     pub result: PathBuf,
     /// The request it ran (default: `<request_id>.md` beside the results directory).
+    /// Example: `--request examples/csv-stats/TR-20261121-100000Z-csv-stats.md`.
     #[arg(long, value_name = "FILE")]
     pub request: Option<PathBuf>,
     /// Also require the run statement's DSSE signature (`TS-….intoto.dsse.json`) by this
-    /// Ed25519 public key (PEM).
+    /// Ed25519 public key (PEM). Example: `--public-key keys/ci.pub`.
     #[arg(long, value_name = "FILE")]
     pub public_key: Option<PathBuf>,
-    /// Print `{"verdict", "differences": [{"what", "expected", "actual"}], "checked", "not_checked"}`.
+    /// Print `{"verdict", "differences": [{"what", "expected", "actual"}], "checked",
+    /// "not_checked"}` (schema: schemas/verify.json). Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
@@ -33,12 +43,16 @@ impl VerifyCommand {
             match serde_json::to_string(&v) {
                 Ok(line) => println!("{line}"),
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    super::output::error(e);
                     return exit_codes::INTERNAL;
                 }
             }
         } else {
-            println!("{}: {}", self.result.display(), v.verdict);
+            println!(
+                "{}: {}",
+                self.result.display(),
+                super::output::verdict(v.verdict)
+            );
             for d in &v.differences {
                 println!(
                     "  differs: {}\n    expected: {}\n    actual:   {}",

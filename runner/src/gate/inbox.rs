@@ -69,7 +69,7 @@ pub enum GateError {
 }
 
 /// What happened to one inbox entry.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Entry {
     /// The name in the inbox (escaped when not plain).
     pub source: String,
@@ -90,7 +90,7 @@ pub struct Entry {
 }
 
 /// The gate's summary (printed by `runner gate --json`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Summary {
     pub inbox: String,
     pub accepted_dir: String,

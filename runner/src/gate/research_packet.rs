@@ -755,6 +755,26 @@ mod tests {
         assert!(reasons.is_empty(), "{reasons:#?}");
     }
 
+    /// Found by fuzzing (fuzz_packet, fuzz/regressions/fuzz_packet/): the normalization
+    /// the README fixes (BOM, CRLF → LF, NFC, one pass) is not idempotent on `\r\r\n`,
+    /// so hashing the text and hashing its normalized text differ. That is the rule as
+    /// specified, not a bug to change (another implementation does the same single
+    /// pass); what matters is that such a packet is refused, so its hashes never gate.
+    #[test]
+    fn a_cr_before_crlf_is_refused_whatever_it_hashes_to() {
+        let text = "---\npacket_type: research_packet\n---\n## Citations\nx\r\r\n";
+        let once = crate::normalize::for_hashing(text);
+        assert_ne!(crate::normalize::for_hashing(&once), once);
+        assert_ne!(content_hashes(text), content_hashes(&once));
+        let reasons = validate(text.as_bytes(), &Policy::builtin());
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.code == "text.control_character" && r.line == Some(5)),
+            "{reasons:#?}"
+        );
+    }
+
     #[test]
     fn labels_and_quotes() {
         assert_eq!(

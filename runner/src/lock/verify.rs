@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// One thing that did not match.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Difference {
     pub what: String,
     pub expected: String,
@@ -19,8 +19,9 @@ pub struct Difference {
 }
 
 /// The outcome of verifying one result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Verification {
+    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub differences: Vec<Difference>,
     /// What was re-derived and compared.

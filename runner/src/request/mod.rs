@@ -17,7 +17,7 @@ pub use validate::validate;
 
 /// Why a document was rejected: a stable code, a message naming the problem, and the
 /// 1-based line of the original file when there is one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Reason {
     pub code: String,
     pub message: String,

@@ -422,6 +422,20 @@ mod tests {
         assert!(errors.iter().all(|e| e.line <= 3), "{errors:?}");
     }
 
+    /// Found by fuzzing (fuzz_yaml, fuzz/regressions/fuzz_yaml/): a syntax error at the
+    /// end of a text without a final newline was named on the line after the text
+    /// (saphyr's marker sits past the end there); in a request, on the closing `---`.
+    #[test]
+    fn a_syntax_error_at_the_end_names_the_last_line() {
+        let errors = load("a: 1\nb", 2, BUDGET).unwrap_err();
+        assert_eq!(
+            errors.iter().map(|e| (e.code, e.line)).collect::<Vec<_>>(),
+            [("yaml.syntax", 3)]
+        );
+        let errors = load("a: 1\nb: \"x\\ry\"\nc", 1, BUDGET).unwrap_err();
+        assert_eq!(errors.iter().map(|e| e.line).collect::<Vec<_>>(), [3]);
+    }
+
     #[test]
     fn billion_laughs_is_refused_at_the_first_anchor() {
         let text = "a: &a [\"lol\",\"lol\"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n";
