@@ -24,6 +24,25 @@ fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_runner"))
 }
 
+/// Copies of `runner` and `runner-monty-worker` in `dir` (world-readable), so `nobody`
+/// can run them wherever the checkout lives (a clone under /root is closed to it).
+fn binaries_for_nobody(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let runner = Path::new(env!("CARGO_BIN_EXE_runner"));
+    for name in ["runner", "runner-monty-worker"] {
+        let from = runner.with_file_name(name);
+        let to = bin.join(name);
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to)
+                .unwrap_or_else(|e| panic!("{}: {e} (build the workspace)", from.display()));
+        }
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin.join("runner")
+}
+
 /// `cmd` run as `nobody` (uid and gid 65534, no supplementary groups).
 fn as_nobody(cmd: &Command) -> Command {
     assert!(
@@ -35,6 +54,8 @@ fn as_nobody(cmd: &Command) -> Command {
         .arg(format!("--reuid={NOBODY}"))
         .arg(format!("--regid={NOBODY}"))
         .arg("--clear-groups")
+        // The worker next to the copied runner, not one nobody may not reach.
+        .env_remove("RUNNER_MONTY_WORKER")
         .arg("--")
         .arg(cmd.get_program())
         .args(cmd.get_args());
@@ -91,9 +112,10 @@ fn open_dir() -> tempfile::TempDir {
 /// The built-in policy with `net_namespace = "required"`, written where nobody can
 /// read it.
 fn policy_requiring_net_namespace(dir: &Path) -> PathBuf {
-    let default =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"))
-            .unwrap();
+    let default = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"),
+    )
+    .unwrap();
     let strict = default.replace(
         "net_namespace = \"optional\"",
         "net_namespace = \"required\"",
@@ -205,7 +227,9 @@ fn seccomp_denies_what_it_lists_and_allows_what_the_worker_needs() {
 
 #[test]
 fn without_privileges_optional_layers_are_skipped_and_said() {
-    let (out, r) = probe_output(&mut as_nobody(runner().arg("__confinement-probe")));
+    let dir = open_dir();
+    let exe = binaries_for_nobody(dir.path());
+    let (out, r) = probe_output(&mut as_nobody(Command::new(exe).arg("__confinement-probe")));
     assert!(
         out.status.success(),
         "the built-in policy lets an unprivileged run go on: {}",
@@ -241,8 +265,9 @@ fn without_privileges_optional_layers_are_skipped_and_said() {
 fn a_required_layer_that_cannot_apply_refuses_the_probe() {
     let dir = open_dir();
     let policy = policy_requiring_net_namespace(dir.path());
+    let exe = binaries_for_nobody(dir.path());
     let (out, _) = probe_output(&mut as_nobody(
-        runner().arg("__confinement-probe").arg(&policy),
+        Command::new(exe).arg("__confinement-probe").arg(&policy),
     ));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
@@ -278,7 +303,7 @@ fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_a
     let dir = open_dir();
     let req = monty_request(dir.path());
     let results = dir.path().join("results");
-    let mut exec = runner();
+    let mut exec = Command::new(binaries_for_nobody(dir.path()));
     exec.arg("exec").arg(&req).arg("--results").arg(&results);
     let out = as_nobody(&exec).output().unwrap();
     assert!(
@@ -294,7 +319,10 @@ fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_a
         .find(|l| l.starts_with("- Confinement:"))
         .unwrap();
     assert!(line.contains("not applied: net_namespace ("), "{line}");
-    assert!(line.contains("not applied: capability_bounding_set ("), "{line}");
+    assert!(
+        line.contains("not applied: capability_bounding_set ("),
+        "{line}"
+    );
     assert!(line.contains("seccomp(deny="), "{line}");
     assert!(line.contains("capabilities=0"), "{line}");
 }
@@ -305,7 +333,7 @@ fn exec_refuses_a_run_whose_required_layer_cannot_apply() {
     let req = monty_request(dir.path());
     let policy = policy_requiring_net_namespace(dir.path());
     let results = dir.path().join("results");
-    let mut exec = runner();
+    let mut exec = Command::new(binaries_for_nobody(dir.path()));
     exec.arg("--policy")
         .arg(&policy)
         .arg("exec")
