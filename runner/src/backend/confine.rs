@@ -545,7 +545,11 @@ pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConf
     if fsize.is_ok() {
         c.fsize_hard = Some(fsize_hard);
     }
-    c.record(Layer::Rlimits, format!("rlimit_fsize={fsize_soft}"), errno(fsize));
+    c.record(
+        Layer::Rlimits,
+        format!("rlimit_fsize={fsize_soft}"),
+        errno(fsize),
+    );
     c.record(
         Layer::NetNamespace,
         "net_namespace".into(),
@@ -713,11 +717,15 @@ const NAMESPACE_CLONE_FLAGS: [nix::libc::c_int; 7] = [
 /// layer is reported as not applied rather than assumed.
 fn install_seccomp() -> Result<usize, String> {
     use seccompiler::{
-        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-        SeccompFilter, SeccompRule, TargetArch,
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
     };
-    let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| format!("no seccomp filter for architecture {}", std::env::consts::ARCH))?;
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|_| {
+        format!(
+            "no seccomp filter for architecture {}",
+            std::env::consts::ARCH
+        )
+    })?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
     };
@@ -786,123 +794,6 @@ fn ignore_sigxfsz() -> nix::Result<()> {
     // SAFETY: installing SIG_IGN runs no code in signal context, so none of the
     // async-signal-safety hazards of a Rust handler apply.
     unsafe { nix::sys::signal::signal(Signal::SIGXFSZ, SigHandler::SigIgn) }.map(drop)
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn limits(out_bytes: u64, out_files: u64) -> Limits {
-        Limits {
-            memory_bytes: 64 << 20,
-            wall: Duration::from_secs(5),
-            cpu: Duration::from_secs(5),
-            stdout_bytes: 1 << 20,
-            stderr_bytes: 1 << 20,
-            out_bytes,
-            out_files,
-        }
-    }
-
-    #[test]
-    fn rlimit_cpu_rounds_up_and_adds_the_slack() {
-        assert_eq!(rlimit_cpu_secs(Duration::from_millis(1)), 2);
-        assert_eq!(rlimit_cpu_secs(Duration::from_secs(2)), 3);
-        assert_eq!(rlimit_cpu_secs(Duration::from_millis(2001)), 4);
-        assert_eq!(rlimit_cpu_secs(Duration::ZERO), 2);
-    }
-
-    #[test]
-    fn private_mount_namespace_refuses_a_threaded_process() {
-        // The test harness runs threads: entering would move this thread only.
-        assert_eq!(thread_count().map(|n| n > 1), Some(true));
-        assert!(!enter_private_mount_namespace().unwrap());
-        assert!(!private_mount_namespace_active());
-        let dir = tempfile::tempdir().unwrap();
-        assert!(
-            mount_out_tmpfs(dir.path(), &limits(1 << 20, 4))
-                .unwrap()
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn tree_usage_counts_and_stops_early() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::write(dir.path().join("a"), b"12345").unwrap();
-        fs::create_dir(dir.path().join("d")).unwrap();
-        fs::write(dir.path().join("d/b"), b"123").unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
-        let usage = tree_usage(dir.path(), &limits(1000, 100)).unwrap();
-        assert_eq!(usage.entries, 4);
-        // The symlink counts its own length, never its target's.
-        assert_eq!(usage.bytes, 5 + 3 + "/etc/passwd".len() as u64);
-        assert!(!usage.over(&limits(1000, 100)));
-        assert!(
-            tree_usage(dir.path(), &limits(1000, 2))
-                .unwrap()
-                .over(&limits(1000, 2))
-        );
-        assert!(
-            tree_usage(dir.path(), &limits(4, 100))
-                .unwrap()
-                .over(&limits(4, 100))
-        );
-    }
-
-    #[test]
-    fn sparse_file_counts_at_full_length() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = fs::File::create(dir.path().join("sparse")).unwrap();
-        f.set_len(1 << 30).unwrap();
-        assert!(
-            tree_usage(dir.path(), &limits(1 << 20, 10))
-                .unwrap()
-                .over(&limits(1 << 20, 10))
-        );
-    }
-
-    #[test]
-    fn tmpfs_enforces_caps_in_a_thread_namespace() {
-        let dir = tempfile::tempdir().unwrap();
-        let limits = limits(64 << 10, 3);
-        // A plain directory is not a capped mount.
-        assert!(!out_caps_enforced(dir.path(), &limits));
-        let handle = {
-            let path = dir.path().to_path_buf();
-            let limits = limits.clone();
-            // A dedicated thread: the namespace change stays with it.
-            std::thread::spawn(move || {
-                let mount = mount_tmpfs_in_thread_namespace(&path, &limits).unwrap()?;
-                assert!(out_caps_enforced(&path, &limits));
-                // Exactly the caps fit: 3 entries, 64 KiB (empty files take no page).
-                fs::write(path.join("f0"), vec![0u8; 64 << 10]).unwrap();
-                fs::write(path.join("f1"), b"").unwrap();
-                fs::write(path.join("f2"), b"").unwrap();
-                assert!(!tmpfs_full(&path));
-                assert!(!tree_usage(&path, &limits).unwrap().over(&limits));
-                // One entry more still fits (and shows as over); then ENOSPC.
-                fs::write(path.join("f3"), b"").unwrap();
-                assert!(tree_usage(&path, &limits).unwrap().over(&limits));
-                let fourth = fs::write(path.join("f4"), b"x").unwrap_err();
-                let big = fs::write(path.join("f0"), vec![0u8; 128 << 10]).unwrap_err();
-                assert!(tmpfs_full(&path));
-                mount.unmount().unwrap();
-                Some((fourth.raw_os_error(), big.raw_os_error()))
-            })
-        };
-        if let Some((fourth, big)) = handle.join().unwrap() {
-            assert_eq!(fourth, Some(libc_enospc()));
-            assert_eq!(big, Some(libc_enospc()));
-        }
-        // The mount never existed in this thread's namespace.
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-
-    fn libc_enospc() -> i32 {
-        nix::errno::Errno::ENOSPC as i32
-    }
 }
 
 /// `runner __confinement-probe [POLICY.toml]`: applies [`confine_worker`] to this
@@ -1020,10 +911,7 @@ fn probe_syscalls() -> serde_json::Value {
     let thread = std::thread::Builder::new()
         .spawn(|| ())
         .and_then(|t| t.join().map_err(|_| io::Error::other("thread panicked")));
-    let exec = nix::unistd::execv(
-        c"/nonexistent/runner-probe-exec",
-        &[c"runner-probe-exec"],
-    );
+    let exec = nix::unistd::execv(c"/nonexistent/runner-probe-exec", &[c"runner-probe-exec"]);
     serde_json::json!({
         "unshare_newuser": show(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)),
         "unshare_newns": show(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)),
@@ -1033,4 +921,240 @@ fn probe_syscalls() -> serde_json::Value {
         "thread_spawn": io(thread),
         "execve": show(exec.map(drop)),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn limits(out_bytes: u64, out_files: u64) -> Limits {
+        Limits {
+            memory_bytes: 64 << 20,
+            wall: Duration::from_secs(5),
+            cpu: Duration::from_secs(5),
+            stdout_bytes: 1 << 20,
+            stderr_bytes: 1 << 20,
+            out_bytes,
+            out_files,
+        }
+    }
+
+    #[test]
+    fn rlimit_cpu_rounds_up_and_adds_the_slack() {
+        assert_eq!(rlimit_cpu_secs(Duration::from_millis(1)), 2);
+        assert_eq!(rlimit_cpu_secs(Duration::from_secs(2)), 3);
+        assert_eq!(rlimit_cpu_secs(Duration::from_millis(2001)), 4);
+        assert_eq!(rlimit_cpu_secs(Duration::ZERO), 2);
+    }
+
+    #[test]
+    fn private_mount_namespace_refuses_a_threaded_process() {
+        // The test harness runs threads: entering would move this thread only.
+        assert_eq!(thread_count().map(|n| n > 1), Some(true));
+        assert!(!enter_private_mount_namespace().unwrap());
+        assert!(!private_mount_namespace_active());
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            mount_out_tmpfs(dir.path(), &limits(1 << 20, 4))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn tree_usage_counts_and_stops_early() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), b"12345").unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        fs::write(dir.path().join("d/b"), b"123").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
+        let usage = tree_usage(dir.path(), &limits(1000, 100)).unwrap();
+        assert_eq!(usage.entries, 4);
+        // The symlink counts its own length, never its target's.
+        assert_eq!(usage.bytes, 5 + 3 + "/etc/passwd".len() as u64);
+        assert!(!usage.over(&limits(1000, 100)));
+        assert!(
+            tree_usage(dir.path(), &limits(1000, 2))
+                .unwrap()
+                .over(&limits(1000, 2))
+        );
+        assert!(
+            tree_usage(dir.path(), &limits(4, 100))
+                .unwrap()
+                .over(&limits(4, 100))
+        );
+    }
+
+    #[test]
+    fn sparse_file_counts_at_full_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = fs::File::create(dir.path().join("sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        assert!(
+            tree_usage(dir.path(), &limits(1 << 20, 10))
+                .unwrap()
+                .over(&limits(1 << 20, 10))
+        );
+    }
+
+    #[test]
+    fn tmpfs_enforces_caps_in_a_thread_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = limits(64 << 10, 3);
+        // A plain directory is not a capped mount.
+        assert!(!out_caps_enforced(dir.path(), &limits));
+        let handle = {
+            let path = dir.path().to_path_buf();
+            let limits = limits.clone();
+            // A dedicated thread: the namespace change stays with it.
+            std::thread::spawn(move || {
+                let mount = mount_tmpfs_in_thread_namespace(&path, &limits).unwrap()?;
+                assert!(out_caps_enforced(&path, &limits));
+                // Exactly the caps fit: 3 entries, 64 KiB (empty files take no page).
+                fs::write(path.join("f0"), vec![0u8; 64 << 10]).unwrap();
+                fs::write(path.join("f1"), b"").unwrap();
+                fs::write(path.join("f2"), b"").unwrap();
+                assert!(!tmpfs_full(&path));
+                assert!(!tree_usage(&path, &limits).unwrap().over(&limits));
+                // One entry more still fits (and shows as over); then ENOSPC.
+                fs::write(path.join("f3"), b"").unwrap();
+                assert!(tree_usage(&path, &limits).unwrap().over(&limits));
+                let fourth = fs::write(path.join("f4"), b"x").unwrap_err();
+                let big = fs::write(path.join("f0"), vec![0u8; 128 << 10]).unwrap_err();
+                assert!(tmpfs_full(&path));
+                mount.unmount().unwrap();
+                Some((fourth.raw_os_error(), big.raw_os_error()))
+            })
+        };
+        if let Some((fourth, big)) = handle.join().unwrap() {
+            assert_eq!(fourth, Some(libc_enospc()));
+            assert_eq!(big, Some(libc_enospc()));
+        }
+        // The mount never existed in this thread's namespace.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    fn libc_enospc() -> i32 {
+        nix::errno::Errno::ENOSPC as i32
+    }
+
+    fn failed(layers: &[(Layer, &str)]) -> WorkerConfinement {
+        let mut c = WorkerConfinement::default();
+        c.record(Layer::NoNewPrivs, "no_new_privs".into(), Ok(()));
+        for (layer, why) in layers {
+            c.record(*layer, layer.as_str().into(), Err((*why).into()));
+        }
+        c
+    }
+
+    #[test]
+    fn a_required_layer_that_failed_refuses_naming_it_and_the_reason() {
+        let policy = ConfinementPolicy::default();
+        let c = failed(&[(Layer::Seccomp, "no filter for architecture s390x")]);
+        let err = c.check(&policy).unwrap_err();
+        assert!(err.contains("`seccomp` is required"), "{err}");
+        assert!(err.contains("s390x"), "{err}");
+        // The same failure of an optional layer lets the run go on, and says so.
+        let lenient = ConfinementPolicy {
+            seccomp: Requirement::Optional,
+            ..policy
+        };
+        assert!(c.check(&lenient).is_ok());
+        assert_eq!(
+            c.provenance(),
+            vec![
+                "no_new_privs".to_owned(),
+                "not applied: seccomp (no filter for architecture s390x)".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn default_policy_lets_only_the_root_only_layers_fail() {
+        let policy = ConfinementPolicy::default();
+        let c = failed(&[
+            (Layer::NetNamespace, "EPERM"),
+            (Layer::CapabilityBoundingSet, "EPERM"),
+        ]);
+        assert!(c.check(&policy).is_ok());
+        for layer in Layer::ALL {
+            let c = failed(&[(layer, "EPERM")]);
+            let optional = matches!(layer, Layer::NetNamespace | Layer::CapabilityBoundingSet);
+            assert_eq!(c.check(&policy).is_ok(), optional, "{layer:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_step_of_a_layer_fails_the_layer_once() {
+        let mut c = WorkerConfinement::default();
+        c.record(Layer::Rlimits, "rlimit_core=0".into(), Ok(()));
+        c.record(Layer::Rlimits, "rlimit_as=1".into(), Err("EPERM".into()));
+        c.record(
+            Layer::Rlimits,
+            "rlimit_fsize=2".into(),
+            Err("EINVAL".into()),
+        );
+        assert_eq!(
+            c.failed,
+            vec![(Layer::Rlimits, "rlimit_as=1: EPERM".to_owned())]
+        );
+        assert_eq!(c.skipped.len(), 2);
+        assert!(c.check(&ConfinementPolicy::default()).is_err());
+    }
+
+    /// The syscall list below is what strace showed on x86_64.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_deny_list_names_each_syscall_once_and_spares_what_the_workers_use() {
+        let mut numbers: Vec<i64> = DENIED_SYSCALLS.iter().map(|&(_, n)| n).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), DENIED_SYSCALLS.len());
+        // Seen in strace of both workers after confinement: none may be denied.
+        use nix::libc::*;
+        for used in [
+            SYS_futex,
+            SYS_mmap,
+            SYS_munmap,
+            SYS_mprotect,
+            SYS_madvise,
+            SYS_openat,
+            SYS_openat2,
+            SYS_read,
+            SYS_write,
+            SYS_pread64,
+            SYS_pwrite64,
+            SYS_close,
+            SYS_statx,
+            SYS_getdents64,
+            SYS_epoll_wait,
+            SYS_epoll_ctl,
+            SYS_epoll_create1,
+            SYS_eventfd2,
+            SYS_socketpair,
+            SYS_prlimit64,
+            SYS_getrusage,
+            SYS_prctl,
+            SYS_sigaltstack,
+            SYS_rt_sigprocmask,
+            SYS_rt_sigaction,
+            SYS_exit,
+            SYS_exit_group,
+            SYS_getrandom,
+            SYS_readlinkat,
+            SYS_fcntl,
+            SYS_brk,
+            SYS_clone,
+            SYS_set_robust_list,
+            SYS_rseq,
+            SYS_gettid,
+            SYS_sched_getaffinity,
+        ] {
+            assert!(
+                !numbers.contains(&used),
+                "syscall {used} is used by the workers"
+            );
+        }
+    }
 }
