@@ -338,3 +338,22 @@ fn exec_conforms_for_a_monty_run() {
     assert_eq!(v[0]["outcome"], "completed");
     assert_conforms("exec", &v[0]);
 }
+
+#[test]
+fn exec_batch_conforms() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let name = "TR-20261121-101500Z-monty-primes.md";
+    std::fs::copy(
+        repo().join("examples/monty-primes").join(name),
+        tmp.path().join(name),
+    )
+    .expect("copy");
+    std::fs::write(tmp.path().join("TR-bad.md"), "no front matter\n").expect("write");
+    let (code, v) = run_json(&["exec", name, "TR-bad.md", "--json"], tmp.path());
+    assert_eq!(code, 1, "the highest code of the runs: {v:?}");
+    let entries = v[0].as_array().expect("an array");
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["verdict"], "ACCEPT");
+    assert_eq!(entries[1]["verdict"], "REJECT");
+    assert_conforms("exec-batch", &v[0]);
+}

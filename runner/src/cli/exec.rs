@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod batch;
+pub mod batch;
 
 #[derive(Debug, clap::Args)]
 pub struct ExecCommand {

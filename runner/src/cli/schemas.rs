@@ -67,6 +67,11 @@ pub fn all() -> Vec<(String, String)> {
             "One object per file, one per line (JSON Lines).",
         ),
         one::<exec::ExecReport>("exec", "runner exec --json", ""),
+        one::<Vec<exec::batch::BatchEntry>>(
+            "exec-batch",
+            "runner exec --json REQUEST… (a batch: several requests or a directory)",
+            "One entry per request, in the order given, each `exec.json` plus `request`.",
+        ),
         one::<crate::gate::inbox::Summary>("gate", "runner gate --json", ""),
         one::<crate::lock::verify::Verification>("verify", "runner verify --json", ""),
         one::<replay::ReplayReport>("replay", "runner replay --json", ""),

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 /// One entry of the `--json` array: the request it is about, then what a single
 /// `runner exec --json` prints for it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct BatchEntry {
     pub request: String,
     #[serde(flatten)]
