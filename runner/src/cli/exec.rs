@@ -36,37 +36,55 @@ use std::time::Duration;
 pub mod batch;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner exec examples/monty-primes/TR-20261121-101500Z-monty-primes.md
+  runner exec examples/csv-stats/TR-20261121-100000Z-csv-stats.md --results /tmp/results --json
+  runner exec requests/ --jobs 2                  # a batch: every TR-*.md in the directory
+  runner exec TR-….md --sign-key keys/ci.key       # also sign the run's in-toto statement
+
+A rejected request or a refused input writes no result (exit 1 or 4); a guest that fails
+or hits a limit still gets a complete result (exit 0: the outcome is in the result).")]
 pub struct ExecCommand {
     /// The approved Tool Execution Request (`TR-….md`). Several requests, or a
     /// directory (its `TR-*.md` in name order), run as one batch: one result per
-    /// request, a summary at the end, exit code the highest of the runs'.
+    /// request, a summary at the end, exit code the highest of the runs'. Example:
+    /// `examples/csv-stats/TR-20261121-100000Z-csv-stats.md`.
     #[arg(value_name = "REQUEST", required = true)]
     pub requests: Vec<PathBuf>,
     /// Directory holding the declared inputs (default: `inputs/` beside the request).
+    /// Example: `--inputs examples/csv-stats/inputs`.
     #[arg(long, value_name = "DIR")]
     pub inputs: Option<PathBuf>,
     /// Directory to write the result into (default: `results/` beside the request).
+    /// Example: `--results /tmp/results`.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
-    /// Print one JSON object instead of text.
+    /// Print one JSON object (schema: schemas/exec.json; a batch prints an array) instead
+    /// of text. Example: `--json`.
     #[arg(long)]
     pub json: bool,
     /// Sign the run's in-toto statement with this Ed25519 private key (PKCS#8 PEM),
-    /// writing `TS-….intoto.dsse.json` beside the result.
+    /// writing `TS-….intoto.dsse.json` beside the result. Example: `--sign-key keys/ci.key`.
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
     /// In a batch, run up to N requests at once (each in its own worker process).
+    /// Example: `--jobs 2`.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: u32,
 }
 
 /// What `exec --json` prints.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ExecReport {
+    /// ACCEPT: the request ran and `result_path` holds its result (whatever the guest's
+    /// outcome); REJECT: nothing ran, `reasons` says why.
+    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
     pub result_path: Option<String>,
+    #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
     pub outcome: Option<&'static str>,
     pub exit_code: Option<i32>,
     pub runtime_sec: Option<f64>,
@@ -127,12 +145,7 @@ impl ExecCommand {
             eprintln!("{}: not run", request.display());
             for r in &report.reasons {
                 match r.line {
-                    Some(n) => eprintln!(
-                        "  {}:{n}: {}: {}",
-                        request.display(),
-                        r.code,
-                        r.message
-                    ),
+                    Some(n) => eprintln!("  {}:{n}: {}: {}", request.display(), r.code, r.message),
                     None => eprintln!("  {}: {}", r.code, r.message),
                 }
             }
@@ -142,15 +155,19 @@ impl ExecCommand {
 
     fn run(&self, request: &Path, policy: &Policy) -> Result<ExecReport, Failure> {
         let sign_key = self.signing_key()?;
-        self.run_one(request, policy, &SharedEngines::default(), sign_key.as_ref())
+        self.run_one(
+            request,
+            policy,
+            &SharedEngines::default(),
+            sign_key.as_ref(),
+        )
     }
 
     fn signing_key(&self) -> Result<Option<SigningKey>, Failure> {
         match &self.sign_key {
-            Some(path) => Ok(Some(
-                crate::sign::load_signing_key(path)
-                    .map_err(|e| Failure::new(exit_codes::USAGE, "sign.key", e.to_string()))?,
-            )),
+            Some(path) => Ok(Some(crate::sign::load_signing_key(path).map_err(|e| {
+                Failure::new(exit_codes::USAGE, "sign.key", e.to_string())
+            })?)),
             None => Ok(None),
         }
     }
@@ -428,9 +445,11 @@ fn prepare_guest(
     let entry = manifest
         .require(guest_name)
         .map_err(|e| io(e.to_string()))?;
+    // Drawn only when stderr is a terminal; an `info` log line otherwise (cli::output).
+    let bar = super::output::Progress::new();
     let mut progress = |msg: &str| {
         if show_progress {
-            eprintln!("{msg}");
+            bar.step(msg);
         }
     };
     // The wasm file is only read to compile it, and compiling re-hashes it first
