@@ -90,7 +90,12 @@ fn default_cwasm() -> PathBuf {
 
 /// `runner exec --json` on `request`: wall time of the process and the run's own
 /// `runtime_sec` (the guest's instantiate-and-run inside the worker), medians.
-fn exec_json(runner: &PathBuf, request: &PathBuf, results: &PathBuf, runs: usize) -> Option<(Duration, Duration)> {
+fn exec_json(
+    runner: &PathBuf,
+    request: &PathBuf,
+    results: &PathBuf,
+    runs: usize,
+) -> Option<(Duration, Duration)> {
     let once = || {
         let t = Instant::now();
         let out = Command::new(runner)
@@ -104,8 +109,12 @@ fn exec_json(runner: &PathBuf, request: &PathBuf, results: &PathBuf, runs: usize
             .unwrap();
         let wall = t.elapsed();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        (v["outcome"] == "completed" && v["exit_code"] == 0)
-            .then(|| (wall, Duration::from_secs_f64(v["runtime_sec"].as_f64().unwrap_or(0.0))))
+        (v["outcome"] == "completed" && v["exit_code"] == 0).then(|| {
+            (
+                wall,
+                Duration::from_secs_f64(v["runtime_sec"].as_f64().unwrap_or(0.0)),
+            )
+        })
     };
     once()?;
     let mut walls = Vec::new();
@@ -235,7 +244,11 @@ fn main() {
         let wall = wall.unwrap_or(exec_med);
         rows.push(Row {
             what: format!("ERA hello world on {guest}"),
-            ours: format!("runner exec {} (guest run in the worker {})", ms(wall), ms(inner)),
+            ours: format!(
+                "runner exec {} (guest run in the worker {})",
+                ms(wall),
+                ms(inner)
+            ),
             reference: format!("python3 -I -S -c {}", ms(py_med)),
             ratio: format!("{:.2}×", wall.as_secs_f64() / py_med.as_secs_f64()),
             target: "≤ 1.5×".into(),
@@ -308,7 +321,11 @@ fn main() {
         rows.push(Row {
             what: format!("{n} ERA hello-world requests, one batch --jobs {jobs}"),
             ours: format!("{:.1} requests/s ({})", rate(b), ms(b)),
-            reference: format!("{n} separate runner exec {:.1} requests/s ({})", rate(sep), ms(sep)),
+            reference: format!(
+                "{n} separate runner exec {:.1} requests/s ({})",
+                rate(sep),
+                ms(sep)
+            ),
             ratio: format!("{:.2}×", rate(b) / rate(sep)),
             target: "(throughput)".into(),
         });

@@ -487,7 +487,10 @@ mod tests {
         use crate::backend::confine::{Layer, Requirement};
         let p = Policy::builtin();
         assert_eq!(p.confinement, ConfinementPolicy::default());
-        assert_eq!(p.confinement.requirement(Layer::Seccomp), Requirement::Required);
+        assert_eq!(
+            p.confinement.requirement(Layer::Seccomp),
+            Requirement::Required
+        );
         assert_eq!(
             p.confinement.requirement(Layer::NetNamespace),
             Requirement::Optional

@@ -305,7 +305,7 @@ pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
                     .read(true)
                     .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()),
             )
-            .and_then(|f| crate::digest::sha256_reader(f));
+            .and_then(crate::digest::sha256_reader);
         match now {
             Ok(sha) if sha == input.sha256 => {}
             Ok(sha) => findings.push(format!(

@@ -106,8 +106,14 @@ fn result_stdout(result_path: &str) -> String {
 fn mixed_batch_gives_each_request_its_own_verdict_and_result() {
     let declared = sha256(b"what the approval covered\n");
     let dir = batch_dir(&[
-        ("TR-a-era-alpha", era("TR-a-era-alpha", "python -c \"print('alpha')\"")),
-        ("TR-b-era-exit3", era("TR-b-era-exit3", "python -c \"raise SystemExit(3)\"")),
+        (
+            "TR-a-era-alpha",
+            era("TR-a-era-alpha", "python -c \"print('alpha')\""),
+        ),
+        (
+            "TR-b-era-exit3",
+            era("TR-b-era-exit3", "python -c \"raise SystemExit(3)\""),
+        ),
         (
             "TR-c-monty-gamma",
             request(
@@ -132,7 +138,10 @@ fn mixed_batch_gives_each_request_its_own_verdict_and_result() {
                 ),
             ),
         ),
-        ("TR-f-era-alpha-again", era("TR-f-era-alpha-again", "python -c \"print('alpha')\"")),
+        (
+            "TR-f-era-alpha-again",
+            era("TR-f-era-alpha-again", "python -c \"print('alpha')\""),
+        ),
     ]);
     // The input on disk is not the one approved.
     std::fs::write(dir.path().join("inputs/data.txt"), "print('swapped')\n").unwrap();
@@ -188,7 +197,11 @@ fn mixed_batch_gives_each_request_its_own_verdict_and_result() {
     let c = ran(2, 0, "gamma\n");
     let f = ran(5, 0, "alpha\n");
     let distinct: BTreeSet<&String> = [&a, &b, &c, &f].into_iter().collect();
-    assert_eq!(distinct.len(), 4, "every run has its own result: {a} {b} {c} {f}");
+    assert_eq!(
+        distinct.len(),
+        4,
+        "every run has its own result: {a} {b} {c} {f}"
+    );
 
     let d = &entries[3];
     assert_eq!(d["verdict"], "REJECT");
@@ -300,11 +313,7 @@ fn spy_worker(dir: &Path) -> PathBuf {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(
-        &script,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     script
 }
 
@@ -366,6 +375,9 @@ fn jobs_bounds_the_workers_alive_at_once() {
 #[test]
 fn jobs_zero_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = exec(&[dir.path().as_os_str(), "--jobs".as_ref(), "0".as_ref()], &[]);
+    let out = exec(
+        &[dir.path().as_os_str(), "--jobs".as_ref(), "0".as_ref()],
+        &[],
+    );
     assert_eq!(out.status.code(), Some(2));
 }

@@ -48,11 +48,15 @@ fn the_exit_code_table_is_the_one_in_exit_codes() {
 
 #[test]
 fn the_block_parser_finds_only_closed_runnable_fences() {
-    let text = "a\n```sh runnable\necho 1\n```\n```sh\nnot me\n```\n```sh runnable\necho 2\necho 3\n```\n";
+    let text =
+        "a\n```sh runnable\necho 1\n```\n```sh\nnot me\n```\n```sh runnable\necho 2\necho 3\n```\n";
     let blocks = runnable_blocks(text);
     assert_eq!(
         blocks,
-        vec![(2, "echo 1\n".to_owned()), (8, "echo 2\necho 3\n".to_owned())]
+        vec![
+            (2, "echo 1\n".to_owned()),
+            (8, "echo 2\necho 3\n".to_owned())
+        ]
     );
 }
 

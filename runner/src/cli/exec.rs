@@ -8,6 +8,7 @@
 use super::read::{Read2, read_document};
 use crate::backend::confine;
 use crate::backend::monty::MontyBackend;
+use crate::backend::wasmtime::GuestRuntime;
 use crate::backend::worker::WasmtimeBackend;
 use crate::backend::{Backend, GuestProgram, Limits, MontyProgram, Outcome, Program, SandboxSpec};
 use crate::digest::sha256_hex;
@@ -27,7 +28,6 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use ed25519_dalek::SigningKey;
 use serde::Serialize;
-use crate::backend::wasmtime::GuestRuntime;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -471,8 +471,7 @@ fn prepare_guest(
             };
             // Its assets (the scientific guest's stdlib zip) are read by the guest
             // itself, so they are hashed here, once per process.
-            let runtime =
-                guest::runtime_for(entry, &guest_dir).map_err(|e| io(e.to_string()))?;
+            let runtime = guest::runtime_for(entry, &guest_dir).map_err(|e| io(e.to_string()))?;
             located.insert(guest_name.to_owned(), (wasm_path.clone(), runtime.clone()));
             (wasm_path, runtime)
         }

@@ -366,7 +366,9 @@ mod tests {
 
     #[test]
     fn colour_follows_no_color_and_clicolor_force() {
-        let table: &[(bool, &[(&str, &str)], bool)] = &[
+        /// (stderr is a terminal, environment, colour expected)
+        type Case = (bool, &'static [(&'static str, &'static str)], bool);
+        let table: &[Case] = &[
             (true, &[], true),
             (false, &[], false),
             (true, &[("NO_COLOR", "1")], false),

@@ -124,13 +124,12 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
         Ok((mut j, bytes)) => {
             // A tool request is judged with its approval: the signature beside it and
             // separation of duties, which need the file's path.
-            if j.kind == Some(gate::DocKind::ToolRequest) {
-                if let Err(reasons) =
+            if j.kind == Some(gate::DocKind::ToolRequest)
+                && let Err(reasons) =
                     crate::approval::validate_request_file(file, &bytes, ctx.policy)
-                {
-                    j.reasons = reasons; // a superset of request::validate's reasons
-                    j.verdict = gate::Verdict::Reject;
-                }
+            {
+                j.reasons = reasons; // a superset of request::validate's reasons
+                j.verdict = gate::Verdict::Reject;
             }
             (
                 FileVerdict {

@@ -142,10 +142,10 @@ pub fn path_problems(args: &[String]) -> Vec<CommandProblem> {
 /// `=`, `:`, `,` and `@` (`file:///etc/x`, `@/etc/x`, `a.csv,/etc/x`).
 fn path_candidates(arg: &str) -> Vec<&str> {
     let mut out = vec![arg];
-    if let Some((flag, value)) = arg.split_once('=') {
-        if flag.starts_with('-') {
-            out.push(value);
-        }
+    if let Some((flag, value)) = arg.split_once('=')
+        && flag.starts_with('-')
+    {
+        out.push(value);
     }
     if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") && arg.is_char_boundary(2) {
         out.push(&arg[2..]);

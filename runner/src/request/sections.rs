@@ -91,18 +91,17 @@ pub fn parse<'a>(lines: &[Line<'a>]) -> Body<'a> {
 /// the fence's info string (`python`, `json`). Text without a fence comes back as is.
 pub fn unfence(text: &str) -> (String, Option<String>) {
     let lines: Vec<&str> = text.lines().collect();
-    if lines.len() >= 2 {
-        if let (Some((c, n)), Some((c2, n2))) =
+    if lines.len() >= 2
+        && let (Some((c, n)), Some((c2, n2))) =
             (fence_marker(lines[0]), fence_marker(lines[lines.len() - 1]))
-        {
-            let closing_is_bare = lines[lines.len() - 1].trim_start()[n2..].trim().is_empty();
-            if c == c2 && n2 >= n && closing_is_bare {
-                let info = lines[0].trim_start()[n..].trim().to_owned();
-                return (
-                    lines[1..lines.len() - 1].join("\n"),
-                    (!info.is_empty()).then_some(info),
-                );
-            }
+    {
+        let closing_is_bare = lines[lines.len() - 1].trim_start()[n2..].trim().is_empty();
+        if c == c2 && n2 >= n && closing_is_bare {
+            let info = lines[0].trim_start()[n..].trim().to_owned();
+            return (
+                lines[1..lines.len() - 1].join("\n"),
+                (!info.is_empty()).then_some(info),
+            );
         }
     }
     (text.to_owned(), None)

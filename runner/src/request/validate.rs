@@ -392,10 +392,10 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
     let approved_at = approved
         .as_ref()
         .and_then(|(s, line)| utc_timestamp(r, "approved_utc", s, *line));
-    if let (Some(c), Some(a), Some((_, line))) = (created_at, approved_at, approved.as_ref()) {
-        if a < c {
-            r.add("approval.before_creation", "`approved_utc` is earlier than `created_utc`: a request cannot be approved before it exists", *line);
-        }
+    if let (Some(c), Some(a), Some((_, line))) = (created_at, approved_at, approved.as_ref())
+        && a < c
+    {
+        r.add("approval.before_creation", "`approved_utc` is earlier than `created_utc`: a request cannot be approved before it exists", *line);
     }
     let purpose = required_text(
         r,
@@ -1034,11 +1034,11 @@ fn era_command(
         ok = false;
     }
     let guest = guest?;
-    if let Some(lang) = &fm.language {
-        if policy.guest_for_language(lang).map(|g| g.guest.as_str()) != Some(guest.as_str()) {
-            r.add("command.guest_mismatch", format!("the program `{program}` selects guest `{guest}`, but `language: {lang}` selects another"), line.number);
-            ok = false;
-        }
+    if let Some(lang) = &fm.language
+        && policy.guest_for_language(lang).map(|g| g.guest.as_str()) != Some(guest.as_str())
+    {
+        r.add("command.guest_mismatch", format!("the program `{program}` selects guest `{guest}`, but `language: {lang}` selects another"), line.number);
+        ok = false;
     }
     ok.then(|| Work::Era {
         command_line: command_line.to_owned(),
@@ -1058,8 +1058,7 @@ fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
 
 /// A path token without its markdown dressing (`approval::seal` reads lines the same way).
 pub(crate) fn trim_path_token(token: &str) -> &str {
-    let mut t = token
-        .trim_start_matches(|c: char| matches!(c, '`' | '"' | '\'' | '(' | '[' | '*' | '<' | '{'));
+    let mut t = token.trim_start_matches(['`', '"', '\'', '(', '[', '*', '<', '{']);
     loop {
         let before = t;
         t = t.trim_end_matches(|c: char| {

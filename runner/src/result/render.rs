@@ -256,7 +256,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     }
     for a in doc.artifacts {
         let out_path = format!("/out/{}", a.path);
-        let described = doc.expected_outputs.iter().any(|e| *e == out_path);
+        let described = doc.expected_outputs.contains(&out_path);
         let _ = writeln!(s, "- {out_path} sha256: {}", a.sha256);
         let _ = writeln!(
             s,
@@ -574,7 +574,6 @@ mod tests {
             ]
         );
         assert!(text.contains("Truncated: the excerpt shows the first 3 of 5 lines."));
-        assert!(!text.lines().any(|l| l == "## Safety Notes" && false));
         assert_eq!(text.matches("\n## Safety Notes\n").count(), 1);
         assert!(text.contains("- Approval: approved by ada at 2026-11-21T10:00:00Z, unsigned\n"));
         let mut signed = doc(stdout, &policy, &l, &[]);
