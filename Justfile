@@ -37,9 +37,11 @@ test: guests
 
 # The scientific guest end to end (examples/pandas-groupby): fetches it first if needed,
 # a 98 MB download and a one-time compile of 1.5-3 minutes needing about 2.2 GB of memory.
+# --workspace, as in `test`: building runner alone would unify features differently and
+# compile wasmtime a second time.
 test-sci: build
     {{runner}} guest fetch cpython-3.15-scientific
-    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --ignore-rust-version -p runner --test sci_guest -- --include-ignored
+    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --workspace --ignore-rust-version --test sci_guest -- --include-ignored
 
 # What CI runs: formatting, lints, then the tests.
 ci: lint test
