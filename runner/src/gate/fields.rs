@@ -535,6 +535,15 @@ pub fn scan_forbidden(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
     }
 }
 
+/// Raw HTML and headings that render differently from how they parse
+/// ([`crate::request::rendered`]): what a person reviewing the rendered document would
+/// not see, or would see as structure the gate does not.
+pub fn rendered_text(body: &[Line<'_>], r: &mut Reasons) {
+    for m in crate::request::rendered::scan(body) {
+        r.add(m.code, m.message, m.line);
+    }
+}
+
 /// The last line number of the file.
 pub fn last_line(text: &str) -> usize {
     strip_bom(text).split('\n').count().max(1)
@@ -549,25 +558,14 @@ pub fn is_fence(line: &str) -> bool {
 pub fn fenced_and_prose<'a>(section: &Section<'a>) -> (Vec<Line<'a>>, Vec<Line<'a>>) {
     let mut fenced = Vec::new();
     let mut prose = Vec::new();
-    let mut fence: Option<(char, usize)> = None;
+    let mut fences = sections::Fences::default();
     for line in &section.lines {
-        match (fence, sections::fence_marker(line.text)) {
-            (None, Some(open)) => {
-                fence = Some(open);
-                continue;
-            }
-            (Some((c, n)), Some((c2, n2)))
-                if c == c2 && n2 >= n && line.text.trim_start()[n2..].trim().is_empty() =>
-            {
-                fence = None;
-                continue;
-            }
-            _ => {}
-        }
-        if fence.is_some() {
-            fenced.push(*line);
-        } else {
-            prose.push(*line);
+        let was_open = fences.is_open();
+        fences.step(line.text);
+        match (was_open, fences.is_open()) {
+            (true, true) => fenced.push(*line),
+            (false, false) => prose.push(*line),
+            _ => {} // a fence's opening or closing line
         }
     }
     (fenced, prose)

@@ -151,6 +151,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Vec<Reason> {
         &mut r,
     );
     code_blocks(&split.body, &mut r);
+    fields::rendered_text(&split.body, &mut r);
 
     let labels = found
         .get("Citations")
@@ -312,33 +313,30 @@ fn content_hashes_field(node: &Node, line: usize, text: &str, r: &mut Reasons) {
 
 /// Fenced blocks: only data fences (`text`, `json`, …) may stand in a packet.
 fn code_blocks(lines: &[Line<'_>], r: &mut Reasons) {
-    let mut fence: Option<(char, usize)> = None;
+    let mut fences = sections::Fences::default();
     for line in lines {
-        match (fence, sections::fence_marker(line.text)) {
-            (None, Some(open)) => {
-                fence = Some(open);
-                let info = line.text.trim_start()[open.1..].trim();
-                let lang = info
-                    .trim_start_matches('{')
-                    .trim_start_matches('.')
-                    .split(|c: char| c.is_whitespace() || c == ',' || c == '}')
-                    .next()
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                if !DATA_FENCES.contains(&lang.as_str()) {
-                    r.add(
-                        "packet.code_block",
-                        format!("a code block in `{}` is code meant to run; a packet describes, it does not carry code (data fences: text, json, csv, …)", fields::clip(&lang)),
-                        line.number,
-                    );
-                }
-            }
-            (Some((c, n)), Some((c2, n2)))
-                if c == c2 && n2 >= n && line.text.trim_start()[n2..].trim().is_empty() =>
-            {
-                fence = None
-            }
-            _ => {}
+        let was_open = fences.is_open();
+        fences.step(line.text);
+        if was_open || !fences.is_open() {
+            continue; // not an opening fence line
+        }
+        let Some((_, ticks)) = sections::fence_marker(line.text) else {
+            continue;
+        };
+        let info = line.text.trim_start()[ticks..].trim();
+        let lang = info
+            .trim_start_matches('{')
+            .trim_start_matches('.')
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '}')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !DATA_FENCES.contains(&lang.as_str()) {
+            r.add(
+                "packet.code_block",
+                format!("a code block in `{}` is code meant to run; a packet describes, it does not carry code (data fences: text, json, csv, …)", fields::clip(&lang)),
+                line.number,
+            );
         }
     }
 }

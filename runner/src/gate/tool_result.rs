@@ -83,6 +83,7 @@ pub fn validate(
     };
     let fm = front_matter(&root, &mut r);
 
+    fields::rendered_text(&split.body, &mut r);
     let body = sections::parse(&split.body);
     let found = fields::section_layout(
         &body,

@@ -6,6 +6,7 @@
 pub mod command;
 pub mod forbidden;
 pub mod frontmatter;
+pub mod rendered;
 pub mod sections;
 pub mod validate;
 pub mod yaml;

@@ -51,7 +51,44 @@ pub fn fence_marker(line: &str) -> Option<(char, usize)> {
         return None;
     }
     let n = rest.chars().take_while(|&x| x == c).count();
-    (n >= 3).then_some((c, n))
+    // CommonMark: a backtick fence's info string may not contain a backtick ("```a`b"
+    // is a paragraph with a code span, not a fence); what a renderer does not fence,
+    // neither may we.
+    if n < 3 || (c == '`' && rest[n..].contains('`')) {
+        return None;
+    }
+    Some((c, n))
+}
+
+/// Follows the code fences of a run of lines the way a CommonMark renderer does for
+/// top-level fences: [`Fences::step`] says whether a line is fenced content or a fence
+/// line (`true`) or ordinary markdown (`false`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Fences {
+    open: Option<(char, usize)>,
+}
+
+impl Fences {
+    pub fn step(&mut self, text: &str) -> bool {
+        match (self.open, fence_marker(text)) {
+            (None, Some(open)) => {
+                self.open = Some(open);
+                true
+            }
+            (Some((c, n)), Some((c2, n2)))
+                if c == c2 && n2 >= n && text.trim_start()[n2..].trim().is_empty() =>
+            {
+                self.open = None;
+                true
+            }
+            (open, _) => open.is_some(),
+        }
+    }
+
+    /// A fence is open: the next line is fenced content unless it closes the fence.
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
 }
 
 /// Splits `lines` into sections at `## ` headings outside code fences.
@@ -60,18 +97,10 @@ pub fn parse<'a>(lines: &[Line<'a>]) -> Body<'a> {
         preamble: Vec::new(),
         sections: Vec::new(),
     };
-    let mut fence: Option<(char, usize)> = None;
+    let mut fences = Fences::default();
     for line in lines {
-        match (fence, fence_marker(line.text)) {
-            (None, Some(open)) => fence = Some(open),
-            (Some((c, n)), Some((c2, n2)))
-                if c == c2 && n2 >= n && line.text.trim_start()[n2..].trim().is_empty() =>
-            {
-                fence = None
-            }
-            _ => {}
-        }
-        let is_heading = fence.is_none() && line.text.starts_with("## ");
+        let fenced = fences.step(line.text);
+        let is_heading = !fenced && line.text.starts_with("## ");
         if is_heading {
             body.sections.push(Section {
                 title: line.text[3..].trim().to_owned(),

@@ -5,6 +5,7 @@
 use super::command;
 use super::forbidden;
 use super::frontmatter::{self, Line, SplitError};
+use super::rendered;
 use super::sections::{self, Section};
 use super::yaml::{self, Node};
 use super::{ApprovedRequest, DeclaredInput, Reason, RequestLimits, RiskAssessment, Work};
@@ -163,6 +164,9 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
         }
     }
     let fm = front_matter(&root, policy, &mut r);
+    for m in rendered::scan(&split.body) {
+        r.add(m.code, m.message, m.line);
+    }
     let body = sections::parse(&split.body);
     let checked = body_rules(&body, &fm, policy, &mut r);
     if !body

@@ -150,7 +150,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let purpose = one_line(doc.purpose);
     let purpose_trips = tripped(&purpose, doc.rules);
     let purpose = if purpose_trips.is_empty() {
-        purpose
+        prose(&purpose)
     } else {
         format!("purpose withheld: it trips {}", purpose_trips.join(", "))
     };
@@ -170,7 +170,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
             "no: stopped by the runner, outcome `{}`{}",
             other.as_str(),
             doc.outcome_detail
-                .map(|d| format!(" ({})", one_line(d)))
+                .map(|d| format!(" ({})", prose(&one_line(d))))
                 .unwrap_or_default()
         ),
     };
@@ -237,16 +237,16 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let signature = match p.approval_key {
         Some((key_id, name)) => format!(
             "signed by key {} (trusted as {})",
-            one_line(key_id),
-            one_line(name)
+            prose(&one_line(key_id)),
+            prose(&one_line(name))
         ),
         None => "unsigned".to_owned(),
     };
     let _ = writeln!(
         s,
         "- Approval: approved by {} at {}, {signature}\n",
-        one_line(p.approved_by),
-        one_line(p.approved_utc)
+        prose(&one_line(p.approved_by)),
+        prose(&one_line(p.approved_utc))
     );
 
     // 3) Outputs
@@ -334,7 +334,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     anomalies.extend(doc.findings.iter().map(|f| {
         let shown = one_line(f);
         let trips = tripped(&shown, doc.rules);
-        if trips.is_empty() { shown } else { format!("a finding was withheld from this note because it quotes guest-controlled text that trips {}", trips.join(", ")) }
+        if trips.is_empty() { prose(&shown) } else { format!("a finding was withheld from this note because it quotes guest-controlled text that trips {}", trips.join(", ")) }
     }));
     anomalies.extend(withheld);
     if anomalies.is_empty() {
@@ -359,6 +359,21 @@ fn tripped(text: &str, rules: &[ForbiddenRule]) -> Vec<String> {
     codes.sort();
     codes.dedup();
     codes
+}
+
+/// `s` (already [`one_line`]) made safe as markdown prose: `\\` and `<` are
+/// backslash-escaped, so text the guest or the request chose (a file named `<!--`, an
+/// exception message) cannot open raw HTML that a renderer would hide, and the result
+/// passes the gate's own rendered-text rule (`crate::request::rendered`).
+fn prose(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == '\\' || c == '<' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Collapses a value onto one line for a markdown list item.
