@@ -60,6 +60,7 @@ fn serve() -> Result<Outcome, BackendError> {
     let request: MontyWorkerRequest = worker::read_request(io::stdin().lock())?;
     let spec = request.spec;
     let limits = spec.limits.clone();
+    let fs = confine::FsAccess::for_spec(&spec);
     let Program::Monty(program) = spec.program else {
         return Err(BackendError::Worker(
             "the monty worker runs monty programs only".into(),
@@ -77,7 +78,7 @@ fn serve() -> Result<Outcome, BackendError> {
     );
 
     let address_space = address_space_limit(&limits);
-    let confinement = confine::confine_worker(&limits, Some(address_space));
+    let confinement = confine::confine_worker(&limits, Some(address_space), &fs);
     for skipped in &confinement.skipped {
         eprintln!("runner-monty-worker: confinement layer not applied: {skipped}");
     }

@@ -7,7 +7,8 @@
 //!
 //! The policy switch is checked under real conditions, not a flag: the probe and
 //! `runner exec` run as `nobody` (with `setpriv`), where the kernel refuses a network
-//! namespace and the bounding set. The built-in policy lets such a run go on and says
+//! namespace and the bounding set (Landlock, which needs no privileges, must still
+//! apply). The built-in policy lets such a run go on and says
 //! so in Provenance; a policy that requires the namespace refuses it, naming the layer
 //! and the kernel's reason, and writes no result.
 
@@ -109,22 +110,67 @@ fn open_dir() -> tempfile::TempDir {
     dir
 }
 
-/// The built-in policy with `net_namespace = "required"`, written where nobody can
-/// read it.
-fn policy_requiring_net_namespace(dir: &Path) -> PathBuf {
+/// The built-in policy with `layer = "required"`, written where nobody can read it.
+fn policy_requiring(dir: &Path, layer: &str) -> PathBuf {
     let default = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"),
     )
     .unwrap();
     let strict = default.replace(
-        "net_namespace = \"optional\"",
-        "net_namespace = \"required\"",
+        &format!("{layer} = \"optional\""),
+        &format!("{layer} = \"required\""),
     );
-    assert_ne!(strict, default, "the default policy states net_namespace");
-    let path = dir.join("strict.toml");
+    assert_ne!(
+        strict, default,
+        "the default policy states {layer} as optional"
+    );
+    let path = dir.join(format!("strict-{layer}.toml"));
     std::fs::write(&path, strict).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     path
+}
+
+fn policy_requiring_net_namespace(dir: &Path) -> PathBuf {
+    policy_requiring(dir, "net_namespace")
+}
+
+/// A run's directories for the probe: `read/input` to read, `write/` to write.
+fn probe_dirs(dir: &Path) -> (PathBuf, PathBuf) {
+    let (read, write) = (dir.join("read"), dir.join("write"));
+    for d in [&read, &write] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::write(read.join("input"), "x").unwrap();
+    std::fs::set_permissions(read.join("input"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    (read, write)
+}
+
+/// What the Landlock layer must allow and deny, as `probe_filesystem` reports it.
+/// `/etc/passwd` and `/` are world-readable and the temporary directory world-writable,
+/// so each EACCES there is Landlock's, not the file mode's.
+fn assert_filesystem_walled(r: &Value) {
+    let fs = &r["filesystem"];
+    for (attempt, expected) in [
+        ("read_etc_passwd", "EACCES"),
+        ("list_root", "EACCES"),
+        ("create_in_tmp", "EACCES"),
+        ("read_own_exe", "EACCES"),
+        ("read_in_read_dir", "ok"),
+        ("list_read_dir", "ok"),
+        ("create_in_read_dir", "EACCES"),
+        ("create_in_write_dir", "ok"),
+        ("mkdir_in_write_dir", "ok"),
+        ("remove_in_write_dir", "ok"),
+    ] {
+        assert_eq!(fs[attempt], expected, "{attempt}: {fs}");
+    }
+    assert!(
+        strings(&r["applied"])
+            .iter()
+            .any(|a| a.starts_with("landlock(abi=")),
+        "{r}"
+    );
 }
 
 #[test]
@@ -226,15 +272,46 @@ fn seccomp_denies_what_it_lists_and_allows_what_the_worker_needs() {
 }
 
 #[test]
+fn landlock_keeps_the_worker_to_its_own_directories() {
+    let dir = open_dir();
+    let policy = policy_requiring(dir.path(), "landlock");
+    let (read, write) = probe_dirs(dir.path());
+    let (out, r) = probe_output(
+        runner()
+            .arg("__confinement-probe")
+            .arg(&policy)
+            .env("RUNNER_PROBE_READ_DIR", &read)
+            .env("RUNNER_PROBE_WRITE_DIR", &write),
+    );
+    assert!(
+        out.status.success(),
+        "landlock is required here: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_filesystem_walled(&r);
+    // The deny-list and the wall compose: the probe's other checks still hold.
+    assert_eq!(r["syscalls"]["socket_unix"], "ok", "{r}");
+}
+
+#[test]
 fn without_privileges_optional_layers_are_skipped_and_said() {
     let dir = open_dir();
     let exe = binaries_for_nobody(dir.path());
-    let (out, r) = probe_output(&mut as_nobody(Command::new(exe).arg("__confinement-probe")));
+    let (read, write) = probe_dirs(dir.path());
+    let mut probe = Command::new(exe);
+    probe.arg("__confinement-probe");
+    let mut probe = as_nobody(&probe);
+    probe
+        .env("RUNNER_PROBE_READ_DIR", &read)
+        .env("RUNNER_PROBE_WRITE_DIR", &write);
+    let (out, r) = probe_output(&mut probe);
     assert!(
         out.status.success(),
         "the built-in policy lets an unprivileged run go on: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Landlock needs no privileges: it applies as nobody too.
+    assert_filesystem_walled(&r);
     let failed: Vec<&str> = r["failed"]
         .as_array()
         .unwrap()
@@ -325,6 +402,40 @@ fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_a
     );
     assert!(line.contains("seccomp(deny="), "{line}");
     assert!(line.contains("capabilities=0"), "{line}");
+    assert!(line.contains("landlock(abi="), "{line}");
+}
+
+#[test]
+fn exec_under_required_landlock_runs_monty_whole_and_says_so() {
+    // (The ERA guest runs every tests/era case under required Landlock.)
+    let dir = open_dir();
+    let req = monty_request(dir.path());
+    let policy = policy_requiring(dir.path(), "landlock");
+    let results = dir.path().join("results");
+    let out = runner()
+        .arg("--policy")
+        .arg(&policy)
+        .arg("exec")
+        .arg(&req)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = results_in(&results);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let doc = std::fs::read_to_string(results.join(&names[0])).unwrap();
+    assert!(doc.contains("sieve: primes below 10000: 1229"), "{doc}");
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with("- Confinement:"))
+        .unwrap();
+    assert!(line.contains("landlock(abi="), "{line}");
+    assert!(!line.contains("not applied"), "{line}");
 }
 
 #[test]

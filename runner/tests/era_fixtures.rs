@@ -66,7 +66,14 @@ fn test_policy(dir: &Path) -> PathBuf {
         .replace("stdout_max_bytes = 16777216", "stdout_max_bytes = 1048576")
         .replace("stderr_max_bytes = 16777216", "stderr_max_bytes = 1048576")
         .replace("out_max_bytes = 268435456", "out_max_bytes = 1048576")
-        .replace("out_max_files = 4096", "out_max_files = 64");
+        .replace("out_max_files = 4096", "out_max_files = 64")
+        // Every case runs with the Landlock wall required (tests/confinement.rs proves
+        // what it denies): a real guest must run whole inside it.
+        .replace("landlock = \"optional\"", "landlock = \"required\"");
+    assert!(
+        text.contains("landlock = \"required\""),
+        "the default policy states landlock"
+    );
     assert!(
         text.contains("out_max_files = 64"),
         "the default policy's caps changed; update this test"

@@ -322,17 +322,22 @@ pub enum Layer {
     NoNewPrivs,
     /// The seccomp deny-list ([`DENIED_SYSCALLS`] and the conditional rules).
     Seccomp,
+    /// Landlock: by path, only the run's own directories ([`FsAccess`]); no TCP bind or
+    /// connect; no signals to, or abstract Unix sockets of, processes outside. Needs
+    /// no privileges, only a kernel with Landlock enabled (Linux 5.13+).
+    Landlock,
 }
 
 impl Layer {
     /// Every layer, in the order [`confine_worker`] applies them.
-    pub const ALL: [Layer; 7] = [
+    pub const ALL: [Layer; 8] = [
         Layer::Pdeathsig,
         Layer::Rlimits,
         Layer::NetNamespace,
         Layer::Capabilities,
         Layer::CapabilityBoundingSet,
         Layer::NoNewPrivs,
+        Layer::Landlock,
         Layer::Seccomp,
     ];
 
@@ -346,6 +351,7 @@ impl Layer {
             Layer::CapabilityBoundingSet => "capability_bounding_set",
             Layer::NoNewPrivs => "no_new_privs",
             Layer::Seccomp => "seccomp",
+            Layer::Landlock => "landlock",
         }
     }
 }
@@ -372,6 +378,7 @@ pub struct ConfinementPolicy {
     pub capability_bounding_set: Requirement,
     pub no_new_privs: Requirement,
     pub seccomp: Requirement,
+    pub landlock: Requirement,
 }
 
 impl Default for ConfinementPolicy {
@@ -386,6 +393,7 @@ impl Default for ConfinementPolicy {
             capability_bounding_set: Requirement::Optional,
             no_new_privs: Requirement::Required,
             seccomp: Requirement::Required,
+            landlock: Requirement::Optional,
         }
     }
 }
@@ -400,6 +408,7 @@ impl ConfinementPolicy {
             Layer::CapabilityBoundingSet => self.capability_bounding_set,
             Layer::NoNewPrivs => self.no_new_privs,
             Layer::Seccomp => self.seccomp,
+            Layer::Landlock => self.landlock,
         }
     }
 }
@@ -497,7 +506,11 @@ pub fn rlimit_cpu_secs(cpu: Duration) -> u64 {
 ///
 /// Changes the limits, namespaces, capabilities, flags and syscall filter of the
 /// calling process.
-pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConfinement {
+pub fn confine_worker(
+    limits: &Limits,
+    address_space: Option<u64>,
+    fs: &FsAccess,
+) -> WorkerConfinement {
     let mut c = WorkerConfinement::default();
     let errno = |r: nix::Result<()>| r.map_err(|e| e.to_string());
 
@@ -572,12 +585,105 @@ pub fn confine_worker(limits: &Limits, address_space: Option<u64>) -> WorkerConf
         "no_new_privs".into(),
         errno(nix::sys::prctl::set_no_new_privs()),
     );
+    let (name, result) = match restrict_with_landlock(fs) {
+        Ok(name) => (name, Ok(())),
+        Err(e) => ("landlock".to_owned(), Err(e)),
+    };
+    c.record(Layer::Landlock, name, result);
     let (name, result) = match install_seccomp() {
         Ok(denied) => (format!("seccomp(deny={denied})"), Ok(())),
         Err(e) => ("seccomp".to_owned(), Err(e)),
     };
     c.record(Layer::Seccomp, name, result);
     c
+}
+
+/// The host directories a confined worker may still reach by path: read-only (`/in`,
+/// a guest's asset directories) and read-write (`/out`, where the worker writes the
+/// captures). Everything else on the host is out of reach once [`Layer::Landlock`]
+/// applies: an escaped guest could not read the runner's keys or write a crontab.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FsAccess {
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+}
+
+impl FsAccess {
+    /// What a run of `spec` needs: its `/in`, its guest's asset directories, its
+    /// `/out` and its capture directory.
+    pub fn for_spec(spec: &super::SandboxSpec) -> Self {
+        let mut read = vec![spec.in_dir.clone()];
+        if let super::Program::Guest(guest) = &spec.program {
+            read.extend(guest.runtime.mounts.iter().map(|m| m.host.clone()));
+        }
+        Self {
+            read,
+            write: vec![spec.out_dir.clone(), spec.capture_dir.clone()],
+        }
+    }
+}
+
+/// Applies the Landlock layer: every filesystem right is handled (denied unless a rule
+/// grants it), `fs.read` gets the read rights and `fs.write` all of them; TCP bind and
+/// connect are handled with no port allowed; signals and abstract Unix sockets are
+/// scoped to the worker's own domain. Best effort over the kernel's ABI: `Ok` names
+/// the ABI the kernel enforced (`landlock(abi=7)`), a kernel that enforces nothing is
+/// `Err`. A directory that cannot be opened is `Err` (a rule silently missing would
+/// only make the run fail later, less clearly).
+fn restrict_with_landlock(fs: &FsAccess) -> Result<String, String> {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    require_single_thread()?;
+    let abi = ABI::V9;
+    let all = AccessFs::from_all(abi);
+    let err = |e: landlock::RulesetError| e.to_string();
+    let mut ruleset = Ruleset::default()
+        .handle_access(all)
+        .map_err(err)?
+        .handle_access(AccessNet::from_all(abi))
+        .map_err(err)?
+        .scope(Scope::from_all(abi))
+        .map_err(err)?
+        .create()
+        .map_err(err)?;
+    for (dirs, rights) in [(&fs.read, AccessFs::from_read(abi)), (&fs.write, all)] {
+        for dir in dirs {
+            let fd = PathFd::new(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            ruleset = ruleset
+                .add_rule(PathBeneath::new(fd, rights))
+                .map_err(err)?;
+        }
+    }
+    let status = ruleset.restrict_self().map_err(err)?;
+    let kernel = kernel_landlock_abi();
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => Ok(format!("landlock(abi={kernel})")),
+        RulesetStatus::PartiallyEnforced => Ok(format!("landlock(abi={kernel}, partial)")),
+        RulesetStatus::NotEnforced => Err(
+            "the kernel does not enforce Landlock (not built in, or not in the boot's lsm= list)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// The Landlock ABI version the running kernel reports (0: none).
+#[allow(unsafe_code)]
+fn kernel_landlock_abi() -> i64 {
+    use nix::libc;
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
+    // SAFETY: with a null attribute pointer and size 0, this flag only asks for the
+    // version; no memory is read or written.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    v.max(0)
 }
 
 /// Capabilities are per thread: the steps below confine the calling thread and the
@@ -828,8 +934,20 @@ pub fn probe_main() -> i32 {
         out_bytes: 1 << 20,
         out_files: 16,
     };
+    let dir = |var: &str| std::env::var_os(var).map(PathBuf::from);
+    let (read_dir, write_dir) = (dir("RUNNER_PROBE_READ_DIR"), dir("RUNNER_PROBE_WRITE_DIR"));
+    // Unlike a worker, the probe keeps its own /proc/self readable: it reports from
+    // there (limits, status, network). Nothing else is added.
+    let fs_access = FsAccess {
+        read: read_dir
+            .iter()
+            .cloned()
+            .chain([PathBuf::from("/proc/self")])
+            .collect(),
+        write: write_dir.iter().cloned().collect(),
+    };
     let started = std::time::Instant::now();
-    let c = confine_worker(&limits, Some(2 << 30));
+    let c = confine_worker(&limits, Some(2 << 30), &fs_access);
     let confine_us = started.elapsed().as_micros();
     let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
     let interfaces: Vec<String> = read("/proc/net/dev")
@@ -879,6 +997,7 @@ pub fn probe_main() -> i32 {
         "interfaces": interfaces,
         "routes": routes,
         "syscalls": probe_syscalls(),
+        "filesystem": probe_filesystem(read_dir.as_deref(), write_dir.as_deref()),
         "confine_us": confine_us,
     });
     println!("{report}");
@@ -889,6 +1008,46 @@ pub fn probe_main() -> i32 {
             3
         }
     }
+}
+
+/// Tries, after confinement, to reach files the Landlock layer must keep out of reach
+/// and the run directories it must leave open (`$RUNNER_PROBE_READ_DIR` holding a file
+/// `input`, `$RUNNER_PROBE_WRITE_DIR`); maps each attempt to `"ok"` or its errno name.
+fn probe_filesystem(read_dir: Option<&Path>, write_dir: Option<&Path>) -> serde_json::Value {
+    use std::fs::OpenOptions;
+    let errno = |r: io::Result<()>| match r {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => e.raw_os_error().map_or_else(
+            || e.to_string(),
+            |n| format!("{:?}", nix::errno::Errno::from_raw(n)),
+        ),
+    };
+    let create = |p: &Path| {
+        errno(
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)
+                .map(drop),
+        )
+    };
+    let mut report = serde_json::json!({
+        "read_etc_passwd": errno(fs::read("/etc/passwd").map(drop)),
+        "list_root": errno(fs::read_dir("/").map(drop)),
+        "create_in_tmp": create(&std::env::temp_dir().join(format!("runner-probe-{}", std::process::id()))),
+        "read_own_exe": errno(fs::read("/proc/self/exe").map(drop)),
+    });
+    if let Some(r) = read_dir {
+        report["read_in_read_dir"] = errno(fs::read(r.join("input")).map(drop)).into();
+        report["create_in_read_dir"] = create(&r.join("new")).into();
+        report["list_read_dir"] = errno(fs::read_dir(r).map(drop)).into();
+    }
+    if let Some(w) = write_dir {
+        report["create_in_write_dir"] = create(&w.join("new")).into();
+        report["mkdir_in_write_dir"] = errno(fs::create_dir(w.join("sub"))).into();
+        report["remove_in_write_dir"] = errno(fs::remove_file(w.join("new"))).into();
+    }
+    report
 }
 
 /// Tries calls the seccomp filter must deny, and two it must allow, after
@@ -1071,16 +1230,20 @@ mod tests {
     }
 
     #[test]
-    fn default_policy_lets_only_the_root_only_layers_fail() {
+    fn default_policy_lets_only_the_root_only_and_kernel_dependent_layers_fail() {
         let policy = ConfinementPolicy::default();
         let c = failed(&[
             (Layer::NetNamespace, "EPERM"),
             (Layer::CapabilityBoundingSet, "EPERM"),
+            (Layer::Landlock, "the kernel does not enforce Landlock"),
         ]);
         assert!(c.check(&policy).is_ok());
         for layer in Layer::ALL {
             let c = failed(&[(layer, "EPERM")]);
-            let optional = matches!(layer, Layer::NetNamespace | Layer::CapabilityBoundingSet);
+            let optional = matches!(
+                layer,
+                Layer::NetNamespace | Layer::CapabilityBoundingSet | Layer::Landlock
+            );
             assert_eq!(c.check(&policy).is_ok(), optional, "{layer:?}");
         }
     }

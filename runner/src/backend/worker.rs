@@ -160,7 +160,11 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
         error,
         module_rejected: true,
     })?;
-    let confinement = confine::confine_worker(&spec.limits, Some(worker_address_space_limit()));
+    let confinement = confine::confine_worker(
+        &spec.limits,
+        Some(worker_address_space_limit()),
+        &confine::FsAccess::for_spec(spec),
+    );
     for skipped in &confinement.skipped {
         eprintln!("runner worker: confinement layer not applied: {skipped}");
     }
