@@ -375,6 +375,25 @@ fn results_in(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The text of the single result an `exec` that must have succeeded wrote in `results`.
+fn the_one_result(out: &Output, results: &Path) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = results_in(results);
+    assert_eq!(names.len(), 1, "{names:?}");
+    std::fs::read_to_string(results.join(&names[0])).unwrap()
+}
+
+/// The Provenance's `- Confinement:` line.
+fn confinement_line(doc: &str) -> &str {
+    doc.lines()
+        .find(|l| l.starts_with("- Confinement:"))
+        .unwrap_or_else(|| panic!("no Confinement line: {doc}"))
+}
+
 #[test]
 fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_apply() {
     let dir = open_dir();
@@ -383,18 +402,8 @@ fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_a
     let mut exec = Command::new(binaries_for_nobody(dir.path()));
     exec.arg("exec").arg(&req).arg("--results").arg(&results);
     let out = as_nobody(&exec).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let names = results_in(&results);
-    assert_eq!(names.len(), 1, "{names:?}");
-    let doc = std::fs::read_to_string(results.join(&names[0])).unwrap();
-    let line = doc
-        .lines()
-        .find(|l| l.starts_with("- Confinement:"))
-        .unwrap();
+    let doc = the_one_result(&out, &results);
+    let line = confinement_line(&doc);
     assert!(line.contains("not applied: net_namespace ("), "{line}");
     assert!(
         line.contains("not applied: capability_bounding_set ("),
@@ -421,19 +430,9 @@ fn exec_under_required_landlock_runs_monty_whole_and_says_so() {
         .arg(&results)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let names = results_in(&results);
-    assert_eq!(names.len(), 1, "{names:?}");
-    let doc = std::fs::read_to_string(results.join(&names[0])).unwrap();
+    let doc = the_one_result(&out, &results);
     assert!(doc.contains("sieve: primes below 10000: 1229"), "{doc}");
-    let line = doc
-        .lines()
-        .find(|l| l.starts_with("- Confinement:"))
-        .unwrap();
+    let line = confinement_line(&doc);
     assert!(line.contains("landlock(abi="), "{line}");
     assert!(!line.contains("not applied"), "{line}");
 }
