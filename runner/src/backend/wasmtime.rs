@@ -1849,14 +1849,11 @@ mod tests {
         assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
     }
 
-    #[test]
-    fn cache_rejects_tampering_and_recompiles() {
-        let shared = shared();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        // Seed the cache with the shared module instead of compiling again.
-        prepare_cache_dir(&cache).unwrap();
-        let cwasm = precompiled_path(&shared.engine, &cache, testkit::GUEST_SHA256);
+    /// A cache at `cache` seeded with the shared precompiled module and its sidecar
+    /// (instead of compiling again): the module's path, bytes and sha256.
+    fn seed_cache(shared: &testkit::Shared, cache: &Path) -> (PathBuf, Vec<u8>, String) {
+        prepare_cache_dir(cache).unwrap();
+        let cwasm = precompiled_path(&shared.engine, cache, testkit::GUEST_SHA256);
         let bytes = fs::read(&shared.cwasm).unwrap();
         let started = Instant::now();
         let sum = digest::sha256_hex(&bytes);
@@ -1865,8 +1862,17 @@ mod tests {
             bytes.len(),
             started.elapsed().as_secs_f64() * 1e3
         );
-        write_atomically(&cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
-        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        write_atomically(cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
+        write_atomically(cache, &cwasm, &bytes).unwrap();
+        (cwasm, bytes, sum)
+    }
+
+    #[test]
+    fn cache_rejects_tampering_and_recompiles() {
+        let shared = shared();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let (cwasm, bytes, _) = seed_cache(shared, &cache);
         assert_eq!(
             fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
             0o700
@@ -1931,12 +1937,7 @@ mod tests {
         let shared = shared();
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
-        prepare_cache_dir(&cache).unwrap();
-        let cwasm = precompiled_path(&shared.engine, &cache, testkit::GUEST_SHA256);
-        let bytes = fs::read(&shared.cwasm).unwrap();
-        let sum = digest::sha256_hex(&bytes);
-        write_atomically(&cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
-        write_atomically(&cache, &cwasm, &bytes).unwrap();
+        let (cwasm, bytes, sum) = seed_cache(shared, &cache);
         let stamp = verified_stamp_path(&cwasm);
         assert!(!stamp.exists());
 

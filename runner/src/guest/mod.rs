@@ -47,11 +47,12 @@ pub fn ensure(
     guest_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, GuestError> {
-    match locate_all(entry, guest_dir)? {
-        Some(path) => Ok(path),
-        None if entry.fetch == FetchPolicy::OnRequest => Err(not_fetched(entry)),
-        None => fetch(entry, guest_dir, progress),
-    }
+    located_or_fetched(
+        entry,
+        guest_dir,
+        progress,
+        entry.fetch != FetchPolicy::OnRequest,
+    )
 }
 
 /// Like [`ensure`], whatever the fetch policy: what `runner guest fetch NAME` does.
@@ -63,9 +64,21 @@ pub fn ensure_fetched(
     guest_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, GuestError> {
+    located_or_fetched(entry, guest_dir, progress, true)
+}
+
+/// The stored guest if [`locate_all`] verifies it, else fetched when `may_fetch`, else
+/// [`GuestError::NotFetched`].
+fn located_or_fetched(
+    entry: &GuestEntry,
+    guest_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+    may_fetch: bool,
+) -> Result<PathBuf, GuestError> {
     match locate_all(entry, guest_dir)? {
         Some(path) => Ok(path),
-        None => fetch(entry, guest_dir, progress),
+        None if may_fetch => fetch(entry, guest_dir, progress),
+        None => Err(not_fetched(entry)),
     }
 }
 
