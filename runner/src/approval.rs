@@ -225,14 +225,17 @@ pub fn judge_with_signature(
 }
 
 /// `approval.self_approved` when the policy demands separation of duties and the
-/// approver is the requester (compared trimmed, case-insensitively).
+/// approver is the requester, compared as a reader sees them
+/// ([`crate::normalize::identity_key`]: case, width, look-alike letters, dashes and
+/// invisible characters do not make two names differ).
 pub fn separation_of_duties(
     requested_by: &str,
     approved_by: &str,
     line: Option<usize>,
     policy: &Policy,
 ) -> Option<Reason> {
-    let same = requested_by.trim().to_lowercase() == approved_by.trim().to_lowercase();
+    let same =
+        crate::normalize::identity_key(requested_by) == crate::normalize::identity_key(approved_by);
     (policy.approval.separation_of_duties && same).then(|| {
         Reason::new(
             "approval.self_approved",
@@ -386,8 +389,9 @@ fn first_difference_line(a: &[u8], b: &[u8]) -> usize {
 
 /// A top-level scalar of the front matter and its line, when it can be read.
 fn front_matter_field(bytes: &[u8], key: &str, policy: &Policy) -> Option<(String, usize)> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let split = frontmatter::split(text).ok()?;
+    // The same normalized text `request::validate` judges.
+    let text = crate::normalize::for_hashing(std::str::from_utf8(bytes).ok()?);
+    let split = frontmatter::split(&text).ok()?;
     let budget = yaml::Budget {
         max_depth: policy.request.max_yaml_depth,
         max_nodes: policy.request.max_yaml_nodes,

@@ -8,6 +8,7 @@
 
 pub mod approval;
 pub mod backend;
+pub mod beside;
 pub mod cli;
 pub mod digest;
 pub mod exit_codes;

@@ -63,6 +63,48 @@ fn fold_homoglyph(c: char) -> char {
     }
 }
 
+/// Dashes and minus signs that read as a hyphen (Unicode's dash punctuation, Pd, and
+/// the minus-like symbols NFKC keeps).
+fn is_dash_like(c: char) -> bool {
+    matches!(
+        c,
+        '\u{058a}' | '\u{05be}' | '\u{1400}' | '\u{1806}' | '\u{2010}'
+            ..='\u{2015}'
+                | '\u{2043}'
+                | '\u{2212}'
+                | '\u{02d7}'
+                | '\u{2796}'
+                | '\u{2e17}'
+                | '\u{2e1a}'
+                | '\u{2e3a}'
+                | '\u{2e3b}'
+                | '\u{2e40}'
+                | '\u{301c}'
+                | '\u{3030}'
+                | '\u{30a0}'
+                | '\u{fe31}'
+                | '\u{fe32}'
+                | '\u{fe58}'
+                | '\u{fe63}'
+                | '\u{ff0d}'
+                | '\u{10ead}'
+    )
+}
+
+/// The form in which two names of people or agents are compared (separation of
+/// duties): the scanner's fold (NFKC, invisibles dropped, look-alike letters folded to
+/// Latin, lowercase), every dash-like character read as `-`, and runs of whitespace as
+/// one space, trimmed. "ｃore‐agent" (fullwidth c, U+2010) and "core-agent" compare
+/// equal, as they look equal to a reader.
+pub fn identity_key(name: &str) -> String {
+    let folded = Deobfuscated::of(name).folded;
+    let dashed: String = folded
+        .chars()
+        .map(|c| if is_dash_like(c) { '-' } else { c })
+        .collect();
+    dashed.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The scanner's view of one line of text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deobfuscated {
@@ -171,6 +213,24 @@ fn spaced_runs(text: &str) -> (Vec<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_key_folds_what_looks_the_same() {
+        let base = identity_key("core-agent");
+        for lookalike in [
+            "ｃore-agent",       // fullwidth c
+            "core\u{2010}agent", // hyphen
+            "core\u{2212}agent", // minus sign
+            "core\u{2011}agent", // non-breaking hyphen (NFKC → U+2010)
+            "  Core-Agent ",
+            "core-\u{200b}agent", // zero-width space
+            "сore-agent",         // Cyrillic es
+        ] {
+            assert_eq!(identity_key(lookalike), base, "{lookalike:?}");
+        }
+        assert_ne!(identity_key("core-agent2"), base);
+        assert_ne!(identity_key("core_agent"), base);
+    }
 
     #[test]
     fn hashing_normalization() {

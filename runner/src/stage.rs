@@ -7,10 +7,11 @@
 //! linked, without following a symlink, and hashed while they are copied: the copy that
 //! the guest sees is the copy that was hashed.
 
+use crate::beside::{BesideDir, OpenError};
 use crate::digest::sha256_hex;
 use crate::request::DeclaredInput;
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -21,6 +22,14 @@ use std::path::{Path, PathBuf};
 pub enum StageError {
     #[error("inputs directory {dir}: {source}")]
     InputsDir { dir: PathBuf, source: io::Error },
+    #[error(
+        "inputs directory {dir} is a symlink (or not a directory); the `inputs/` beside a request must be a real directory (name another one with --inputs)"
+    )]
+    InputsDirSymlink { dir: PathBuf },
+    #[error(
+        "declared input {path} has {links} hard links; inputs must be files of their own (copy it instead of linking it)"
+    )]
+    Hardlinked { path: String, links: u64 },
     #[error("declared input {path} is missing from {dir}")]
     Missing { path: String, dir: PathBuf },
     #[error(
@@ -92,6 +101,50 @@ impl RunDir {
     }
 }
 
+/// Where a run's declared inputs are read from ([`crate::beside`]: `--inputs DIR` is
+/// used as named; the default `inputs/` beside the request is never followed through a
+/// symlink, since `inputs -> /etc` would stage any file the runner can read). Below the
+/// root, no component is ever followed through a symlink, either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputsRoot(BesideDir);
+
+impl InputsRoot {
+    /// A directory named by the operator: a symlink to it is followed.
+    pub fn named(path: impl Into<PathBuf>) -> Self {
+        Self(BesideDir::named(path))
+    }
+
+    /// `inputs/` beside `request`: refused when it is a symlink.
+    pub fn beside(request: &Path) -> Self {
+        Self(BesideDir::beside(request, "inputs"))
+    }
+
+    /// `--inputs` when given, else `inputs/` beside the request.
+    pub fn for_request(named: Option<&Path>, request: &Path) -> Self {
+        Self(BesideDir::for_request(named, request, "inputs"))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Opens the root as a capability.
+    ///
+    /// # Ambient authority
+    /// Opens the directory on the host filesystem.
+    fn open(&self) -> Result<Dir, StageError> {
+        self.0.open(false).map_err(|e| match e {
+            OpenError::NotARealDir => StageError::InputsDirSymlink {
+                dir: self.path().to_owned(),
+            },
+            OpenError::Io(source) => StageError::InputsDir {
+                dir: self.path().to_owned(),
+                source,
+            },
+        })
+    }
+}
+
 /// An input after staging: its declared path and the sha256 of the staged copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StagedInput {
@@ -100,25 +153,21 @@ pub struct StagedInput {
     pub bytes: u64,
 }
 
-/// Copies every declared input from `inputs_dir` into `run.in_dir`, hashing each copy,
-/// and refuses on the first missing, non-regular, symlinked or mismatching file.
+/// Copies every declared input from `root` into `run.in_dir`, hashing each copy, and
+/// refuses on the first missing, non-regular, symlinked, hard-linked or mismatching file.
 ///
 /// # Ambient authority
-/// Opens `inputs_dir` on the host filesystem.
+/// Opens `root` on the host filesystem.
 pub fn stage_inputs(
     inputs: &[DeclaredInput],
-    inputs_dir: &Path,
+    root: &InputsRoot,
     run: &RunDir,
 ) -> Result<Vec<StagedInput>, StageError> {
     if inputs.is_empty() {
         return Ok(Vec::new());
     }
-    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority()).map_err(|source| {
-        StageError::InputsDir {
-            dir: inputs_dir.to_owned(),
-            source,
-        }
-    })?;
+    let inputs_dir = root.path();
+    let src = root.open()?;
     let dst =
         Dir::open_ambient_dir(&run.in_dir, ambient_authority()).map_err(StageError::RunDir)?;
     let mut staged = Vec::with_capacity(inputs.len());
@@ -243,6 +292,15 @@ fn open_regular_nofollow(
             path: declared.to_owned(),
         });
     }
+    // A hard link is a second name for a file that may live anywhere on the filesystem
+    // (`ln /etc/shadow inputs/x` needs no symlink), so it is not "a file inside the
+    // inputs directory": its bytes, and its digest in a mismatch message, would leak.
+    if meta.nlink() > 1 {
+        return Err(StageError::Hardlinked {
+            path: declared.to_owned(),
+            links: meta.nlink(),
+        });
+    }
     Ok(file)
 }
 
@@ -266,20 +324,15 @@ pub(crate) fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Res
     Ok((crate::digest::hex(&hasher.finalize()), total))
 }
 
-/// sha256 of one declared input in `inputs_dir`, read the way staging reads it (no
-/// symlinks, regular files only), without copying it.
+/// sha256 of one declared input under `root`, read the way staging reads it (no
+/// symlinks, no hard links, regular files only), without copying it.
 ///
 /// # Ambient authority
-/// Opens `inputs_dir` on the host filesystem.
-pub fn hash_input(inputs_dir: &Path, declared_path: &str) -> Result<String, StageError> {
-    let src = Dir::open_ambient_dir(inputs_dir, ambient_authority()).map_err(|source| {
-        StageError::InputsDir {
-            dir: inputs_dir.to_owned(),
-            source,
-        }
-    })?;
+/// Opens `root` on the host filesystem.
+pub fn hash_input(root: &InputsRoot, declared_path: &str) -> Result<String, StageError> {
+    let src = root.open()?;
     let rel = declared_path.strip_prefix("/in/").unwrap_or(declared_path);
-    let file = open_regular_nofollow(&src, rel, declared_path, inputs_dir)?;
+    let file = open_regular_nofollow(&src, rel, declared_path, root.path())?;
     crate::digest::sha256_reader(file).map_err(|source| StageError::Copy {
         path: declared_path.to_owned(),
         source,
@@ -393,7 +446,7 @@ mod tests {
                 input("/in/a.csv", b"x,y\n1,2\n"),
                 input("/in/sub/b.txt", b"hello"),
             ],
-            src.path(),
+            &InputsRoot::named(src.path()),
             &run,
         )
         .unwrap();
@@ -410,7 +463,12 @@ mod tests {
         let src = tempfile::tempdir().unwrap();
         std::fs::write(src.path().join("a.csv"), b"tampered").unwrap();
         let run = RunDir::create(None).unwrap();
-        let err = stage_inputs(&[input("/in/a.csv", b"original")], src.path(), &run).unwrap_err();
+        let err = stage_inputs(
+            &[input("/in/a.csv", b"original")],
+            &InputsRoot::named(src.path()),
+            &run,
+        )
+        .unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, StageError::HashMismatch { .. }));
         assert!(
@@ -443,7 +501,12 @@ mod tests {
             ("/in/fifo", b"", "NotRegular"),
         ];
         for (path, content, want) in cases {
-            let err = stage_inputs(&[input(path, content)], src.path(), &run).unwrap_err();
+            let err = stage_inputs(
+                &[input(path, content)],
+                &InputsRoot::named(src.path()),
+                &run,
+            )
+            .unwrap_err();
             assert!(format!("{err:?}").starts_with(want), "{path}: {err:?}");
         }
     }
@@ -453,12 +516,88 @@ mod tests {
         let src = tempfile::tempdir().unwrap();
         std::fs::write(src.path().join("a"), b"1").unwrap();
         let run = RunDir::create(None).unwrap();
-        let staged = stage_inputs(&[input("/in/a", b"1")], src.path(), &run).unwrap();
+        let staged = stage_inputs(
+            &[input("/in/a", b"1")],
+            &InputsRoot::named(src.path()),
+            &run,
+        )
+        .unwrap();
         std::fs::set_permissions(run.in_dir.join("a"), std::fs::Permissions::from_mode(0o644))
             .unwrap();
         std::fs::write(run.in_dir.join("a"), b"2").unwrap();
         std::fs::write(run.in_dir.join("new"), b"x").unwrap();
         let findings = recheck_inputs(&staged, &run);
         assert_eq!(findings.len(), 2, "{findings:?}");
+    }
+
+    /// Attack (audit, issue 24.2): `inputs -> /etc` beside a request declaring
+    /// `/in/passwd`. The default root is refused; the same link named with `--inputs`
+    /// is the operator's choice and is followed.
+    #[test]
+    fn symlinked_default_inputs_root_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        std::fs::write(target.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(target.path(), base.path().join("inputs")).unwrap();
+        let request = base.path().join("TR-x.md");
+        let run = RunDir::create(None).unwrap();
+        let declared = [input("/in/secret", b"wrong hash")];
+        let err = stage_inputs(&declared, &InputsRoot::beside(&request), &run).unwrap_err();
+        assert!(
+            matches!(err, StageError::InputsDirSymlink { .. }),
+            "{err:?}"
+        );
+        assert!(
+            !err.to_string().contains(&sha256_hex(b"s")),
+            "the refusal reveals the target's digest: {err}"
+        );
+        let err = hash_input(&InputsRoot::beside(&request), "/in/secret").unwrap_err();
+        assert!(
+            matches!(err, StageError::InputsDirSymlink { .. }),
+            "{err:?}"
+        );
+        let named = InputsRoot::for_request(Some(&base.path().join("inputs")), &request);
+        let staged = stage_inputs(&[input("/in/secret", b"s")], &named, &run).unwrap();
+        assert_eq!(staged[0].sha256, sha256_hex(b"s"));
+    }
+
+    #[test]
+    fn real_default_inputs_root_is_staged() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir(base.path().join("inputs")).unwrap();
+        std::fs::write(base.path().join("inputs/a"), b"1").unwrap();
+        let run = RunDir::create(None).unwrap();
+        let root = InputsRoot::beside(&base.path().join("TR-x.md"));
+        let staged = stage_inputs(&[input("/in/a", b"1")], &root, &run).unwrap();
+        assert_eq!(staged.len(), 1);
+        // A file where the directory should be is refused as not a directory.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("inputs"), b"not a dir").unwrap();
+        let root = InputsRoot::beside(&other.path().join("TR-x.md"));
+        let err = stage_inputs(&[input("/in/a", b"1")], &root, &run).unwrap_err();
+        assert!(
+            matches!(err, StageError::InputsDirSymlink { .. }),
+            "{err:?}"
+        );
+    }
+
+    /// Attack (audit, issue 24.2): a hard link in the inputs directory names a file that
+    /// lives elsewhere; it is refused, and the refusal does not reveal its digest.
+    #[test]
+    fn hardlinked_input_is_refused_without_its_digest() {
+        let src = tempfile::tempdir().unwrap();
+        let elsewhere = src.path().join("elsewhere");
+        std::fs::write(&elsewhere, b"secret").unwrap();
+        std::fs::create_dir(src.path().join("inputs")).unwrap();
+        std::fs::hard_link(&elsewhere, src.path().join("inputs/x")).unwrap();
+        let root = InputsRoot::named(src.path().join("inputs"));
+        let run = RunDir::create(None).unwrap();
+        let err = stage_inputs(&[input("/in/x", b"guess")], &root, &run).unwrap_err();
+        assert!(
+            matches!(err, StageError::Hardlinked { links: 2, .. }),
+            "{err:?}"
+        );
+        assert!(!err.to_string().contains(&sha256_hex(b"secret")), "{err}");
+        assert!(hash_input(&root, "/in/x").is_err());
     }
 }

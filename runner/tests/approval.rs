@@ -659,3 +659,63 @@ fn the_worked_example_verifies_under_its_policy() {
     let judged = runner::approval::judge(&request, &bytes, &policy).unwrap();
     assert_eq!(judged.approval_key.unwrap().name, "operator-ada");
 }
+
+/// Attack (audit, issue 24.1): sign a monty request whose code branches on
+/// `len("café") == 4`, then rewrite only the `é` in its NFD form and keep the `.sig`.
+/// The signature covers the normalized (NFC) text; the runner must run exactly that
+/// text, so the tampered file takes the branch that was signed, and both runs pin the
+/// same request hash because they ran the same code.
+#[test]
+fn nfd_rewrite_of_a_signed_request_runs_what_was_signed() {
+    let s = Setup::new();
+    let monty = std::fs::read_to_string(
+        repo().join("examples/monty-primes/TR-20261121-101500Z-monty-primes.md"),
+    )
+    .unwrap();
+    let code_start = monty.find("```python\n").unwrap() + "```python\n".len();
+    let code_end = code_start + monty[code_start..].find("```\n").unwrap();
+    let branching = "if len(\"caf\u{e9}\") == 4:\n    print(\"signed branch\")\nelse:\n    print(\"tampered branch\")\n";
+    let text = format!(
+        "{}{branching}{}",
+        &monty[..code_start],
+        &monty[code_end..]
+    )
+    .replace(
+        "## Inputs (JSON)\n```json\n{\"limits\": [10, 100, 1000, 10000], \"label\": \"sieve\"}\n```\n\n",
+        "",
+    );
+    std::fs::write(s.request(), &text).unwrap();
+    let s = s.signed();
+    let (exit, codes, report) = s.exec();
+    assert_eq!((exit, codes), (0, vec![]), "the signed request runs");
+    let signed_result = PathBuf::from(report["result_path"].as_str().unwrap());
+    let signed_stdout =
+        std::fs::read_to_string(signed_result.with_extension("").join("stdout")).unwrap();
+    assert_eq!(signed_stdout, "signed branch\n");
+
+    let tampered = s.text().replace('\u{e9}', "e\u{301}");
+    assert_ne!(tampered, s.text(), "the rewrite changed the bytes");
+    std::fs::write(s.request(), &tampered).unwrap();
+    let (exit, codes, report) = s.exec();
+    assert_eq!(
+        (exit, codes),
+        (0, vec![]),
+        "the NFD copy normalizes to what was signed"
+    );
+    let tampered_result = PathBuf::from(report["result_path"].as_str().unwrap());
+    let tampered_stdout =
+        std::fs::read_to_string(tampered_result.with_extension("").join("stdout")).unwrap();
+    assert_eq!(
+        tampered_stdout, "signed branch\n",
+        "the NFD rewrite ran different code under the same signature"
+    );
+    let pin = |result: &Path| -> Value {
+        let stem = result.file_stem().unwrap().to_str().unwrap();
+        let lock: Value = serde_json::from_slice(
+            &std::fs::read(result.with_file_name(format!("{stem}.lock.json"))).unwrap(),
+        )
+        .unwrap();
+        lock["request"]["sha256"].clone()
+    };
+    assert_eq!(pin(&signed_result), pin(&tampered_result));
+}

@@ -1,6 +1,8 @@
 //! Tool results: the fixture corpus (`tests/results/`, each result with its `NAME/`
-//! directory beside it), every result `runner exec` writes passing the check, and each
-//! kind of tampering with a real result rejected with a reason naming what changed.
+//! directory beside it), every result `runner exec` writes passing the check, each
+//! kind of tampering with a real result rejected with a reason naming what changed, and
+//! everything one run writes (result, `TS-…/`, lock, in-toto statement, DSSE envelope)
+//! passing through `runner gate` as one set that still verifies.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -361,4 +363,314 @@ fn exec_of_a_hostile_guest_writes_a_result_that_passes() {
     let doc = exec(&request_path, &inputs, &work.path().join("results"));
     let (v, code) = validate(&doc);
     assert_eq!((v["verdict"].as_str(), code), (Some("ACCEPT"), 0), "{v}");
+}
+
+// ------------------------------------------------------------------ a result set through the gate
+
+/// The monty example: it runs without a guest download, so these tests need nothing
+/// fetched.
+const MONTY: &str = "examples/monty-primes/TR-20261121-101500Z-monty-primes.md";
+
+/// One run's whole set, exactly as `runner exec` wrote it, copied into a fresh inbox.
+struct SetInInbox {
+    _tmp: tempfile::TempDir,
+    inbox: PathBuf,
+    accepted: PathBuf,
+    quarantine: PathBuf,
+    /// The result id `X` of `X.md`.
+    id: String,
+    /// Every name of the set, sorted: `X`, `X.intoto.dsse.json` (signed),
+    /// `X.intoto.json`, `X.lock.json`, `X.md`.
+    set: Vec<String>,
+    /// The public key the statement was signed with (signed sets only).
+    public_key: Option<PathBuf>,
+}
+
+/// Runs the monty example (signing its statement with a fresh key when `signed`) and
+/// copies everything the run wrote into an inbox.
+fn set_in_inbox(signed: bool) -> SetInInbox {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let key = tmp.path().join("ci");
+    if signed {
+        let out = runner(&["keygen".as_ref(), key.as_os_str()]);
+        assert_eq!(out.status.code(), Some(0), "runner keygen: {out:?}");
+    }
+    let mut exec = Command::new(env!("CARGO_BIN_EXE_runner"));
+    exec.arg("exec")
+        .arg(repo().join(MONTY))
+        .arg("--json")
+        .arg("--results")
+        .arg(&results);
+    if signed {
+        exec.arg("--sign-key").arg(key.with_extension("key"));
+    }
+    let out = exec.output().expect("runner exec runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "runner exec failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = PathBuf::from(report["result_path"].as_str().unwrap());
+    let id = doc.file_stem().unwrap().to_string_lossy().into_owned();
+    let mut want = vec![
+        id.clone(),
+        format!("{id}.intoto.json"),
+        format!("{id}.lock.json"),
+        format!("{id}.md"),
+    ];
+    if signed {
+        want.push(format!("{id}.intoto.dsse.json"));
+    }
+    want.sort();
+    let set = dir_names(&results);
+    assert_eq!(set, want, "what exec writes for one run");
+    let inbox = tmp.path().join("inbox");
+    copy_tree(&results, &inbox);
+    SetInInbox {
+        inbox,
+        accepted: tmp.path().join("accepted"),
+        quarantine: tmp.path().join("quarantine"),
+        id,
+        set,
+        public_key: signed.then(|| key.with_extension("pub")),
+        _tmp: tmp,
+    }
+}
+
+impl SetInInbox {
+    fn gate(&self) -> (serde_json::Value, i32) {
+        gate_json(&self.inbox, &self.accepted, &self.quarantine)
+    }
+
+    /// `runner verify DIR/X.md --request … [--public-key …] --json`: the report and the
+    /// exit code.
+    fn verify_in(&self, dir: &Path) -> (serde_json::Value, i32) {
+        let doc = dir.join(format!("{}.md", self.id));
+        let request = repo().join(MONTY);
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "verify".as_ref(),
+            doc.as_os_str(),
+            "--json".as_ref(),
+            "--request".as_ref(),
+            request.as_os_str(),
+        ];
+        if let Some(key) = &self.public_key {
+            args.push("--public-key".as_ref());
+            args.push(key.as_os_str());
+        }
+        let out = runner(&args);
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        (v, out.status.code().unwrap())
+    }
+
+    /// The set's names with the result id written `X`, to compare runs.
+    fn generic(&self, names: &[String]) -> Vec<String> {
+        names.iter().map(|n| n.replace(&self.id, "X")).collect()
+    }
+
+    /// The companions' names (`X.md` is the document), as the summary lists them.
+    fn companions(&self, label: &str) -> Vec<String> {
+        self.set
+            .iter()
+            .filter(|n| **n != format!("{}.md", self.id))
+            .map(|n| format!("{label}/{n}"))
+            .collect()
+    }
+}
+
+fn flip_middle_byte(path: &Path) {
+    let len = std::fs::metadata(path).unwrap().len() as usize;
+    flip_byte(path, len / 2);
+}
+
+/// Issue 24, item 5: the gate split a genuine result set. Everything `runner exec`
+/// wrote, copied into an inbox, left the in-toto statement (and the DSSE envelope)
+/// behind in quarantine as `kind.unknown`, the gate exited 1, and `runner verify` on
+/// the accepted result said REJECT ("in-toto statement expected"). The whole set must
+/// arrive together, unsigned (lock + statement) and signed (+ envelope), and verify.
+#[test]
+fn gate_keeps_intoto_statement_with_its_result() {
+    for signed in [false, true] {
+        let s = set_in_inbox(signed);
+        let (v, code) = s.gate();
+        assert_eq!(
+            code, 0,
+            "signed={signed}: a genuine set is accepted whole: {v}"
+        );
+        assert_eq!(
+            (&v["documents"], &v["accepted"], &v["quarantined"]),
+            (&1.into(), &1.into(), &0.into()),
+            "signed={signed}: one document, its companions are not documents: {v}"
+        );
+        assert_eq!(dir_names(&s.accepted), s.set, "signed={signed}: {v}");
+        assert_eq!(dir_names(&s.quarantine), Vec::<String>::new(), "{v}");
+        assert_eq!(dir_names(&s.inbox), Vec::<String>::new(), "{v}");
+        let entry = &v["entries"][0];
+        assert_eq!(
+            entry["dest"],
+            format!("accepted/{}.md", s.id),
+            "signed={signed}: {v}"
+        );
+        let mut listed: Vec<String> = entry["companions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_owned())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, s.companions("accepted"), "signed={signed}: {v}");
+
+        let (v, code) = s.verify_in(&s.accepted);
+        assert_eq!(
+            (code, v["verdict"].as_str()),
+            (0, Some("ACCEPT")),
+            "signed={signed}: the accepted result verifies: {v}"
+        );
+        let checked: Vec<&str> = v["checked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        assert!(checked.contains(&"in-toto statement"), "{v}");
+        assert_eq!(
+            checked
+                .iter()
+                .any(|c| c.starts_with("statement signature by")),
+            signed,
+            "signed={signed}: {v}"
+        );
+    }
+}
+
+/// The other half of keeping a set whole: a result the gate rejects (one stdout byte
+/// flipped) goes to quarantine with every companion, and nothing of it is accepted.
+#[test]
+fn gate_quarantines_a_rejected_result_with_its_whole_set() {
+    for signed in [false, true] {
+        let s = set_in_inbox(signed);
+        flip_byte(&s.inbox.join(&s.id).join("stdout"), 0);
+        let (v, code) = s.gate();
+        assert_eq!(code, 1, "signed={signed}: {v}");
+        assert_eq!(
+            (&v["documents"], &v["accepted"], &v["quarantined"]),
+            (&1.into(), &0.into(), &1.into()),
+            "signed={signed}: {v}"
+        );
+        assert_eq!(
+            v["entries"][0]["codes"],
+            serde_json::json!(["artifacts.stream_hash_mismatch"]),
+            "{v}"
+        );
+        let mut want = s.set.clone();
+        want.push(format!("{}.md.reasons.json", s.id));
+        want.push(format!("{}.md.reasons.md", s.id));
+        want.sort();
+        assert_eq!(dir_names(&s.quarantine), want, "signed={signed}: {v}");
+        assert_eq!(dir_names(&s.accepted), Vec::<String>::new(), "{v}");
+        assert_eq!(dir_names(&s.inbox), Vec::<String>::new(), "{v}");
+    }
+}
+
+/// The gate judges a result and its artifacts; it does not verify the replay lock (the
+/// README says so: that is `runner verify`'s job). A tampered statement or envelope is
+/// therefore judged exactly as a tampered lock is: the set moves whole, wherever the
+/// result's own verdict sends it, and `runner verify` there names what was tampered.
+/// Should the gate ever check the lock, this test makes it check the statement and the
+/// envelope too.
+#[test]
+fn gate_judges_a_tampered_statement_or_envelope_as_a_tampered_lock() {
+    let tampered = [
+        (".lock.json", "lock"),
+        (".intoto.json", "in-toto statement"),
+        (".intoto.dsse.json", "statement signature"),
+    ];
+    let mut outcomes = Vec::new();
+    for (suffix, named) in tampered {
+        let s = set_in_inbox(true);
+        flip_middle_byte(&s.inbox.join(format!("{}{suffix}", s.id)));
+        let (v, code) = s.gate();
+        let (accepted, quarantine) = (dir_names(&s.accepted), dir_names(&s.quarantine));
+        assert_eq!(dir_names(&s.inbox), Vec::<String>::new(), "{suffix}: {v}");
+        let whole_in = if accepted.is_empty() {
+            &s.quarantine
+        } else {
+            &s.accepted
+        };
+        assert!(
+            s.set.iter().all(|n| dir_names(whole_in).contains(n)) && v["documents"] == 1,
+            "{suffix}: the set moved whole, as one document: {v}"
+        );
+        let (verified, _) = s.verify_in(whole_in);
+        assert_eq!(verified["verdict"], "REJECT", "{suffix}: {verified}");
+        assert!(
+            verified["differences"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["what"] == named),
+            "{suffix}: verify names the {named}: {verified}"
+        );
+        outcomes.push((
+            suffix,
+            (
+                code,
+                v["entries"][0]["verdict"].clone(),
+                s.generic(&accepted),
+                s.generic(&quarantine),
+            ),
+        ));
+    }
+    let (_, lock_outcome) = &outcomes[0];
+    for (suffix, outcome) in &outcomes[1..] {
+        assert_eq!(
+            outcome, lock_outcome,
+            "a tampered {suffix} is judged as a tampered lock is (exit code, verdict, accepted, quarantine)"
+        );
+    }
+}
+
+/// A companion without its result (`X.intoto.json`, `X.intoto.dsse.json` with no
+/// `X.md`) is a document of its own, judged and quarantined with its reason report, as
+/// an orphan lock is; nothing is left in the inbox and nothing is accepted.
+#[test]
+fn gate_quarantines_an_orphan_statement_as_it_does_an_orphan_lock() {
+    let s = set_in_inbox(true);
+    std::fs::remove_file(s.inbox.join(format!("{}.md", s.id))).unwrap();
+    std::fs::remove_dir_all(s.inbox.join(&s.id)).unwrap();
+    let orphans = dir_names(&s.inbox);
+    assert_eq!(orphans.len(), 3, "lock, statement, envelope: {orphans:?}");
+    let (v, code) = s.gate();
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(
+        (&v["documents"], &v["accepted"], &v["quarantined"]),
+        (&3.into(), &0.into(), &3.into()),
+        "{v}"
+    );
+    assert_eq!(dir_names(&s.inbox), Vec::<String>::new(), "{v}");
+    assert_eq!(dir_names(&s.accepted), Vec::<String>::new(), "{v}");
+    let q = dir_names(&s.quarantine);
+    for orphan in &orphans {
+        for name in [
+            orphan.clone(),
+            format!("{orphan}.reasons.md"),
+            format!("{orphan}.reasons.json"),
+        ] {
+            assert!(q.contains(&name), "{name} not in quarantine: {q:?}");
+        }
+        let entry = v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["source"] == orphan.as_str())
+            .unwrap_or_else(|| panic!("no entry for {orphan}: {v}"));
+        // Judged by its own text like the orphan lock: JSON with no `schema` key.
+        assert_eq!(entry["verdict"], "REJECT", "{v}");
+        assert_eq!(entry["codes"], serde_json::json!(["kind.unknown"]), "{v}");
+        assert_eq!(entry["companions"], serde_json::json!([]), "{v}");
+    }
 }

@@ -89,9 +89,11 @@ fn file_name(path: &Path) -> &str {
         .expect("a UTF-8 file name")
 }
 
-/// The validator's verdict and reasons for `bytes` under the built-in policy.
+/// The verdict and reasons for `bytes` as `runner exec` judges an unsigned request:
+/// the validator's rules and separation of duties.
 fn judge(bytes: &[u8], policy: &Policy) -> (&'static str, Vec<Reason>) {
-    match request::validate(bytes, policy) {
+    let unsigned = runner::approval::SignatureFile::Absent;
+    match runner::approval::judge_with_signature(bytes, unsigned, "fixture.md.sig", policy) {
         Ok(_) => ("ACCEPT", Vec::new()),
         Err(reasons) => ("REJECT", reasons),
     }

@@ -12,8 +12,7 @@ use crate::request::sections;
 use crate::request::validate::{input_path_problem, trim_path_token};
 use crate::request::yaml::{self, Node};
 use crate::result::render::yaml_str;
-use crate::stage::{self, StageError};
-use std::path::Path;
+use crate::stage::{self, InputsRoot, StageError};
 
 /// One sealed input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,12 +41,12 @@ pub enum SealError {
     Inputs(Vec<String>),
 }
 
-/// Seals `text`, reading the declared inputs from `inputs_dir` without following
-/// symlinks.
+/// Seals `text`, reading the declared inputs from `inputs` as staging will (no
+/// symlinks, no hard links).
 ///
 /// # Ambient authority
-/// Opens `inputs_dir` and the files in it (through [`stage::hash_input`]).
-pub fn seal(text: &str, inputs_dir: &Path, policy: &Policy) -> Result<Sealed, SealError> {
+/// Opens `inputs` and the files in it (through [`stage::hash_input`]).
+pub fn seal(text: &str, inputs: &InputsRoot, policy: &Policy) -> Result<Sealed, SealError> {
     let fm = FrontMatter::load(text, policy)?;
     let mut doc = Document::parse(text);
 
@@ -78,7 +77,7 @@ pub fn seal(text: &str, inputs_dir: &Path, policy: &Policy) -> Result<Sealed, Se
         }
     }
 
-    let inputs = hash_all(&paths, inputs_dir)?;
+    let inputs = hash_all(&paths, inputs)?;
     let hash_of = |path: &str| {
         inputs
             .iter()
@@ -159,7 +158,7 @@ fn front_matter_paths(fm: &FrontMatter) -> Result<Vec<String>, EditError> {
 }
 
 /// Hashes every path, naming every one that cannot be sealed.
-fn hash_all(paths: &[String], inputs_dir: &Path) -> Result<Vec<SealedInput>, SealError> {
+fn hash_all(paths: &[String], root: &InputsRoot) -> Result<Vec<SealedInput>, SealError> {
     let mut problems = Vec::new();
     let mut inputs = Vec::with_capacity(paths.len());
     for path in paths {
@@ -167,12 +166,12 @@ fn hash_all(paths: &[String], inputs_dir: &Path) -> Result<Vec<SealedInput>, Sea
             problems.push(message);
             continue;
         }
-        match stage::hash_input(inputs_dir, path) {
+        match stage::hash_input(root, path) {
             Ok(sha256) => inputs.push(SealedInput {
                 path: path.clone(),
                 sha256,
             }),
-            Err(e @ StageError::InputsDir { .. }) => {
+            Err(e @ (StageError::InputsDir { .. } | StageError::InputsDirSymlink { .. })) => {
                 problems.push(e.to_string());
                 break;
             }
@@ -366,7 +365,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("d")).unwrap();
         std::fs::write(dir.path().join("d/b.txt"), "b").unwrap();
         let draft = "---\r\nx: 1\r\ninputs:\r\n  - path: \"/in/a.txt\"\r\n# keep me\r\ny: 2\r\n---\r\n# T\r\n\r\n## Input Files\r\n- `/in/d/b.txt`: more\r\n\r\n## Command\r\n`python x.py`\r\n";
-        let sealed = seal(draft, dir.path(), &Policy::builtin()).unwrap();
+        let sealed = seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin()).unwrap();
         let (ha, hb) = (
             crate::digest::sha256_hex(b"a"),
             crate::digest::sha256_hex(b"b"),
@@ -377,9 +376,13 @@ mod tests {
         assert_eq!(sealed.text, want);
         // Sealing again changes nothing.
         assert_eq!(
-            seal(&sealed.text, dir.path(), &Policy::builtin())
-                .unwrap()
-                .text,
+            seal(
+                &sealed.text,
+                &InputsRoot::named(dir.path()),
+                &Policy::builtin()
+            )
+            .unwrap()
+            .text,
             want
         );
     }
@@ -390,7 +393,9 @@ mod tests {
         std::os::unix::fs::symlink("/etc/hostname", dir.path().join("link.txt")).unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         let draft = "---\ninputs:\n  - path: \"/in/link.txt\"\n  - path: \"/in/gone.txt\"\n  - path: \"/in/sub\"\n  - path: \"/etc/passwd\"\n---\n";
-        let Err(SealError::Inputs(problems)) = seal(draft, dir.path(), &Policy::builtin()) else {
+        let Err(SealError::Inputs(problems)) =
+            seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin())
+        else {
             panic!("sealed");
         };
         let all = problems.join("\n");
@@ -406,7 +411,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "a").unwrap();
         let draft = "---\nx: 1\n---\n## Input Files\n- /in/a.txt\n";
-        let sealed = seal(draft, dir.path(), &Policy::builtin()).unwrap();
+        let sealed = seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin()).unwrap();
         let ha = crate::digest::sha256_hex(b"a");
         assert_eq!(
             sealed.text,
@@ -417,7 +422,9 @@ mod tests {
         // No inputs at all: nothing to change.
         let none = "---\nx: 1\n---\n## Input Files\nnone\n";
         assert_eq!(
-            seal(none, dir.path(), &Policy::builtin()).unwrap().text,
+            seal(none, &InputsRoot::named(dir.path()), &Policy::builtin())
+                .unwrap()
+                .text,
             none
         );
     }

@@ -22,8 +22,8 @@ use crate::policy::Policy;
 use crate::request::{ApprovedRequest, Reason, Work};
 use crate::result::collect::{self, WalkLimits};
 use crate::result::render::{self, Provenance, ResultDoc};
-use crate::result::{Rendered, Staging};
-use crate::stage::{self, RunDir, StageError};
+use crate::result::{Rendered, ResultsRoot, Staging};
+use crate::stage::{self, InputsRoot, RunDir, StageError};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use ed25519_dalek::SigningKey;
@@ -181,13 +181,9 @@ impl ExecCommand {
         sign_key: Option<&SigningKey>,
     ) -> Result<ExecReport, Failure> {
         let plan = RunPlan::judge(request, policy)?;
-        let base = request
-            .parent()
-            .map(Path::to_owned)
-            .unwrap_or_else(|| PathBuf::from("."));
-        let inputs_dir = self.inputs.clone().unwrap_or_else(|| base.join("inputs"));
-        let results_dir = self.results.clone().unwrap_or_else(|| base.join("results"));
-        let summary = plan.run_shared(shared, &inputs_dir, &results_dir, !self.json, sign_key)?;
+        let inputs = InputsRoot::for_request(self.inputs.as_deref(), request);
+        let results = ResultsRoot::for_request(self.results.as_deref(), request);
+        let summary = plan.run_shared(shared, &inputs, &results, !self.json, sign_key)?;
         Ok(ExecReport {
             verdict: "ACCEPT",
             reasons: Vec::new(),
@@ -285,21 +281,21 @@ impl RunPlan {
     /// lock and in-toto statement (signed when `sign_key` is given).
     pub fn run(
         &self,
-        inputs_dir: &Path,
-        results_dir: &Path,
+        inputs: &InputsRoot,
+        results: &ResultsRoot,
         show_progress: bool,
         sign_key: Option<&SigningKey>,
     ) -> Result<RunSummary, Failure> {
         let shared = SharedEngines::default();
-        self.run_shared(&shared, inputs_dir, results_dir, show_progress, sign_key)
+        self.run_shared(&shared, inputs, results, show_progress, sign_key)
     }
 
     /// [`RunPlan::run`] with the engines of a batch.
     pub fn run_shared(
         &self,
         shared: &SharedEngines,
-        inputs_dir: &Path,
-        results_dir: &Path,
+        inputs: &InputsRoot,
+        results: &ResultsRoot,
         show_progress: bool,
         sign_key: Option<&SigningKey>,
     ) -> Result<RunSummary, Failure> {
@@ -345,10 +341,18 @@ impl RunPlan {
                 }
             };
 
+        // The results directory is opened (a symlinked default refused) before anything
+        // runs: a run whose result could not be published must not happen.
+        let staging = Staging::new(results).map_err(|e| {
+            let code = match e {
+                crate::result::PublishError::ResultsDirSymlink { .. } => "result.dir_symlink",
+                _ => "result.write",
+            };
+            Failure::new(exit_codes::IO, code, e.to_string())
+        })?;
         let run = RunDir::create(None)
             .map_err(|e| Failure::new(exit_codes::IO, "stage.run_dir", e.to_string()))?;
-        let staged =
-            stage::stage_inputs(approved.inputs(), inputs_dir, &run).map_err(stage_failure)?;
+        let staged = stage::stage_inputs(approved.inputs(), inputs, &run).map_err(stage_failure)?;
         let tmpfs = confine::mount_out_tmpfs(&run.out_dir, &limits)
             .map_err(|e| Failure::new(exit_codes::IO, "stage.out_mount", e.to_string()))?;
         let spec = SandboxSpec {
@@ -371,7 +375,7 @@ impl RunPlan {
             guest: guest_id.as_ref(),
             sign_key,
         };
-        let (path, lock) = publish(&ctx, &run, results_dir, &outcome, &mut findings)?;
+        let (path, lock) = publish(&ctx, &run, staging, results, &outcome, &mut findings)?;
         if let Some(t) = tmpfs {
             // The outputs are copied; a failed unmount only delays freeing the tmpfs.
             let _ = t.unmount();
@@ -498,6 +502,8 @@ fn stage_failure(e: StageError) -> Failure {
         StageError::NotRegular { .. } => "stage.input_not_regular",
         StageError::HashMismatch { .. } => "stage.input_hash_mismatch",
         StageError::InputsDir { .. } => "stage.inputs_dir",
+        StageError::InputsDirSymlink { .. } => "stage.inputs_dir_symlink",
+        StageError::Hardlinked { .. } => "stage.input_hardlinked",
         StageError::RunDir(_) | StageError::Copy { .. } => "stage.io",
     };
     let exit = match &e {
@@ -521,7 +527,8 @@ struct PublishContext<'a> {
 fn publish(
     ctx: &PublishContext<'_>,
     run: &RunDir,
-    results_dir: &Path,
+    staging: Staging,
+    results: &ResultsRoot,
     outcome: &Outcome,
     findings: &mut Vec<String>,
 ) -> Result<(PathBuf, Lock), Failure> {
@@ -532,20 +539,25 @@ fn publish(
         Failure::new(
             exit_codes::IO,
             "result.write",
-            format!("results directory {}: {e}", results_dir.display()),
+            format!("results directory {}: {e}", results.path().display()),
         )
     };
-    let staging = Staging::new(results_dir).map_err(|e| io(e.to_string()))?;
-    let out = Dir::open_ambient_dir(&run.out_dir, ambient_authority())
-        .map_err(|e| io(format!("reopening /out: {e}")))?;
-    let dest = Dir::open_ambient_dir(staging.path().join("out"), ambient_authority())
-        .map_err(|e| io(e.to_string()))?;
+    let dest = staging.out_dir().map_err(|e| io(e.to_string()))?;
     let walk = WalkLimits {
         max_entries: ctx.limits.out_files.saturating_add(16),
         max_depth: 32,
     };
-    let collected =
-        collect::collect(&out, &dest, walk).map_err(|e| io(format!("collecting /out: {e}")))?;
+    // Whatever the guest left, the run ends in a complete result: a /out that cannot
+    // even be reopened is a finding, not a lost run.
+    let collected = match Dir::open_ambient_dir(&run.out_dir, ambient_authority()) {
+        Ok(out) => collect::collect(&out, &dest, walk),
+        Err(e) => collect::Collected {
+            findings: vec![format!(
+                "/out could not be reopened after the run ({e}); nothing was collected"
+            )],
+            ..Default::default()
+        },
+    };
     findings.extend(collected.findings);
     staging
         .write_stream("stdout", &outcome.stdout)

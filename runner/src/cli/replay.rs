@@ -13,7 +13,7 @@ use crate::lock::verify::{find_request, result_location};
 use crate::lock::{Lock, lock_file_name, tag, text_sha256_tagged};
 use crate::policy::Policy;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -168,12 +168,8 @@ impl ReplayCommand {
             return Err((exit_codes::REJECT, refused));
         }
 
-        let base = request_path
-            .parent()
-            .map(Path::to_owned)
-            .unwrap_or_else(|| PathBuf::from("."));
-        let inputs_dir = self.inputs.clone().unwrap_or_else(|| base.join("inputs"));
-        let input_drift = input_drift(&lock, &inputs_dir);
+        let inputs = crate::stage::InputsRoot::for_request(self.inputs.as_deref(), &request_path);
+        let input_drift = input_drift(&lock, &inputs);
         if !input_drift.is_empty() {
             return Ok(ReplayReport {
                 verdict: "DRIFT",
@@ -194,7 +190,12 @@ impl ReplayCommand {
             }
         };
         let summary = plan
-            .run(&inputs_dir, &results_dir, !self.json, None)
+            .run(
+                &inputs,
+                &crate::result::ResultsRoot::named(&results_dir),
+                !self.json,
+                None,
+            )
             .map_err(|f| {
                 (
                     f.code,
@@ -262,10 +263,10 @@ fn pin_differences(lock: &Lock, plan: &RunPlan, policy: &Policy) -> Vec<String> 
 }
 
 /// Inputs whose bytes differ from the pin, each as a DRIFT entry.
-fn input_drift(lock: &Lock, inputs_dir: &Path) -> Vec<OutputComparison> {
+fn input_drift(lock: &Lock, inputs: &crate::stage::InputsRoot) -> Vec<OutputComparison> {
     let mut out = Vec::new();
     for input in &lock.inputs {
-        let actual = match crate::stage::hash_input(inputs_dir, &input.path) {
+        let actual = match crate::stage::hash_input(inputs, &input.path) {
             Ok(sha) => tag(&sha),
             Err(e) => format!("unavailable: {e}"),
         };

@@ -109,12 +109,8 @@ impl SealCommand {
             super::output::error(format!("{name} is not valid UTF-8"));
             return exit_codes::REJECT;
         };
-        let inputs_dir = self.inputs.clone().unwrap_or_else(|| {
-            self.draft
-                .parent()
-                .map_or_else(|| PathBuf::from("inputs"), |p| p.join("inputs"))
-        });
-        let sealed = match seal::seal(&text, &inputs_dir, policy) {
+        let inputs = crate::stage::InputsRoot::for_request(self.inputs.as_deref(), &self.draft);
+        let sealed = match seal::seal(&text, &inputs, policy) {
             Ok(s) => s,
             Err(seal::SealError::Draft(e)) => {
                 match e.line {

@@ -4,12 +4,21 @@
 //!
 //! * **What is a document.** Every entry at the top of the inbox, except names starting
 //!   with `.` (uploads in progress: write under a dot-name and rename into place) and
-//!   a result's companions: the directory `X/` and the replay lock `X.lock.json` beside
-//!   `X.md` travel with `X.md`. A directory with no `X.md` beside it stays where it is.
-//!   Symlinks, FIFOs and devices are never followed or read: they are quarantined as they
-//!   are (`io.not_regular`).
+//!   a result's companions. Everything `runner exec` writes for one run is one set and
+//!   is never split: the directory `X/`, the replay lock `X.lock.json`, the in-toto
+//!   statement `X.intoto.json` and its DSSE envelope `X.intoto.dsse.json` beside `X.md`
+//!   travel with `X.md`, to `accepted` or to quarantine with it (`runner verify` needs
+//!   all of them beside the result). A companion with no `X.md` beside it is a document
+//!   of its own and is judged like any other file (an orphan lock, statement or
+//!   envelope is quarantined as `kind.unknown`); a directory with no `X.md` beside it
+//!   stays where it is. Symlinks, FIFOs and devices are never followed or read: they
+//!   are quarantined as they are (`io.not_regular`).
 //! * **Verdict.** The one validator ([`super::judge_file`]), read strictly: a note (no
 //!   catalog, no artifact directory) keeps a document out of `accepted`.
+//!   A result's verdict covers its document and its artifacts (re-hashed from `X/`).
+//!   The lock, statement and envelope are moved, not judged: a tampered one travels
+//!   wherever its result goes, and `runner verify` is the check that re-derives them
+//!   (and the signature, given the key).
 //! * **Order of effects.** For a REJECT the reason report (`NAME.reasons.md` and
 //!   `NAME.reasons.json`) is written into quarantine first; a report without its document
 //!   is harmless and is overwritten when the document's turn comes again. Then the
@@ -42,7 +51,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -52,6 +61,18 @@ pub const INTENT_PREFIX: &str = ".gate-intent-";
 pub const INTENT_TYPE: &str = "runner.gate-intent/v1";
 /// Suffix of a replay lock travelling with its result.
 pub const LOCK_SUFFIX: &str = ".lock.json";
+/// Suffix of the run's in-toto statement travelling with its result.
+pub const STATEMENT_SUFFIX: &str = ".intoto.json";
+/// Suffix of the statement's DSSE envelope (`runner exec --sign-key`) travelling with
+/// its result.
+pub const ENVELOPE_SUFFIX: &str = ".intoto.dsse.json";
+/// Every file `runner exec` writes beside `X.md` as `X` + suffix (the names of
+/// [`crate::lock::lock_file_name`], [`crate::lock::statement::statement_file_name`] and
+/// [`crate::lock::statement::envelope_file_name`]; a test keeps them equal). Leaving
+/// one behind splits the set and `runner verify` then rejects the result, so each moves
+/// with it, in this order, before the document. No suffix ends another, so a file is
+/// the companion of at most one result.
+pub const COMPANION_SUFFIXES: [&str; 3] = [LOCK_SUFFIX, STATEMENT_SUFFIX, ENVELOPE_SUFFIX];
 
 /// A failure that stops the gate before it sorts anything.
 #[derive(Debug, thiserror::Error)]
@@ -403,9 +424,9 @@ impl Gate<'_> {
                 }
                 continue;
             }
-            if let Some(stem) = bytes.strip_suffix(LOCK_SUFFIX.as_bytes())
-                && files.contains(md_for(stem).as_os_str())
-            {
+            // A companion whose result is beside it moves with that result (below); an
+            // orphan one falls through and is judged as a document.
+            if companion_stem(bytes).is_some_and(|stem| files.contains(md_for(stem).as_os_str())) {
                 continue;
             }
             let mut companions = Vec::new();
@@ -414,10 +435,13 @@ impl Gate<'_> {
                 if all.iter().any(|(n, d)| *d && n == stem) {
                     companions.push(stem.to_owned());
                 }
-                let mut lock = stem.as_bytes().to_vec();
-                lock.extend_from_slice(LOCK_SUFFIX.as_bytes());
-                if files.contains(OsStr::from_bytes(&lock)) {
-                    companions.push(OsString::from(OsStr::from_bytes(&lock)));
+                for suffix in COMPANION_SUFFIXES {
+                    let mut companion = stem.as_bytes().to_vec();
+                    companion.extend_from_slice(suffix.as_bytes());
+                    let companion = OsString::from_vec(companion);
+                    if files.contains(companion.as_os_str()) {
+                        companions.push(companion);
+                    }
                 }
             }
             documents.push((name.clone(), companions));
@@ -610,7 +634,8 @@ impl Gate<'_> {
         reserved: &HashSet<String>,
     ) -> Option<Plan> {
         let (stem, ext) = safe_name(name);
-        // Companions share the `X` of `X.md`: `X/`, `X.lock.json`.
+        // Companions share the `X` of `X.md`: `X/`, `X.lock.json`, `X.intoto.json`,
+        // `X.intoto.dsse.json`; each keeps its suffix under the destination's `X`.
         let doc_stem_len = name.as_bytes().len().saturating_sub(3);
         let dest_stem = if n == 1 { stem } else { format!("{stem}-{n}") };
         let doc = format!("{dest_stem}{ext}");
@@ -794,6 +819,14 @@ const BATCH: usize = 256;
 /// Most `-N` suffixes tried for one name.
 const MAX_TRIES: usize = 1000;
 
+/// The `X` of a companion's name (`X.lock.json`, `X.intoto.json`,
+/// `X.intoto.dsse.json`), whether or not `X.md` exists.
+fn companion_stem(name: &[u8]) -> Option<&[u8]> {
+    COMPANION_SUFFIXES
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix.as_bytes()))
+}
+
 /// A name reserved in a destination by the current batch.
 fn reserved_key(dest: &Path, name: &str) -> String {
     format!("{}/{name}", dest.display())
@@ -852,6 +885,34 @@ pub fn safe_name(name: &OsStr) -> (String, String) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The gate's companion suffixes are the names `runner exec` writes, so a renamed
+    /// one fails here rather than being split off at the gate (a new file in the set
+    /// fails `tests/gate_results.rs`, which pins what `exec` writes for one run).
+    #[test]
+    fn companion_suffixes_are_the_names_exec_writes() {
+        use crate::lock::statement::{envelope_file_name, statement_file_name};
+        let id = "TS-20261121-101500Z-TR-x";
+        assert_eq!(
+            [
+                crate::lock::lock_file_name(id),
+                statement_file_name(id),
+                envelope_file_name(id),
+            ],
+            COMPANION_SUFFIXES.map(|s| format!("{id}{s}"))
+        );
+        for a in COMPANION_SUFFIXES {
+            assert_eq!(
+                companion_stem(format!("{id}{a}").as_bytes()),
+                Some(id.as_bytes())
+            );
+            for b in COMPANION_SUFFIXES.iter().filter(|b| **b != a) {
+                assert!(!a.ends_with(b), "{a} ends with {b}: one file, two results");
+            }
+        }
+        assert_eq!(companion_stem(b"TS-x.md"), None);
+        assert_eq!(companion_stem(b"TS-x.json"), None);
+    }
 
     #[test]
     fn safe_names() {

@@ -104,6 +104,13 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
             return Err(r.0);
         }
     };
+    // What is judged, signed, hashed into the lock and run is one text: the file after
+    // the hashing normalization (BOM stripped, CRLF → LF, Unicode NFC). A signature
+    // covers the normalized text, so parsing the raw bytes would let an NFD rewrite of a
+    // signed request (invisible to the approver) run different code under the same
+    // signature and the same lock hash. Normalizing changes no line count.
+    let normalized = normalize::for_hashing(text);
+    let text = normalized.as_str();
     let mut seen = Seen::default();
     let all_lines: Vec<Line<'_>> = frontmatter::lines(text).collect();
     for f in forbidden::scan(all_lines.iter().copied(), &policy.forbidden) {
@@ -235,7 +242,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
         outputs,
         risk,
         bytes_sha256: sha256_hex(bytes),
-        normalized_sha256: sha256_hex(normalize::for_hashing(text).as_bytes()),
+        normalized_sha256: sha256_hex(text.as_bytes()),
     })
 }
 
@@ -825,7 +832,9 @@ fn declared_inputs(
                 if inputs.iter().any(|i| i.path == path) {
                     r.add(
                         "inputs.duplicate_path",
-                        format!("input `{path}` is declared twice"),
+                        format!(
+                            "input `{path}` is declared twice (paths are compared after Unicode NFC normalization, so two spellings of one name are one path)"
+                        ),
                         path_line,
                     );
                 } else {

@@ -60,25 +60,71 @@ pub fn escaped(name: &std::ffi::OsStr) -> String {
 }
 
 /// Walks `out` and copies its regular files into `dest` (an empty directory).
-pub fn collect(out: &Dir, dest: &Dir, limits: WalkLimits) -> io::Result<Collected> {
+///
+/// Nothing a guest can put in `/out` makes collection fail: an entry that cannot be
+/// read, copied or stored becomes a finding and the walk goes on, so a run always ends
+/// in a complete result that says what was not collected. Stored names never collide:
+/// a name that cannot be written safely is stored as the first `unsafe-name-N` that no
+/// entry of the same directory is called.
+pub fn collect(out: &Dir, dest: &Dir, limits: WalkLimits) -> Collected {
     let mut collected = Collected::default();
     let mut seen = 0u64;
-    let mut renamed = 0usize;
-    walk(
-        out,
-        dest,
-        "",
-        0,
-        limits,
-        &mut seen,
-        &mut renamed,
-        &mut collected,
-    )?;
+    walk(out, dest, "", 0, limits, &mut seen, &mut collected);
     collected.artifacts.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(collected)
+    collected
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What one entry of `/out` is, and the name it is stored under.
+struct Entry {
+    raw_name: std::ffi::OsString,
+    shown: String,
+    stored: String,
+}
+
+/// Gives each entry of one directory the name it is stored under: its own when it is
+/// safe, else the first `unsafe-name-N` that no safe name of the directory already
+/// takes (the guest chose those, and can choose `unsafe-name-1`).
+fn stored_names(
+    prefix: &str,
+    names: Vec<std::ffi::OsString>,
+    findings: &mut Vec<String>,
+) -> Vec<Entry> {
+    let taken: std::collections::HashSet<String> = names
+        .iter()
+        .filter_map(|n| n.to_str())
+        .filter(|n| is_safe_component(n))
+        .map(str::to_owned)
+        .collect();
+    let mut next = 0usize;
+    names
+        .into_iter()
+        .map(|raw_name| {
+            let shown = format!("/out/{}{}", prefix, escaped(&raw_name));
+            let stored = match raw_name.to_str().filter(|n| is_safe_component(n)) {
+                Some(n) => n.to_owned(),
+                None => {
+                    let stored = loop {
+                        next += 1;
+                        let candidate = format!("unsafe-name-{next}");
+                        if !taken.contains(&candidate) {
+                            break candidate;
+                        }
+                    };
+                    findings.push(format!(
+                        "{shown} has a name that cannot be written safely; stored as /out/{prefix}{stored}"
+                    ));
+                    stored
+                }
+            };
+            Entry {
+                raw_name,
+                shown,
+                stored,
+            }
+        })
+        .collect()
+}
+
 fn walk(
     src: &Dir,
     dest: &Dir,
@@ -86,99 +132,134 @@ fn walk(
     depth: usize,
     limits: WalkLimits,
     seen: &mut u64,
-    renamed: &mut usize,
     c: &mut Collected,
-) -> io::Result<()> {
-    let mut entries: Vec<_> = src.entries()?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        *seen += 1;
-        let raw_name = entry.file_name();
-        let shown = format!("/out/{}{}", prefix, escaped(&raw_name));
-        if *seen > limits.max_entries {
+) {
+    let shown_dir = format!("/out/{prefix}");
+    let names = match src
+        .entries()
+        .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
+    {
+        Ok(names) => names,
+        Err(e) => {
             c.findings.push(format!(
-                "/out holds more than {} entries; the rest were not collected",
-                limits.max_entries
+                "{shown_dir} could not be listed ({e}); its entries were not collected"
+            ));
+            return;
+        }
+    };
+    let mut names: Vec<std::ffi::OsString> = names;
+    names.sort();
+    // The entry cap bounds the work before names are given out.
+    let room = limits.max_entries.saturating_sub(*seen);
+    let over = names.len() as u64 > room;
+    names.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+    *seen += names.len() as u64;
+    for entry in stored_names(prefix, names, &mut c.findings) {
+        if let Err(e) = collect_entry(src, dest, prefix, depth, limits, seen, c, &entry) {
+            c.findings.push(format!(
+                "{} could not be collected ({e}); not collected",
+                entry.shown
+            ));
+        }
+    }
+    if over {
+        let finding = format!(
+            "/out holds more than {} entries; the rest were not collected",
+            limits.max_entries
+        );
+        if !c.findings.contains(&finding) {
+            c.findings.push(finding);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn collect_entry(
+    src: &Dir,
+    dest: &Dir,
+    prefix: &str,
+    depth: usize,
+    limits: WalkLimits,
+    seen: &mut u64,
+    c: &mut Collected,
+    entry: &Entry,
+) -> io::Result<()> {
+    let Entry {
+        raw_name,
+        shown,
+        stored,
+    } = entry;
+    let file_type = src.symlink_metadata(raw_name)?.file_type();
+    if file_type.is_symlink() {
+        let target = src
+            .read_link_contents(raw_name)
+            .map(|t| escaped(t.as_os_str()))
+            .unwrap_or_else(|_| "?".into());
+        c.findings.push(format!(
+            "{shown} is a symlink to `{target}`; it was reported, not followed or collected"
+        ));
+    } else if file_type.is_dir() {
+        if depth + 1 > limits.max_depth {
+            c.findings.push(format!(
+                "{shown} nests deeper than {} levels; not collected",
+                limits.max_depth
             ));
             return Ok(());
         }
-        let file_type = entry.file_type()?;
-        let name = raw_name
-            .to_str()
-            .filter(|n| is_safe_component(n))
-            .map(str::to_owned);
-        let stored = match &name {
-            Some(n) => n.clone(),
-            None => {
-                *renamed += 1;
-                let stored = format!("unsafe-name-{renamed}");
-                c.findings.push(format!("{shown} has a name that cannot be written safely; stored as /out/{prefix}{stored}"));
-                stored
+        let dir_flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY;
+        let sub_src = Dir::from_std_file(
+            src.open_with(
+                raw_name,
+                OpenOptions::new().read(true).custom_flags(dir_flags.bits()),
+            )?
+            .into_std(),
+        );
+        dest.create_dir(stored)?;
+        let sub_dest = dest.open_dir(stored)?;
+        walk(
+            &sub_src,
+            &sub_dest,
+            &format!("{prefix}{stored}/"),
+            depth + 1,
+            limits,
+            seen,
+            c,
+        );
+    } else if file_type.is_file() {
+        let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+        let mut file = src.open_with(
+            raw_name,
+            OpenOptions::new().read(true).custom_flags(flags.bits()),
+        )?;
+        if !file.metadata()?.is_file() {
+            c.findings.push(format!(
+                "{shown} changed type while being collected; not collected"
+            ));
+            return Ok(());
+        }
+        let mut copy = dest.open_with(
+            stored,
+            OpenOptions::new().write(true).create_new(true).mode(0o644),
+        )?;
+        let copied = crate::stage::copy_hashing(&mut file, &mut copy)
+            .and_then(|hashed| copy.sync_all().map(|()| hashed));
+        let (sha256, bytes) = match copied {
+            Ok(hashed) => hashed,
+            Err(e) => {
+                // The partial copy (ours: the name was created above) is no artifact.
+                drop(copy);
+                let _ = dest.remove_file(stored);
+                return Err(e);
             }
         };
-        if file_type.is_symlink() {
-            let target = src
-                .read_link_contents(&raw_name)
-                .map(|t| escaped(t.as_os_str()))
-                .unwrap_or_else(|_| "?".into());
-            c.findings.push(format!(
-                "{shown} is a symlink to `{target}`; it was reported, not followed or collected"
-            ));
-        } else if file_type.is_dir() {
-            if depth + 1 > limits.max_depth {
-                c.findings.push(format!(
-                    "{shown} nests deeper than {} levels; not collected",
-                    limits.max_depth
-                ));
-                continue;
-            }
-            let dir_flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY;
-            let sub_src = Dir::from_std_file(
-                src.open_with(
-                    &raw_name,
-                    OpenOptions::new().read(true).custom_flags(dir_flags.bits()),
-                )?
-                .into_std(),
-            );
-            dest.create_dir(&stored)?;
-            let sub_dest = dest.open_dir(&stored)?;
-            walk(
-                &sub_src,
-                &sub_dest,
-                &format!("{prefix}{stored}/"),
-                depth + 1,
-                limits,
-                seen,
-                renamed,
-                c,
-            )?;
-        } else if file_type.is_file() {
-            let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-            let mut file = src.open_with(
-                &raw_name,
-                OpenOptions::new().read(true).custom_flags(flags.bits()),
-            )?;
-            if !file.metadata()?.is_file() {
-                c.findings.push(format!(
-                    "{shown} changed type while being collected; not collected"
-                ));
-                continue;
-            }
-            let mut copy = dest.open_with(
-                &stored,
-                OpenOptions::new().write(true).create_new(true).mode(0o644),
-            )?;
-            let (sha256, bytes) = crate::stage::copy_hashing(&mut file, &mut copy)?;
-            copy.sync_all()?;
-            c.total_bytes += bytes;
-            c.artifacts.push(Artifact {
-                path: format!("{prefix}{stored}"),
-                sha256,
-                bytes,
-            });
-        } else {
-            c.findings.push(format!("{shown} is not a regular file, directory or symlink (a FIFO, socket or device); not collected"));
-        }
+        c.total_bytes += bytes;
+        c.artifacts.push(Artifact {
+            path: format!("{prefix}{stored}"),
+            sha256,
+            bytes,
+        });
+    } else {
+        c.findings.push(format!("{shown} is not a regular file, directory or symlink (a FIFO, socket or device); not collected"));
     }
     Ok(())
 }
@@ -188,6 +269,17 @@ mod tests {
     use super::*;
     use cap_std::ambient_authority;
     use std::os::unix::ffi::OsStrExt;
+
+    /// Collects the directory `out` into `dest`, at most `max_entries`, 8 levels deep.
+    fn collect_dirs(out: &std::path::Path, dest: &std::path::Path, max_entries: u64) -> Collected {
+        let src = Dir::open_ambient_dir(out, ambient_authority()).unwrap();
+        let dst = Dir::open_ambient_dir(dest, ambient_authority()).unwrap();
+        let limits = WalkLimits {
+            max_entries,
+            max_depth: 8,
+        };
+        collect(&src, &dst, limits)
+    }
 
     #[test]
     fn collects_files_reports_symlinks_and_renames_odd_names() {
@@ -208,17 +300,7 @@ mod tests {
             nix::sys::stat::Mode::from_bits_truncate(0o600),
         )
         .unwrap();
-        let src = Dir::open_ambient_dir(out.path(), ambient_authority()).unwrap();
-        let dst = Dir::open_ambient_dir(dest.path(), ambient_authority()).unwrap();
-        let c = collect(
-            &src,
-            &dst,
-            WalkLimits {
-                max_entries: 100,
-                max_depth: 8,
-            },
-        )
-        .unwrap();
+        let c = collect_dirs(out.path(), dest.path(), 100);
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
         assert_eq!(c.artifacts[1].sha256, crate::digest::sha256_hex(b"{}"));
@@ -253,18 +335,66 @@ mod tests {
         for i in 0..10 {
             std::fs::write(out.path().join(format!("f{i}")), b"x").unwrap();
         }
-        let src = Dir::open_ambient_dir(out.path(), ambient_authority()).unwrap();
-        let dst = Dir::open_ambient_dir(dest.path(), ambient_authority()).unwrap();
-        let c = collect(
-            &src,
-            &dst,
-            WalkLimits {
-                max_entries: 5,
-                max_depth: 8,
-            },
-        )
-        .unwrap();
+        let c = collect_dirs(out.path(), dest.path(), 5);
         assert_eq!(c.artifacts.len(), 5);
         assert!(c.findings[0].contains("more than 5 entries"));
+    }
+
+    /// Attack (audit, issue 24.3): the guest writes `/out/bad name` (stored as
+    /// `unsafe-name-1`) and then `/out/unsafe-name-1` itself. Collection used to fail on
+    /// the clash (`File exists`) and leave no result at all.
+    #[test]
+    fn renamed_entries_never_collide_with_names_the_guest_chose() {
+        let out = tempfile::tempdir().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        std::fs::write(out.path().join("bad name"), b"renamed").unwrap();
+        std::fs::write(out.path().join("unsafe-name-1"), b"chosen 1").unwrap();
+        std::fs::write(out.path().join("unsafe-name-2"), b"chosen 2").unwrap();
+        std::fs::write(out.path().join("worse name"), b"renamed too").unwrap();
+        let c = collect_dirs(out.path(), dest.path(), 100);
+        let by_path: std::collections::BTreeMap<&str, &str> = c
+            .artifacts
+            .iter()
+            .map(|a| (a.path.as_str(), a.sha256.as_str()))
+            .collect();
+        assert_eq!(c.artifacts.len(), 4, "{:?} {:?}", c.artifacts, c.findings);
+        for (path, content) in [
+            ("unsafe-name-1", &b"chosen 1"[..]),
+            ("unsafe-name-2", b"chosen 2"),
+            ("unsafe-name-3", b"renamed"),
+            ("unsafe-name-4", b"renamed too"),
+        ] {
+            let sha = crate::digest::sha256_hex(content);
+            assert_eq!(by_path.get(path), Some(&sha.as_str()), "{path}");
+            assert_eq!(std::fs::read(dest.path().join(path)).unwrap(), content);
+        }
+        assert!(
+            c.findings
+                .iter()
+                .any(|f| f.contains("/out/bad name") && f.contains("stored as /out/unsafe-name-3")),
+            "{:?}",
+            c.findings
+        );
+    }
+
+    /// An entry that cannot be collected is a finding, and the rest is still collected.
+    #[test]
+    fn an_uncollectable_entry_is_a_finding_not_a_failure() {
+        let out = tempfile::tempdir().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        std::fs::write(out.path().join("a"), b"a").unwrap();
+        std::fs::write(out.path().join("b"), b"b").unwrap();
+        // `a` already exists at the destination: its copy cannot be created.
+        std::fs::write(dest.path().join("a"), b"in the way").unwrap();
+        let c = collect_dirs(out.path(), dest.path(), 100);
+        let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
+        assert_eq!(paths, vec!["b"]);
+        assert!(
+            c.findings
+                .iter()
+                .any(|f| f.starts_with("/out/a could not be collected")),
+            "{:?}",
+            c.findings
+        );
     }
 }

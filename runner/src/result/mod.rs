@@ -12,13 +12,17 @@
 //!
 //! A result exists when and only when `TS-….md` exists. Everything is written into a
 //! private temporary directory inside the results directory first, which is renamed
-//! to `TS-…` without replacing anything, and only then is the document linked into
-//! place, also without replacing. A crash at any point leaves either no `TS-….md` or a
-//! complete one; two runs never share a name.
+//! to `TS-…` without replacing anything, then the companion files are created (never
+//! replacing), and only then is the document linked into place, also without
+//! replacing. A crash at any point leaves either no `TS-….md` or a complete one; two
+//! runs never share a name, and a name someone else holds is skipped, not fought over.
 
 pub mod collect;
 pub mod render;
 
+use crate::beside::{BesideDir, OpenError};
+use cap_std::fs::Dir;
+use cap_std::fs::OpenOptions;
 use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -28,6 +32,10 @@ use std::path::{Path, PathBuf};
 pub enum PublishError {
     #[error("results directory {dir}: {source}")]
     ResultsDir { dir: PathBuf, source: io::Error },
+    #[error(
+        "results directory {dir} is a symlink (or not a directory); the `results/` beside a request must be a real directory (name another one with --results)"
+    )]
+    ResultsDirSymlink { dir: PathBuf },
     #[error("writing the result into {dir}: {source}")]
     Write { dir: PathBuf, source: io::Error },
     #[error("no free result name for {base} after {tries} tries")]
@@ -51,81 +59,146 @@ impl From<String> for Rendered {
     }
 }
 
+/// Where results are published ([`crate::beside`]: `--results DIR` is used as named;
+/// the default `results/` beside the request is created or opened without following a
+/// symlink, since `results -> /etc/cron.d` would put our files there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultsRoot(BesideDir);
+
+impl ResultsRoot {
+    /// A directory named by the operator: created if missing, a symlink followed.
+    pub fn named(path: impl Into<PathBuf>) -> Self {
+        Self(BesideDir::named(path))
+    }
+
+    /// `results/` beside `request`: refused when it is a symlink.
+    pub fn beside(request: &Path) -> Self {
+        Self(BesideDir::beside(request, "results"))
+    }
+
+    /// `--results` when given, else `results/` beside the request.
+    pub fn for_request(named: Option<&Path>, request: &Path) -> Self {
+        Self(BesideDir::for_request(named, request, "results"))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Creates the directory if needed and opens it.
+    ///
+    /// # Ambient authority
+    /// Creates and opens directories on the host filesystem.
+    fn open(&self) -> Result<Dir, PublishError> {
+        self.0.open(true).map_err(|e| match e {
+            OpenError::NotARealDir => PublishError::ResultsDirSymlink {
+                dir: self.path().to_owned(),
+            },
+            OpenError::Io(source) => PublishError::ResultsDir {
+                dir: self.path().to_owned(),
+                source,
+            },
+        })
+    }
+}
+
 /// A result being assembled in a private temporary directory of the results directory.
+/// Every operation goes through handles opened once; a staging directory that is never
+/// published is removed when this is dropped.
 pub struct Staging {
-    results_dir: PathBuf,
-    tmp: Option<tempfile::TempDir>,
+    results_path: PathBuf,
+    results: Dir,
+    /// The staging directory's name inside `results`; `None` once published.
+    tmp_name: Option<String>,
+    tmp: Dir,
 }
 
 impl Staging {
-    /// Creates `results_dir` if needed and a private staging directory inside it.
+    /// Opens (creating if needed) the results directory and a private staging directory
+    /// inside it, with an empty `out/`.
     ///
     /// # Ambient authority
-    /// Creates directories under `results_dir` on the host filesystem.
-    pub fn new(results_dir: &Path) -> Result<Self, PublishError> {
-        std::fs::create_dir_all(results_dir).map_err(|source| PublishError::ResultsDir {
-            dir: results_dir.to_owned(),
+    /// Creates and opens directories on the host filesystem.
+    pub fn new(root: &ResultsRoot) -> Result<Self, PublishError> {
+        let results = root.open()?;
+        let results_path = root.path().to_owned();
+        let dir_error = |source| PublishError::ResultsDir {
+            dir: results_path.clone(),
             source,
+        };
+        let mut tmp_name = None;
+        for attempt in 0..100u32 {
+            let name = format!(".tmp-result-{}-{}", std::process::id(), unique(attempt));
+            match results.create_dir(&name) {
+                Ok(()) => {
+                    tmp_name = Some(name);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(dir_error(e)),
+            }
+        }
+        let tmp_name = tmp_name.ok_or_else(|| {
+            dir_error(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "no free name for a staging directory",
+            ))
         })?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".tmp-result-")
-            .tempdir_in(results_dir)
-            .map_err(|source| PublishError::ResultsDir {
-                dir: results_dir.to_owned(),
+        let tmp = results.open_dir(&tmp_name).map_err(dir_error)?;
+        let staging = Self {
+            results_path: results_path.clone(),
+            results,
+            tmp_name: Some(tmp_name),
+            tmp,
+        };
+        staging
+            .tmp
+            .create_dir("out")
+            .map_err(|source| PublishError::Write {
+                dir: results_path.clone(),
                 source,
             })?;
-        std::fs::create_dir(tmp.path().join("out")).map_err(|source| PublishError::Write {
-            dir: tmp.path().to_owned(),
-            source,
-        })?;
-        Ok(Self {
-            results_dir: results_dir.to_owned(),
-            tmp: Some(tmp),
-        })
+        Ok(staging)
     }
 
-    /// The staging directory (its `out/` receives the artifacts).
-    pub fn path(&self) -> &Path {
+    /// The staging directory's `out/`, which receives the artifacts.
+    pub fn out_dir(&self) -> Result<Dir, PublishError> {
         self.tmp
-            .as_ref()
-            .map_or(self.results_dir.as_path(), |t| t.path())
+            .open_dir("out")
+            .map_err(|source| self.write_error(source))
+    }
+
+    fn write_error(&self, source: io::Error) -> PublishError {
+        PublishError::Write {
+            dir: self.results_path.clone(),
+            source,
+        }
     }
 
     /// Writes a stream file (`stdout`, `stderr`) into the staging directory.
     pub fn write_stream(&self, name: &str, bytes: &[u8]) -> Result<(), PublishError> {
-        let path = self.path().join(name);
-        let werr = |source| PublishError::Write {
-            dir: self.path().to_owned(),
-            source,
-        };
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(werr)?;
-        f.write_all(bytes).map_err(werr)?;
-        f.sync_all().map_err(werr)?;
-        Ok(())
+        write_new(&self.tmp, name, bytes).map_err(|e| self.write_error(e))
     }
 
     /// Publishes: picks a free name `base`, `base-2`, `base-3`, …, renames the staging
-    /// directory to it, renders the document with that id, and links `id.md` into place.
-    /// Returns the document's path.
+    /// directory to it, renders the document with that id, writes its companion files
+    /// and links `id.md` into place. A name is free only when the directory, the
+    /// document and every companion file are: when any of them is taken (by a concurrent
+    /// run, or by someone who pre-created it), what was claimed under that name is
+    /// given back and the next name is tried. A failure leaves nothing behind. Returns
+    /// the document's path.
     pub fn publish(
         mut self,
         base: &str,
         render: impl Fn(&str) -> Rendered,
     ) -> Result<PathBuf, PublishError> {
-        let werr = |dir: &Path| {
-            let dir = dir.to_owned();
-            move |source| PublishError::Write { dir, source }
+        let Some(tmp_name) = self.tmp_name.clone() else {
+            return Err(PublishError::NoName {
+                base: base.to_owned(),
+                tries: 0,
+            });
         };
-        let tmp = self.tmp.take().ok_or_else(|| PublishError::NoName {
-            base: base.to_owned(),
-            tries: 0,
-        })?;
-        let tmp_path = tmp.keep();
-        sync_tree(&tmp_path).map_err(werr(&tmp_path))?;
+        sync_tree(&self.tmp).map_err(|e| self.write_error(e))?;
         const TRIES: usize = 1000;
         for n in 1..=TRIES {
             let id = if n == 1 {
@@ -133,112 +206,140 @@ impl Staging {
             } else {
                 format!("{base}-{n}")
             };
-            let doc_path = self.results_dir.join(format!("{id}.md"));
-            if doc_path.symlink_metadata().is_ok() {
+            let doc_name = format!("{id}.md");
+            if self.results.symlink_metadata(&doc_name).is_ok() {
                 continue;
             }
-            let dir_path = self.results_dir.join(&id);
-            match rename_noreplace(&tmp_path, &dir_path) {
+            match rename_noreplace(&self.results, &tmp_name, &id) {
                 Ok(()) => {}
-                Err(e)
-                    if e.raw_os_error() == Some(nix::errno::Errno::EEXIST as i32)
-                        || e.raw_os_error() == Some(nix::errno::Errno::ENOTEMPTY as i32) =>
-                {
-                    continue;
-                }
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&tmp_path);
-                    return Err(PublishError::Write {
-                        dir: self.results_dir.clone(),
-                        source: e,
-                    });
-                }
+                Err(e) if is_taken(&e) => continue,
+                Err(e) => return Err(self.write_error(e)),
             }
-            let Rendered {
-                document: text,
-                extras,
-            } = render(&id);
-            // Companion files (lock, statement, signature) go in before the document:
-            // a document never exists without them. Names are derived from the id we
-            // hold, so nobody else writes them; create_new refuses a leftover.
-            for (name, bytes) in &extras {
-                let path = self.results_dir.join(name);
-                let written = (|| -> io::Result<()> {
-                    let mut f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&path)?;
-                    f.write_all(bytes)?;
-                    f.sync_all()
-                })();
-                written.map_err(|source| PublishError::Write {
-                    dir: self.results_dir.clone(),
-                    source,
-                })?;
-            }
-            let doc_tmp = self.results_dir.join(format!(".tmp-{id}.md"));
-            let written = (|| -> io::Result<()> {
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&doc_tmp)?;
-                f.write_all(text.as_bytes())?;
-                f.sync_all()?;
-                Ok(())
-            })();
-            if let Err(e) = written {
-                let _ = std::fs::remove_file(&doc_tmp);
-                return Err(PublishError::Write {
-                    dir: self.results_dir.clone(),
-                    source: e,
-                });
-            }
-            // link() never replaces. A runner writes `id.md` only after claiming the
-            // directory `id`, which we hold, so a clash here means someone else wrote it.
-            let linked = std::fs::hard_link(&doc_tmp, &doc_path);
-            let _ = std::fs::remove_file(&doc_tmp);
-            match linked {
+            match self.publish_as(&id, &doc_name, &render) {
                 Ok(()) => {
-                    sync_dir(&self.results_dir).map_err(werr(&self.results_dir))?;
-                    return Ok(doc_path);
+                    self.tmp_name = None;
+                    return Ok(self.results_path.join(doc_name));
                 }
                 Err(e) => {
-                    return Err(PublishError::Write {
-                        dir: self.results_dir.clone(),
-                        source: e,
-                    });
+                    // Give the claimed directory back to the staging name; if even that
+                    // fails, remove it: nothing is left behind either way.
+                    if rename_noreplace(&self.results, &id, &tmp_name).is_err() {
+                        let _ = self.results.remove_dir_all(&id);
+                        self.tmp_name = None;
+                        return Err(self.write_error(e));
+                    }
+                    if !is_taken(&e) {
+                        return Err(self.write_error(e));
+                    }
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(&tmp_path);
         Err(PublishError::NoName {
             base: base.to_owned(),
             tries: TRIES,
         })
     }
+
+    /// Writes the companions and the document of `id`, whose directory is claimed. On
+    /// any error, removes what it wrote (the caller gives the directory back).
+    fn publish_as(
+        &self,
+        id: &str,
+        doc_name: &str,
+        render: &impl Fn(&str) -> Rendered,
+    ) -> io::Result<()> {
+        let Rendered {
+            document: text,
+            extras,
+        } = render(id);
+        // Companion files (lock, statement, signature) go in before the document: a
+        // document never exists without them. create_new refuses a name that is taken.
+        let mut written: Vec<&str> = Vec::new();
+        let undo = |written: &[&str]| {
+            for name in written {
+                let _ = self.results.remove_file(name);
+            }
+        };
+        for (name, bytes) in &extras {
+            if let Err(e) = write_new(&self.results, name, bytes) {
+                undo(&written);
+                return Err(e);
+            }
+            written.push(name);
+        }
+        let doc_tmp = format!(".tmp-{id}.md");
+        if let Err(e) = write_new(&self.results, &doc_tmp, text.as_bytes()) {
+            undo(&written);
+            return Err(e);
+        }
+        // link() never replaces: a document someone else put there is never overwritten.
+        let linked = self.results.hard_link(&doc_tmp, &self.results, doc_name);
+        let _ = self.results.remove_file(&doc_tmp);
+        if let Err(e) = linked {
+            undo(&written);
+            return Err(e);
+        }
+        sync_dir(&self.results)
+    }
 }
 
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Some(name) = self.tmp_name.take() {
+            let _ = self.results.remove_dir_all(name);
+        }
+    }
+}
+
+/// A name (file or directory) that someone else holds.
+fn is_taken(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::AlreadyExists
+        || e.raw_os_error() == Some(nix::errno::Errno::ENOTEMPTY as i32)
+}
+
+/// A value unlikely to repeat between the processes and attempts that make staging
+/// names (their uniqueness is enforced by `mkdir`, not by this).
+fn unique(attempt: u32) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{nanos:x}{:x}{attempt:x}",
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Creates `name` in `dir` (never replacing anything), writes `bytes` and syncs.
+fn write_new(dir: &Dir, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let mut f = dir.open_with(name, OpenOptions::new().write(true).create_new(true))?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn rename_noreplace(dir: &Dir, from: &str, to: &str) -> io::Result<()> {
+    use std::os::fd::AsFd;
     nix::fcntl::renameat2(
-        nix::fcntl::AT_FDCWD,
+        dir.as_fd(),
         from,
-        nix::fcntl::AT_FDCWD,
+        dir.as_fd(),
         to,
         nix::fcntl::RenameFlags::RENAME_NOREPLACE,
     )
     .map_err(io::Error::from)
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+fn sync_dir(dir: &Dir) -> io::Result<()> {
+    dir.open(".")?.sync_all()
 }
 
 /// fsyncs every directory of a staged tree (files were synced when written).
-fn sync_tree(dir: &Path) -> io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
+fn sync_tree(dir: &Dir) -> io::Result<()> {
+    for entry in dir.entries()? {
         let entry = entry?;
         if entry.file_type()?.is_dir() {
-            sync_tree(&entry.path())?;
+            sync_tree(&entry.open_dir()?)?;
         }
     }
     sync_dir(dir)
@@ -284,7 +385,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut paths = Vec::new();
         for _ in 0..3 {
-            let s = Staging::new(dir.path()).unwrap();
+            let s = Staging::new(&ResultsRoot::named(dir.path())).unwrap();
             s.write_stream("stdout", b"hi").unwrap();
             paths.push(
                 s.publish("TS-1-x", |id| format!("id {id}\n").into())
@@ -316,7 +417,7 @@ mod tests {
             .map(|i| {
                 let d = dir.path().to_owned();
                 std::thread::spawn(move || {
-                    let s = Staging::new(&d).unwrap();
+                    let s = Staging::new(&ResultsRoot::named(&d)).unwrap();
                     s.write_stream("stdout", format!("{i}").as_bytes()).unwrap();
                     s.publish("TS-1-x", |id| Rendered {
                         document: format!("{id}\n"),
@@ -340,13 +441,133 @@ mod tests {
 
     #[test]
     fn unwritable_results_dir_is_a_clear_error() {
-        let err = Staging::new(Path::new("/proc/runner-cannot-write-here"))
+        let err = Staging::new(&ResultsRoot::named("/proc/runner-cannot-write-here"))
             .err()
             .unwrap();
         assert!(
             err.to_string().contains("/proc/runner-cannot-write-here"),
             "{err}"
         );
+    }
+
+    /// The files a publish of `id` writes, as `exec` names them.
+    fn full_set(id: &str) -> Rendered {
+        Rendered {
+            document: format!("{id}\n"),
+            extras: vec![
+                (format!("{id}.lock.json"), b"{}".to_vec()),
+                (format!("{id}.intoto.json"), b"{}".to_vec()),
+            ],
+        }
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Attack (audit, issue 24.4): someone pre-creates the companion files of the
+    /// coming result names (`TS-<next second>-….lock.json`, `.intoto.json`). Publishing
+    /// used to fail with `File exists` and leave an orphan `TS-…/` directory; it must
+    /// move on to a free name for the whole set and leave the squatted files alone.
+    #[test]
+    fn squatted_companion_names_move_the_whole_set_on() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("TS-1-x.lock.json"), b"squat").unwrap();
+        std::fs::write(dir.path().join("TS-1-x-2.intoto.json"), b"squat").unwrap();
+        std::fs::create_dir(dir.path().join("TS-1-x-3")).unwrap();
+        std::fs::write(dir.path().join("TS-1-x-3/x"), b"squat").unwrap();
+        std::fs::write(dir.path().join(".tmp-TS-1-x-4.md"), b"squat").unwrap();
+        let s = Staging::new(&ResultsRoot::named(dir.path())).unwrap();
+        s.write_stream("stdout", b"hi").unwrap();
+        let path = s.publish("TS-1-x", full_set).unwrap();
+        assert_eq!(path, dir.path().join("TS-1-x-5.md"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "TS-1-x-5\n");
+        assert_eq!(
+            names_in(dir.path()),
+            [
+                ".tmp-TS-1-x-4.md",
+                "TS-1-x-2.intoto.json",
+                "TS-1-x-3",
+                "TS-1-x-5",
+                "TS-1-x-5.intoto.json",
+                "TS-1-x-5.lock.json",
+                "TS-1-x-5.md",
+                "TS-1-x.lock.json",
+            ]
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("TS-1-x.lock.json")).unwrap(),
+            b"squat"
+        );
+        assert_eq!(names_in(&dir.path().join("TS-1-x-3")), ["x"]);
+        assert_eq!(
+            std::fs::read(dir.path().join("TS-1-x-5/stdout")).unwrap(),
+            b"hi"
+        );
+    }
+
+    /// A publish that cannot finish leaves nothing in the results directory.
+    #[test]
+    fn a_failed_publish_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Staging::new(&ResultsRoot::named(dir.path())).unwrap();
+        s.write_stream("stdout", b"hi").unwrap();
+        // A companion name that cannot be created for a reason other than "taken".
+        let err = s
+            .publish("TS-1-x", |id| Rendered {
+                document: format!("{id}\n"),
+                extras: vec![
+                    (format!("{id}.lock.json"), b"{}".to_vec()),
+                    (format!("{id}/../../escape.json"), b"{}".to_vec()),
+                ],
+            })
+            .unwrap_err();
+        assert!(matches!(err, PublishError::Write { .. }), "{err:?}");
+        assert!(
+            names_in(dir.path()).is_empty(),
+            "{:?}",
+            names_in(dir.path())
+        );
+        // An unpublished staging directory is removed when dropped.
+        let s = Staging::new(&ResultsRoot::named(dir.path())).unwrap();
+        s.write_stream("stdout", b"hi").unwrap();
+        drop(s);
+        assert!(
+            names_in(dir.path()).is_empty(),
+            "{:?}",
+            names_in(dir.path())
+        );
+    }
+
+    /// Attack (audit, issue 24.6): `results -> elsewhere` beside a request. The default
+    /// results directory is never followed through a symlink; one named with
+    /// `--results` is the operator's choice and is.
+    #[test]
+    fn symlinked_default_results_dir_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), base.path().join("results")).unwrap();
+        let request = base.path().join("TR-x.md");
+        let err = Staging::new(&ResultsRoot::beside(&request)).err().unwrap();
+        assert!(
+            matches!(err, PublishError::ResultsDirSymlink { .. }),
+            "{err:?}"
+        );
+        assert!(names_in(elsewhere.path()).is_empty());
+        let named = ResultsRoot::for_request(Some(&base.path().join("results")), &request);
+        let s = Staging::new(&named).unwrap();
+        s.publish("TS-1-x", full_set).unwrap();
+        assert!(elsewhere.path().join("TS-1-x.md").is_file());
+        // A real default directory is created and used.
+        let fresh = tempfile::tempdir().unwrap();
+        let s = Staging::new(&ResultsRoot::beside(&fresh.path().join("TR-x.md"))).unwrap();
+        let path = s.publish("TS-1-x", full_set).unwrap();
+        assert_eq!(path, fresh.path().join("results/TS-1-x.md"));
     }
 
     #[test]

@@ -366,3 +366,36 @@ pub fn check_cli_json(fixtures: &[Fixture], policy: &Policy, catalog: &Catalog) 
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// `runner gate INBOX --accepted A --quarantine Q --json`: the summary and the exit code.
+pub fn gate_json(inbox: &Path, accepted: &Path, quarantine: &Path) -> (serde_json::Value, i32) {
+    let out = runner(&[
+        "gate".as_ref(),
+        inbox.as_os_str(),
+        "--accepted".as_ref(),
+        accepted.as_os_str(),
+        "--quarantine".as_ref(),
+        quarantine.as_os_str(),
+        "--json".as_ref(),
+    ]);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "runner gate printed no JSON ({e}): stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, out.status.code().unwrap())
+}
+
+/// The names in a directory, sorted (none when it does not exist).
+pub fn dir_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    v.sort();
+    v
+}
