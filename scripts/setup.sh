@@ -5,8 +5,5 @@
 # example, printing the path of its Tool Execution Result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v just >/dev/null 2>&1; then
-    python3 -m pip install --quiet 'rust-just==1.59.0'
-    hash -r
-fi
+. scripts/ensure-just.sh
 just demo

@@ -8,7 +8,6 @@
 //! the guest sees is the copy that was hashed.
 
 use crate::beside::{BesideDir, OpenError};
-use crate::digest::sha256_hex;
 use crate::request::DeclaredInput;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
@@ -418,14 +417,10 @@ pub(crate) fn list_files(dir: &Dir, max_depth: usize, max_entries: usize) -> Vec
     out
 }
 
-/// sha256 of a byte slice (re-exported for callers that stage in memory).
-pub fn sha256_of(bytes: &[u8]) -> String {
-    sha256_hex(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::sha256_hex;
 
     fn input(path: &str, content: &[u8]) -> DeclaredInput {
         DeclaredInput {

@@ -654,8 +654,6 @@ fn publish(
         }
         .seal()
     };
-    let sealed = std::cell::RefCell::new(None);
-    let lock_error = std::cell::RefCell::new(None);
     let render = |id: &str| {
         let document = render::render(&ResultDoc {
             result_id: id,
@@ -697,44 +695,27 @@ fn publish(
             excerpt_lines: policy.output.excerpt_lines,
             rules: policy.rules_for(crate::policy::RuleTarget::Result),
         });
-        let mut extras = Vec::new();
-        match lock_for(id, &document) {
-            Ok((lock, lock_text)) => {
-                let result_file = format!("{id}.md");
-                match statement::statement_text(&lock, &result_file) {
-                    Ok(st) => {
-                        if let Some(key) = ctx.sign_key {
-                            let envelope =
-                                crate::sign::sign(statement::PAYLOAD_TYPE, st.as_bytes(), key);
-                            if let Ok(env_text) = serde_json::to_string(&envelope) {
-                                extras.push((
-                                    statement::envelope_file_name(id),
-                                    env_text.into_bytes(),
-                                ));
-                            }
-                        }
-                        extras.insert(0, (statement::statement_file_name(id), st.into_bytes()));
-                    }
-                    Err(e) => *lock_error.borrow_mut() = Some(e.to_string()),
-                }
-                extras.insert(0, (lock::lock_file_name(id), lock_text.into_bytes()));
-                *sealed.borrow_mut() = Some(lock);
+        // The lock, the statement and (when asked) its signature, or no result at all:
+        // a run asked to sign never publishes unsigned.
+        let (lock, lock_text) = lock_for(id, &document).map_err(|e| format!("the lock: {e}"))?;
+        let st = statement::statement_text(&lock, &format!("{id}.md"))
+            .map_err(|e| format!("the in-toto statement: {e}"))?;
+        let mut extras = vec![(lock::lock_file_name(id), lock_text.into_bytes())];
+        let envelope = match ctx.sign_key {
+            Some(key) => {
+                let envelope = crate::sign::sign(statement::PAYLOAD_TYPE, st.as_bytes(), key);
+                let text = serde_json::to_string(&envelope)
+                    .map_err(|e| format!("the statement's DSSE envelope: {e}"))?;
+                Some((statement::envelope_file_name(id), text.into_bytes()))
             }
-            Err(e) => *lock_error.borrow_mut() = Some(e.to_string()),
-        }
-        Rendered { document, extras }
+            None => None,
+        };
+        extras.push((statement::statement_file_name(id), st.into_bytes()));
+        extras.extend(envelope);
+        Ok::<_, String>((Rendered { document, extras }, lock))
     };
-    let path = staging
-        .publish(&base, render)
+    let (path, lock) = staging
+        .publish_with(&base, render)
         .map_err(|e| io(e.to_string()))?;
-    if let Some(e) = lock_error.into_inner() {
-        return Err(io(format!(
-            "the result {} was written without its lock: {e}",
-            path.display()
-        )));
-    }
-    let lock = sealed
-        .into_inner()
-        .ok_or_else(|| io("the lock was not sealed".into()))?;
     Ok((path, lock))
 }

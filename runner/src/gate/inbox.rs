@@ -242,9 +242,18 @@ pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
             gate.summary.entries.push(entry);
         }
     }
-    // Make every move of the run durable before saying it happened.
-    for d in [&gate.inbox, &gate.accepted, &gate.quarantine] {
-        let _ = moves::sync_dir(d);
+    // Make every move of the run durable before saying it happened: a directory that
+    // cannot be synced fails the run, naming it (the moves may not survive a crash).
+    for (what, d) in [
+        ("inbox", &gate.inbox),
+        ("accepted directory", &gate.accepted),
+        ("quarantine directory", &gate.quarantine),
+    ] {
+        moves::sync_dir(d).map_err(|source| GateError::Dir {
+            what,
+            path: d.clone(),
+            source,
+        })?;
     }
     let seconds = start.elapsed().as_secs_f64();
     gate.summary.seconds = seconds;

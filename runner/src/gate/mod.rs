@@ -26,7 +26,7 @@ pub mod report;
 pub mod research_packet;
 pub mod tool_result;
 
-use crate::policy::{Policy, RuleTarget};
+use crate::policy::Policy;
 use crate::request::Reason;
 use serde::Serialize;
 use std::fs::OpenOptions;
@@ -52,15 +52,6 @@ impl DocKind {
             DocKind::ToolResult => "tool_result",
             DocKind::ResearchPacket => "research_packet",
             DocKind::GovernedPacket => "governed_packet",
-        }
-    }
-
-    /// The forbidden-content rules that judge this kind.
-    pub fn rule_target(self) -> RuleTarget {
-        match self {
-            DocKind::ToolRequest => RuleTarget::Request,
-            DocKind::ToolResult => RuleTarget::Result,
-            DocKind::ResearchPacket | DocKind::GovernedPacket => RuleTarget::Packet,
         }
     }
 }

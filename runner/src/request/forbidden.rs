@@ -92,11 +92,6 @@ pub fn scan_joined(text: &str, line: usize, rules: &[ForbiddenRule]) -> Vec<Find
     findings
 }
 
-/// True when `text` would trip any rule (used to withhold excerpts from results).
-pub fn trips_any(text: &str, rules: &[ForbiddenRule]) -> bool {
-    !scan(super::frontmatter::lines(text), rules).is_empty()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

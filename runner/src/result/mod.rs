@@ -38,6 +38,8 @@ pub enum PublishError {
     ResultsDirSymlink { dir: PathBuf },
     #[error("writing the result into {dir}: {source}")]
     Write { dir: PathBuf, source: io::Error },
+    #[error("the result could not be assembled: {0}")]
+    Render(String),
     #[error("no free result name for {base} after {tries} tries")]
     NoName { base: String, tries: usize },
 }
@@ -188,10 +190,24 @@ impl Staging {
     /// given back and the next name is tried. A failure leaves nothing behind. Returns
     /// the document's path.
     pub fn publish(
-        mut self,
+        self,
         base: &str,
         render: impl Fn(&str) -> Rendered,
     ) -> Result<PathBuf, PublishError> {
+        self.publish_with(base, |id| {
+            Ok::<_, std::convert::Infallible>((render(id), ()))
+        })
+        .map(|(path, ())| path)
+    }
+
+    /// [`Staging::publish`] with a renderer that can fail (nothing is published then)
+    /// and that returns a value besides the files (the sealed lock), handed back with
+    /// the document's path.
+    pub fn publish_with<T, E: std::fmt::Display>(
+        mut self,
+        base: &str,
+        render: impl Fn(&str) -> Result<(Rendered, T), E>,
+    ) -> Result<(PathBuf, T), PublishError> {
         let Some(tmp_name) = self.tmp_name.clone() else {
             return Err(PublishError::NoName {
                 base: base.to_owned(),
@@ -215,21 +231,31 @@ impl Staging {
                 Err(e) if is_taken(&e) => continue,
                 Err(e) => return Err(self.write_error(e)),
             }
-            match self.publish_as(&id, &doc_name, &render) {
-                Ok(()) => {
+            let written = match render(&id) {
+                Ok((rendered, value)) => self
+                    .write_set(&id, &doc_name, rendered)
+                    .map(|()| value)
+                    .map_err(|e| self.write_error(e)),
+                Err(e) => Err(PublishError::Render(e.to_string())),
+            };
+            match written {
+                Ok(value) => {
                     self.tmp_name = None;
-                    return Ok(self.results_path.join(doc_name));
+                    return Ok((self.results_path.join(doc_name), value));
                 }
                 Err(e) => {
-                    // Give the claimed directory back to the staging name; if even that
-                    // fails, remove it: nothing is left behind either way.
+                    // Give the claimed directory back to the staging name (dropping
+                    // `self` then removes it); if even that fails, remove it here:
+                    // nothing is left behind either way.
                     if rename_noreplace(&self.results, &id, &tmp_name).is_err() {
                         let _ = self.results.remove_dir_all(&id);
                         self.tmp_name = None;
-                        return Err(self.write_error(e));
+                        return Err(e);
                     }
-                    if !is_taken(&e) {
-                        return Err(self.write_error(e));
+                    let taken =
+                        matches!(&e, PublishError::Write { source, .. } if is_taken(source));
+                    if !taken {
+                        return Err(e);
                     }
                 }
             }
@@ -242,16 +268,11 @@ impl Staging {
 
     /// Writes the companions and the document of `id`, whose directory is claimed. On
     /// any error, removes what it wrote (the caller gives the directory back).
-    fn publish_as(
-        &self,
-        id: &str,
-        doc_name: &str,
-        render: &impl Fn(&str) -> Rendered,
-    ) -> io::Result<()> {
+    fn write_set(&self, id: &str, doc_name: &str, rendered: Rendered) -> io::Result<()> {
         let Rendered {
             document: text,
             extras,
-        } = render(id);
+        } = rendered;
         // Companion files (lock, statement, signature) go in before the document: a
         // document never exists without them. create_new refuses a name that is taken.
         let mut written: Vec<&str> = Vec::new();
