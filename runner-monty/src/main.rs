@@ -112,6 +112,11 @@ fn serve() -> Result<Outcome, BackendError> {
     };
     // The guest is done: lift the cap so writing the reply cannot trip it.
     let _ = monty_alloc::set_hard_limit(None);
+    // The mount's write limit stops writes at the /out cap before the kernel's file
+    // size limit can; should one get past it, the kernel's refusal is the record.
+    if confine::take_fsize_refusal() {
+        worker::note_fsize_refusal(&mut outcome, &limits);
+    }
 
     // The captures may be larger than the guest's /out allowance, and SIGXCPU must not
     // cut the bookkeeping short.

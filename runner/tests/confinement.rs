@@ -199,6 +199,41 @@ fn every_rlimit_is_in_force() {
     assert_eq!(r["no_new_privs"], "1");
 }
 
+/// The `/out` byte cap per file is exact: one write reaching past the cap (1 MiB for
+/// the probe) lands exactly one byte more, the runner's evidence that the cap was
+/// reached (it cuts that byte off before collecting); any write past that byte fails
+/// with EFBIG and the worker records the kernel's SIGXFSZ instead of dying of it, so
+/// the run is `output_limit` whatever the guest does about the error.
+#[test]
+fn a_write_past_the_file_size_limit_is_cut_then_refused_and_recorded() {
+    let dir = open_dir();
+    let (_, write) = probe_dirs(dir.path());
+    let (out, r) = probe_output(
+        runner()
+            .arg("__confinement-probe")
+            .env("RUNNER_PROBE_WRITE_DIR", &write),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = &r["fsize"];
+    assert_eq!(f["stale"], false, "nothing recorded before: {f}");
+    assert_eq!(
+        f["landed"],
+        (1u64 << 20) + 1,
+        "the write stops one byte past the cap: {f}"
+    );
+    assert_eq!(
+        f["recorded_after_first"], false,
+        "a shortened write raises no signal: {f}"
+    );
+    assert_eq!(f["next_write"], "EFBIG", "{f}");
+    assert_eq!(f["recorded"], true, "SIGXFSZ recorded, not fatal: {f}");
+    assert!(!write.join("fsize").exists());
+}
+
 #[test]
 fn the_worker_has_no_network() {
     assert!(

@@ -46,6 +46,9 @@ struct Expect {
     artifacts: Vec<String>,
     #[serde(default)]
     no_artifact: Vec<String>,
+    /// Exact sizes, in bytes, of these artifacts (paths under `/out`).
+    #[serde(default)]
+    artifact_sizes: BTreeMap<String, u64>,
 }
 
 fn repo() -> PathBuf {
@@ -244,6 +247,13 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
         check(
             artifact_dir.join("out").join(a).is_file(),
             format!("artifact {a} missing"),
+        );
+    }
+    for (a, want) in &e.artifact_sizes {
+        let got = std::fs::symlink_metadata(artifact_dir.join("out").join(a)).map(|m| m.len());
+        check(
+            got.as_ref().ok() == Some(want),
+            format!("artifact {a} is {got:?} bytes, expected {want}"),
         );
     }
     for a in &e.no_artifact {

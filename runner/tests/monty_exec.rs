@@ -64,6 +64,9 @@ struct Expectation {
     /// Exactly these files under `/out`, with these contents.
     #[serde(default)]
     out_files: Option<BTreeMap<String, String>>,
+    /// These files under `/out` (among any others), with these sizes in bytes.
+    #[serde(default)]
+    out_sizes: BTreeMap<String, u64>,
     #[serde(default)]
     max_runtime_sec: Option<f64>,
     /// Which layer contains the case, and why the case exists.
@@ -270,6 +273,12 @@ fn check(name: &str, expect: &Expectation, worker: &Path) -> (Vec<String>, f64) 
         }
         if &found != files {
             problems.push(format!("/out holds {found:?}, expected {files:?}"));
+        }
+    }
+    for (file, want) in &expect.out_sizes {
+        let got = std::fs::symlink_metadata(stored.join("out").join(file)).map(|m| m.len());
+        if got.as_ref().ok() != Some(want) {
+            problems.push(format!("/out/{file} is {got:?} bytes, expected {want}"));
         }
     }
     (problems, wall)

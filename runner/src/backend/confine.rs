@@ -304,6 +304,67 @@ pub fn tree_usage(root: &Path, limits: &Limits) -> io::Result<TreeUsage> {
     Ok(usage)
 }
 
+/// Cut every regular file under `root` larger than `max_bytes` back to exactly
+/// `max_bytes`; returns how many were cut. Symlinks are neither followed nor
+/// counted, and a file is opened without following one. A file (or directory below
+/// `root`) that cannot be cut (or listed) does not stop the walk: the others are
+/// still cut, and the first such error is returned at the end.
+///
+/// The worker's `RLIMIT_FSIZE` lets a write land one byte past the cap so that the
+/// runner can see the cap was reached whatever the guest did next (see
+/// [`confine_worker`]); that byte is the runner's evidence, not the guest's output,
+/// and it is removed here, after the run and before collection, so no artifact is
+/// larger than the cap. Call only once the worker has exited: nothing of the guest's
+/// can then change the tree under the walk.
+pub fn cut_back_to_cap(root: &Path, max_bytes: u64) -> io::Result<u64> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let cut_one = |path: &Path| -> io::Result<bool> {
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(path)
+            .map_err(named)?;
+        if !file.metadata().map_err(named)?.is_file() {
+            return Ok(false);
+        }
+        file.set_len(max_bytes).map_err(named)?;
+        Ok(true)
+    };
+    let mut cut = 0u64;
+    let mut first_error = None;
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if dir == root => return Err(e),
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    first_error.get_or_insert(e);
+                }
+                continue;
+            }
+        };
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            // `DirEntry::metadata` does not follow a symlink.
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if meta.is_file() && meta.len() > max_bytes {
+                match cut_one(&entry.path()) {
+                    Ok(true) => cut += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+    first_error.map_or(Ok(cut), Err)
+}
+
 /// A confinement layer of the worker, as the policy's `[confinement]` table names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -546,14 +607,21 @@ pub fn confine_worker(
             errno(lower_rlimit(Resource::RLIMIT_AS, bytes, bytes)),
         );
     }
-    // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action kills the
-    // worker; ignored, the guest's write fails with EFBIG instead (an I/O error it
-    // sees, like ENOSPC on the tmpfs).
-    // One byte over the cap is allowed, so a file that reached past the cap shows
-    // as over it afterwards (and one of exactly `out_bytes` does not).
+    // The soft limit is one byte past the cap: a file of exactly `out_bytes` is
+    // written whole, and any write that reaches past the cap lands exactly one byte
+    // more (the kernel shortens it there), so the file shows as over the cap afterwards
+    // however the guest goes on: retrying, ignoring the short count, or exiting 0 (only
+    // by truncating or deleting the file itself can it leave /out within the cap, and
+    // then the cap holds). The runner cuts that byte off again before collecting
+    // ([`cut_back_to_cap`]), so no artifact is ever larger than the cap.
+    // A write or truncate that starts past that byte is refused outright: the kernel
+    // raises SIGXFSZ (whose default action would kill the worker) and the call fails
+    // with EFBIG. The handler only records it ([`take_fsize_refusal`]); the worker
+    // reports the run as `output_limit` from that record, since nothing past the cap
+    // may be left on disk to show it.
     let fsize_soft = limits.out_bytes.saturating_add(1);
     let fsize_hard = fsize_soft.max(limits.stdout_bytes).max(limits.stderr_bytes);
-    let fsize = ignore_sigxfsz()
+    let fsize = record_sigxfsz()
         .and_then(|()| lower_rlimit(Resource::RLIMIT_FSIZE, fsize_soft, fsize_hard));
     if fsize.is_ok() {
         c.fsize_hard = Some(fsize_hard);
@@ -895,11 +963,41 @@ fn raise_soft_to_hard(resource: Resource) {
     }
 }
 
+/// Set by [`on_sigxfsz`]: the kernel refused a write or truncate of this process past
+/// `RLIMIT_FSIZE`.
+static FSIZE_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// The SIGXFSZ handler: records the refusal and returns, so the call that raised it
+/// fails with EFBIG instead of the worker dying. An atomic store is all it does, which
+/// is async-signal-safe.
+extern "C" fn on_sigxfsz(_signal: nix::libc::c_int) {
+    FSIZE_REFUSED.store(true, Ordering::SeqCst);
+}
+
 #[allow(unsafe_code)]
-fn ignore_sigxfsz() -> nix::Result<()> {
-    // SAFETY: installing SIG_IGN runs no code in signal context, so none of the
-    // async-signal-safety hazards of a Rust handler apply.
-    unsafe { nix::sys::signal::signal(Signal::SIGXFSZ, SigHandler::SigIgn) }.map(drop)
+fn record_sigxfsz() -> nix::Result<()> {
+    use nix::sys::signal::{SaFlags, SigAction, SigSet, sigaction};
+    // The kernel sends SIGXFSZ to the thread whose call it refuses, as that call
+    // returns EFBIG; SA_RESTART makes sure the handler can never turn any other call
+    // into EINTR.
+    let action = SigAction::new(
+        SigHandler::Handler(on_sigxfsz),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic (async-signal-safe), and it is
+    // installed before any guest code runs; the previous action is not needed.
+    unsafe { sigaction(Signal::SIGXFSZ, &action) }.map(drop)
+}
+
+/// True when, since the last call, the kernel refused a write or truncate of this
+/// process past `RLIMIT_FSIZE` (SIGXFSZ), that is, the guest tried to make a file under
+/// `/out` larger than the cap allows. Reset by the call. The guest cannot clear it:
+/// it is the kernel's signal, recorded in the worker, whatever the guest did about
+/// the EFBIG it got. Read it as soon as the guest is done (before
+/// [`relax_after_guest`]).
+pub fn take_fsize_refusal() -> bool {
+    FSIZE_REFUSED.swap(false, Ordering::SeqCst)
 }
 
 /// `runner __confinement-probe [POLICY.toml]`: applies [`confine_worker`] to this
@@ -907,7 +1005,8 @@ fn ignore_sigxfsz() -> nix::Result<()> {
 /// guest, then prints what the kernel reports (one JSON object): the steps applied and
 /// skipped, the layers that failed, `/proc/self/limits`, `NoNewPrivs`, the capability
 /// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
-/// of calls the filter must deny (and of two it must allow), and how long
+/// of calls the filter must deny (and of two it must allow), what a write past
+/// `RLIMIT_FSIZE` does (`fsize`, given a write directory), and how long
 /// `confine_worker` took (`confine_us`). Then it checks the layers
 /// against the policy's `[confinement]` table (the built-in one, or POLICY.toml) like a
 /// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
@@ -998,6 +1097,7 @@ pub fn probe_main() -> i32 {
         "routes": routes,
         "syscalls": probe_syscalls(),
         "filesystem": probe_filesystem(read_dir.as_deref(), write_dir.as_deref()),
+        "fsize": write_dir.as_deref().map(|w| probe_fsize(&w.join("fsize"), limits.out_bytes)),
         "confine_us": confine_us,
     });
     println!("{report}");
@@ -1048,6 +1148,46 @@ fn probe_filesystem(read_dir: Option<&Path>, write_dir: Option<&Path>) -> serde_
         report["remove_in_write_dir"] = errno(fs::remove_file(w.join("new"))).into();
     }
     report
+}
+
+/// Writes past `RLIMIT_FSIZE` in `$RUNNER_PROBE_WRITE_DIR` as a guest would (one
+/// write of two bytes past the `/out` cap `cap`, then one more byte), and reports what
+/// landed, the errno of the second write and whether the SIGXFSZ handler recorded a
+/// refusal after each. The file is removed again.
+fn probe_fsize(path: &Path, cap: u64) -> serde_json::Value {
+    use std::io::Write;
+    let errno = |e: io::Error| {
+        e.raw_os_error().map_or_else(
+            || e.to_string(),
+            |n| format!("{:?}", nix::errno::Errno::from_raw(n)),
+        )
+    };
+    let stale = take_fsize_refusal();
+    let mut file = match fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) => return serde_json::json!({ "open": errno(e) }),
+    };
+    let size = usize::try_from(cap.saturating_add(2)).unwrap_or(usize::MAX);
+    let landed = file.write(&vec![0u8; size]).map_err(errno);
+    let recorded_after_first = take_fsize_refusal();
+    let next = match file.write(b"x") {
+        Ok(n) => format!("wrote {n}"),
+        Err(e) => errno(e),
+    };
+    let recorded = take_fsize_refusal();
+    drop(file);
+    let _ = fs::remove_file(path);
+    serde_json::json!({
+        "stale": stale,
+        "landed": landed.map_or_else(serde_json::Value::from, serde_json::Value::from),
+        "recorded_after_first": recorded_after_first,
+        "next_write": next,
+        "recorded": recorded,
+    })
 }
 
 /// Tries calls the seccomp filter must deny, and two it must allow, after
@@ -1143,6 +1283,29 @@ mod tests {
                 .unwrap()
                 .over(&limits(4, 100))
         );
+    }
+
+    #[test]
+    fn cut_back_to_cap_trims_what_is_over_and_follows_no_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        fs::create_dir_all(out.join("d")).unwrap();
+        fs::write(out.join("over"), b"0123456789").unwrap();
+        fs::write(out.join("at"), b"01234").unwrap();
+        fs::write(out.join("d/deep"), b"0123456").unwrap();
+        fs::write(outside.path().join("target"), b"0123456789").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("target"), out.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), out.join("dirlink")).unwrap();
+        assert_eq!(cut_back_to_cap(&out, 5).unwrap(), 2);
+        assert_eq!(fs::read(out.join("over")).unwrap(), b"01234");
+        assert_eq!(fs::read(out.join("at")).unwrap(), b"01234");
+        assert_eq!(fs::read(out.join("d/deep")).unwrap(), b"01234");
+        assert_eq!(
+            fs::read(outside.path().join("target")).unwrap(),
+            b"0123456789"
+        );
+        assert_eq!(cut_back_to_cap(&out, 5).unwrap(), 0);
     }
 
     #[test]

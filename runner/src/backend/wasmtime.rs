@@ -878,6 +878,13 @@ pub fn run_guest(
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
+    // wasmtime answers a host call that would copy more of the guest's memory than its
+    // "hostcall fuel" (128 MiB by default) with ENOMEM, before doing anything: a single
+    // larger write never reached /out (or stdout), so neither cap saw it and a guest
+    // that swallowed the error completed. A guest cannot hand over more than its
+    // memory, so with the memory limit as the fuel every write reaches the file or the
+    // pipe, where RLIMIT_FSIZE, the tmpfs and the capture caps judge it.
+    store.set_hostcall_fuel(to_usize(limits.memory_bytes).max(store.hostcall_fuel()));
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| match ctx.data().watch.check() {
         Some(stop) => Err(wasmtime::Error::new(stop)),

@@ -179,6 +179,9 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     };
     let mut outcome = run_guest(&engine, &module, guest, spec, &options)?;
     drop(module);
+    if confine::take_fsize_refusal() {
+        note_fsize_refusal(&mut outcome, &spec.limits);
+    }
     // The guest is done: the captures may be larger than its /out allowance, and
     // the bookkeeping must not be cut short by the guest's CPU limit.
     confine::relax_after_guest(&confinement);
@@ -188,6 +191,21 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     outcome.stderr = Vec::new();
     outcome.confinement = confinement.provenance();
     Ok(outcome)
+}
+
+/// The guest tried to write or truncate a file past the `/out` byte cap and the kernel
+/// refused (SIGXFSZ, see [`confine::take_fsize_refusal`]): the run is `output_limit`,
+/// whether the guest then stopped, swallowed the EFBIG or exited 0. Nothing past the
+/// cap is on disk to show it afterwards, so the worker says it. Both workers call this
+/// once the guest is done.
+pub fn note_fsize_refusal(outcome: &mut Outcome, limits: &Limits) {
+    mark_output_limit(
+        outcome,
+        &format!(
+            "a write or truncate past the /out byte cap of {} bytes was refused (RLIMIT_FSIZE)",
+            limits.out_bytes
+        ),
+    );
 }
 
 /// Read a worker's request (at most [`MAX_REQUEST_BYTES`] of JSON) from `stdin`.
@@ -595,7 +613,25 @@ pub(crate) fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, Backend
     let usage = confine::tree_usage(&spec.out_dir, limits).ok();
     let full = tmpfs && confine::tmpfs_full(&spec.out_dir);
     if usage.is_some_and(|u| u.over(limits)) || full {
-        mark_output_limit(&mut outcome, limits, usage, full);
+        mark_output_limit(&mut outcome, &out_over_note(limits, usage));
+    }
+    // A file can only be over the byte cap when the whole tree is: the walk above
+    // stops early, so a tree over either cap (or one it could not walk) is walked again.
+    if usage.is_none_or(|u| u.over(limits)) {
+        match confine::cut_back_to_cap(&spec.out_dir, limits.out_bytes) {
+            Ok(0) => {}
+            Ok(n) => push_detail(
+                &mut outcome,
+                &format!(
+                    "{n} /out file(s) reached past the byte cap and were cut back to {} bytes before collection",
+                    limits.out_bytes
+                ),
+            ),
+            Err(e) => push_detail(
+                &mut outcome,
+                &format!("a /out file over the byte cap could not be cut back to it: {e}"),
+            ),
+        }
     }
 
     outcome.engine = job.engine;
@@ -603,23 +639,26 @@ pub(crate) fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, Backend
     Ok(Supervised::Outcome(outcome))
 }
 
-fn mark_output_limit(
-    outcome: &mut Outcome,
-    limits: &Limits,
-    usage: Option<confine::TreeUsage>,
-    full: bool,
-) {
-    let note = match (usage, full) {
-        (_, true) => format!(
-            "/out filled its tmpfs (caps {} bytes, {} entries)",
-            limits.out_bytes, limits.out_files
-        ),
-        (Some(u), false) => format!(
+/// What the runner saw of `/out` after the run that makes it `output_limit`: the
+/// walk's numbers when they are over the caps (they say more), else the tmpfs having
+/// no room left.
+fn out_over_note(limits: &Limits, usage: Option<confine::TreeUsage>) -> String {
+    match usage {
+        Some(u) if u.over(limits) => format!(
             "/out over its caps after the run (at least {} bytes in {} entries; caps {} bytes, {} entries)",
             u.bytes, u.entries, limits.out_bytes, limits.out_files
         ),
-        (None, false) => return,
-    };
+        _ => format!(
+            "/out filled its tmpfs (caps {} bytes, {} entries)",
+            limits.out_bytes, limits.out_files
+        ),
+    }
+}
+
+/// Make a run that `/out`'s caps stopped `output_limit`, saying why (`note`) and
+/// keeping the guest's own exit code in the detail. A run a harder limit ended
+/// (time, memory, CPU) keeps its outcome, with the note added.
+fn mark_output_limit(outcome: &mut Outcome, note: &str) {
     if matches!(outcome.kind, OutcomeKind::Completed | OutcomeKind::Trapped) {
         let code = OutcomeKind::OutputLimit
             .conventional_exit_code()
@@ -627,10 +666,10 @@ fn mark_output_limit(
         let own = format!("guest's own exit code was {}", outcome.exit_code);
         outcome.kind = OutcomeKind::OutputLimit;
         outcome.exit_code = code;
-        push_detail(outcome, &note);
+        push_detail(outcome, note);
         push_detail(outcome, &own);
     } else if outcome.kind != OutcomeKind::OutputLimit {
-        push_detail(outcome, &note);
+        push_detail(outcome, note);
     }
 }
 
@@ -960,10 +999,15 @@ mod tests {
         let outcome = backend().run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         assert!(has_layer(&outcome, "out_poll"));
-        // RLIMIT_FSIZE stopped the file one byte past the cap.
+        // RLIMIT_FSIZE stopped the file one byte past the cap; the runner cut that
+        // byte off again.
         assert_eq!(
             fs::metadata(sandbox.host("out/big")).unwrap().len(),
-            (1 << 20) + 1
+            1 << 20
+        );
+        assert!(
+            outcome.detail.unwrap_or_default().contains("cut back"),
+            "the cut is said"
         );
     }
 
@@ -997,16 +1041,17 @@ mod tests {
             l,
         );
         let outcome = backend().run(&sandbox.spec).unwrap();
-        // RLIMIT_FSIZE refuses both (EFBIG), so nothing is over and the run completes;
-        // were it not so, the post-run walk would call it output_limit.
+        // RLIMIT_FSIZE refuses both (EFBIG): nothing is over on disk, but the worker
+        // recorded the refusals (SIGXFSZ), and the guest swallowing them changes
+        // nothing.
+        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        // WASI's EFBIG is 22.
+        assert_eq!(text(&outcome.stdout), "truncate 22\nwrite 22\n");
         assert!(
-            matches!(
-                outcome.kind,
-                OutcomeKind::Completed | OutcomeKind::OutputLimit
-            ),
-            "{outcome:?}"
+            outcome.detail.unwrap_or_default().contains("RLIMIT_FSIZE"),
+            "the refusal is said"
         );
-        assert!(fs::metadata(sandbox.host("out/sparse")).unwrap().len() <= (1 << 20) + 1);
+        assert!(fs::metadata(sandbox.host("out/sparse")).unwrap().len() <= 1 << 20);
     }
 
     /// Runs a sandbox from a thread with its own mount namespace, with a tmpfs on
