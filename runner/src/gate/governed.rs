@@ -19,6 +19,7 @@ use super::json::{self, Json};
 use crate::digest::sha256_hex;
 use crate::policy::{ForbiddenRule, Policy, RuleTarget};
 use crate::request::Reason;
+use crate::request::document::{clip, utc_timestamp};
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -186,7 +187,7 @@ pub fn validate(
     }
     non_empty_string(&value, "packet_id", &mut r);
     let as_of = value.get("packet_as_of").and_then(|v| {
-        let t = v.as_str().and_then(super::fields::utc_timestamp);
+        let t = v.as_str().and_then(utc_timestamp);
         if t.is_none() {
             r.add(
                 "FIELD_INVALID",
@@ -496,7 +497,7 @@ fn check_item(
         }
     }
     if let Some(ts) = fields.get("observation_ts") {
-        match super::fields::utc_timestamp(ts) {
+        match utc_timestamp(ts) {
             None => r.add(
                 "FIELD_INVALID",
                 format!("{at}.source_metadata.observation_ts must be an ISO-8601 UTC timestamp, found `{}`", clip(ts)),
@@ -783,10 +784,6 @@ fn show(v: &Json) -> String {
         Json::Bool(b) => b.to_string(),
         other => other.type_name().to_owned(),
     }
-}
-
-fn clip(s: &str) -> String {
-    super::fields::clip(s)
 }
 
 #[cfg(test)]

@@ -10,13 +10,14 @@
 //!   `## Citations` heading to the end of the body, joined with LF, with leading and
 //!   trailing blank (whitespace-only) lines removed and no final newline.
 
-use super::fields::{self, Fields, Reasons, labelled, scalar_str, show};
+use super::fields::{self, labelled};
 use crate::digest::sha256_hex;
 use crate::policy::{Policy, RuleTarget};
 use crate::request::Reason;
+use crate::request::document::{self, Fields, Reasons, clip, scalar_str, show};
 use crate::request::frontmatter::{self, Line};
 use crate::request::sections::{self, Section};
-use crate::request::yaml::{self, Node};
+use crate::request::yaml::Node;
 use std::collections::BTreeSet;
 
 /// The front matter keys of a packet.
@@ -110,15 +111,7 @@ pub fn content_hashes(text: &str) -> Option<ContentHashes> {
             .filter(|l| l.number > heading)
             .map(|l| l.text)
             .collect();
-        let start = after
-            .iter()
-            .position(|t| !t.trim().is_empty())
-            .unwrap_or(after.len());
-        let end = after
-            .iter()
-            .rposition(|t| !t.trim().is_empty())
-            .map_or(start, |i| i + 1);
-        sha256_hex(after[start..end].join("\n").as_bytes())
+        sha256_hex(sections::trim_blank_lines(&after).join("\n").as_bytes())
     });
     Some(ContentHashes {
         body_sha256: sha256_hex(body.as_bytes()),
@@ -129,15 +122,12 @@ pub fn content_hashes(text: &str) -> Option<ContentHashes> {
 /// Judges a research packet; every reason found.
 pub fn validate(bytes: &[u8], policy: &Policy) -> Vec<Reason> {
     let mut r = Reasons::default();
-    let Some(text) = fields::utf8(bytes, &mut r) else {
+    let Some(text) = document::utf8(bytes, "document", &mut r) else {
         return r.0;
     };
     fields::scan_forbidden(text, policy.rules_for(RuleTarget::Packet), &mut r);
-    let budget = yaml::Budget {
-        max_depth: policy.request.max_yaml_depth,
-        max_nodes: policy.request.max_yaml_nodes,
-    };
-    let Some((split, root)) = fields::front_matter(text, budget, &mut r) else {
+    let Some((split, root)) = document::front_matter(text, "document", &policy.request, &mut r)
+    else {
         return r.0;
     };
     let source_ref = front_matter(&root, text, &mut r);
@@ -255,18 +245,13 @@ fn content_hashes_field(node: &Node, line: usize, text: &str, r: &mut Reasons) {
         );
         return;
     };
-    for e in entries {
-        if e.key != "body_sha256" && e.key != "sources_sha256" {
-            r.add(
-                "front_matter.unknown_key",
-                format!(
-                    "unknown key `{}` in `content_hashes` (allowed: body_sha256, sources_sha256)",
-                    e.key
-                ),
-                e.key_line,
-            );
-        }
-    }
+    document::known_keys(
+        entries,
+        &["body_sha256", "sources_sha256"],
+        "front_matter.unknown_key",
+        "`content_hashes`",
+        r,
+    );
     let derived = content_hashes(text);
     for key in ["body_sha256", "sources_sha256"] {
         let Some(value) = node.get(key) else {
@@ -277,7 +262,8 @@ fn content_hashes_field(node: &Node, line: usize, text: &str, r: &mut Reasons) {
             );
             continue;
         };
-        let Some(declared) = fields::sha256_node(value, &format!("content_hashes.{key}"), r) else {
+        let Some(declared) = document::sha256_node(value, &format!("content_hashes.{key}"), r)
+        else {
             continue;
         };
         let actual = derived.as_ref().and_then(|d| {
@@ -334,7 +320,7 @@ fn code_blocks(lines: &[Line<'_>], r: &mut Reasons) {
         if !DATA_FENCES.contains(&lang.as_str()) {
             r.add(
                 "packet.code_block",
-                format!("a code block in `{}` is code meant to run; a packet describes, it does not carry code (data fences: text, json, csv, …)", fields::clip(&lang)),
+                format!("a code block in `{}` is code meant to run; a packet describes, it does not carry code (data fences: text, json, csv, …)", clip(&lang)),
                 line.number,
             );
         }
@@ -451,7 +437,7 @@ fn source_metadata(s: &Section<'_>, source_ref: Option<&str>, r: &mut Reasons) {
             if !(v.contains("api") || v.contains("html")) {
                 r.add(
                     "metadata.retrieval_method",
-                    format!("the retrieval method must say API or HTML, found `{}`", fields::clip(&f.value)),
+                    format!("the retrieval method must say API or HTML, found `{}`", clip(&f.value)),
                     f.line,
                 );
             }
@@ -475,7 +461,7 @@ fn source_metadata(s: &Section<'_>, source_ref: Option<&str>, r: &mut Reasons) {
             "metadata.source_ref_mismatch",
             format!(
                 "`## Source Metadata` does not name the front matter's `source_ref` ({})",
-                fields::clip(source_ref)
+                clip(source_ref)
             ),
             s.heading_line,
         );
@@ -648,7 +634,7 @@ fn claims(s: &Section<'_>, r: &mut Reasons) {
                             "claims.confidence",
                             format!(
                                 "`Confidence:` must be low, medium or high, found `{}`",
-                                fields::clip(v)
+                                clip(v)
                             ),
                             *line,
                         )
@@ -662,7 +648,7 @@ fn claims(s: &Section<'_>, r: &mut Reasons) {
                         if !stripped.is_empty() || citation_labels(v).is_empty() {
                             r.add(
                                 "claims.citation_format",
-                                format!("`Citation:` must be one or more labels such as `[C1]`, found `{}`", fields::clip(v)),
+                                format!("`Citation:` must be one or more labels such as `[C1]`, found `{}`", clip(v)),
                                 *line,
                             );
                         }

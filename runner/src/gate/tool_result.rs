@@ -15,11 +15,12 @@
 
 use super::ArtifactsAt;
 use super::artifacts::{self, Checked, Declared, DeclaredStream, StoredStreams};
-use super::fields::{self, Fields, Reasons, labelled, plain_scalar, scalar_str, show};
+use super::fields::{self, labelled};
 use crate::policy::{Policy, RuleTarget};
 use crate::request::Reason;
+use crate::request::document::{self, Fields, Reasons, plain_scalar, scalar_str, show};
 use crate::request::sections::{self, Section};
-use crate::request::yaml::{self, Node};
+use crate::request::yaml::Node;
 
 /// The front matter keys of a result.
 pub const KEYS: &[&str] = &[
@@ -52,9 +53,6 @@ pub const SECTIONS: &[&str] = &[
 /// The rule the Provenance's command record is exempt from.
 pub const COMMAND_RULE: &str = "forbidden.runnable_command";
 
-/// Longest excerpt line before the writer cuts it (kept equal to `result::render`).
-const MAX_LINE_CHARS: usize = 1000;
-
 /// Judges a result. Returns the reasons and the notes (what was not checked).
 pub fn validate(
     bytes: &[u8],
@@ -63,16 +61,13 @@ pub fn validate(
 ) -> (Vec<Reason>, Vec<Reason>) {
     let mut r = Reasons::default();
     let mut notes = Reasons::default();
-    let Some(text) = fields::utf8(bytes, &mut r) else {
+    let Some(text) = document::utf8(bytes, "document", &mut r) else {
         return (r.0, notes.0);
     };
     let mut findings = Reasons::default();
     fields::scan_forbidden(text, policy.rules_for(RuleTarget::Result), &mut findings);
-    let budget = yaml::Budget {
-        max_depth: policy.request.max_yaml_depth,
-        max_nodes: policy.request.max_yaml_nodes,
-    };
-    let Some((split, root)) = fields::front_matter(text, budget, &mut r) else {
+    let Some((split, root)) = document::front_matter(text, "document", &policy.request, &mut r)
+    else {
         // The record of what ran is spared even when the front matter does not load.
         let command_line = crate::request::frontmatter::split(text)
             .ok()
@@ -377,18 +372,14 @@ fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
             ok = false;
             continue;
         };
-        for e in entries {
-            if e.key != "path" && e.key != "sha256" {
-                r.add(
-                    "front_matter.artifacts",
-                    format!(
-                        "unknown key `{}` in an artifact (allowed: path, sha256)",
-                        e.key
-                    ),
-                    e.key_line,
-                );
-                ok = false;
-            }
+        if !document::known_keys(
+            entries,
+            &["path", "sha256"],
+            "front_matter.artifacts",
+            "an artifact",
+            r,
+        ) {
+            ok = false;
         }
         let path = item.get("path").and_then(scalar_str);
         let path_line = item.get("path").map_or(*line, Node::line);
@@ -405,7 +396,7 @@ fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
         if !safe {
             r.add(
                 "front_matter.artifact_path",
-                format!("artifact path `{}` must be relative to /out, made of safe names (no `..`, no empty parts)", fields::clip(&path)),
+                format!("artifact path `{}` must be relative to /out, made of safe names (no `..`, no empty parts)", document::clip(&path)),
                 path_line,
             );
             ok = false;
@@ -421,7 +412,7 @@ fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
                 ok = false;
                 continue;
             }
-            Some(n) => match fields::sha256_node(n, &format!("sha256 of artifact {path}"), r) {
+            Some(n) => match document::sha256_node(n, &format!("sha256 of artifact {path}"), r) {
                 Some(s) => s,
                 None => {
                     ok = false;
@@ -458,13 +449,7 @@ fn outputs(s: &Section<'_>, declared: &[Declared], r: &mut Reasons) {
             .map(|t| t.trim_matches(|c| matches!(c, '`' | '*' | ',' | ';')))
             .collect();
         let path = tokens.iter().find_map(|t| t.strip_prefix("/out/"));
-        let sha = tokens
-            .iter()
-            .map(|t| {
-                t.trim_start_matches("sha256:")
-                    .trim_start_matches("sha256=")
-            })
-            .find(|t| t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()));
+        let sha = document::listed_sha256(&tokens);
         if let (Some(path), Some(sha)) = (path, sha) {
             listed.push((path.to_owned(), sha.to_owned(), line.number));
         }
@@ -601,42 +586,8 @@ fn excerpt(
     }
 }
 
-/// The lines the result writer shows for a stream (control and invisible characters
-/// escaped, long lines cut), and the stream's line count.
-pub fn shown_lines(bytes: &[u8], max_lines: usize) -> (Vec<String>, usize) {
-    if bytes.is_empty() {
-        return (Vec::new(), 0);
-    }
-    let text = String::from_utf8_lossy(bytes);
-    let all: Vec<&str> = text
-        .strip_suffix('\n')
-        .unwrap_or(&text)
-        .split('\n')
-        .collect();
-    let shown = all
-        .iter()
-        .take(max_lines)
-        .map(|raw| {
-            let raw = raw.strip_suffix('\r').unwrap_or(raw);
-            let mut shown: String = raw
-                .chars()
-                .take(MAX_LINE_CHARS)
-                .map(|c| {
-                    if c.is_control() || crate::normalize::is_invisible(c) {
-                        c.escape_unicode().to_string()
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect();
-            if raw.chars().count() > MAX_LINE_CHARS {
-                shown.push_str(" [line cut]");
-            }
-            shown
-        })
-        .collect();
-    (shown, all.len())
-}
+/// The lines the result writer shows for a stream, which each excerpt must repeat.
+pub use crate::result::render::shown_lines;
 
 /// `## Safety Notes`: the three statements, consistent with the front matter.
 fn safety_notes(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
@@ -707,18 +658,6 @@ fn capitalized(label: &str) -> &'static str {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shown_lines_match_the_writer() {
-        let (lines, total) = shown_lines(b"a\r\nb\x1bc\n\n", 10);
-        assert_eq!(lines, vec!["a", "b\\u{1b}c", ""]);
-        assert_eq!(total, 3);
-        let long = "x".repeat(1001);
-        let (lines, _) = shown_lines(long.as_bytes(), 10);
-        assert!(lines[0].ends_with("x [line cut]"));
-        assert_eq!(shown_lines(b"", 3), (vec![], 0));
-        assert_eq!(shown_lines(b"1\n2\n3\n4\n", 2).1, 4);
-    }
 
     #[test]
     fn host_ports() {

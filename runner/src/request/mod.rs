@@ -4,6 +4,7 @@
 //! only the validator can build) or every [`Reason`] the request was rejected for.
 
 pub mod command;
+pub mod document;
 pub mod forbidden;
 pub mod frontmatter;
 pub mod rendered;

@@ -20,16 +20,21 @@ impl Section<'_> {
     /// The section's text, lines joined with LF, trimmed of blank lines at both ends.
     pub fn text(&self) -> String {
         let texts: Vec<&str> = self.lines.iter().map(|l| l.text).collect();
-        let start = texts
-            .iter()
-            .position(|t| !t.trim().is_empty())
-            .unwrap_or(texts.len());
-        let end = texts
-            .iter()
-            .rposition(|t| !t.trim().is_empty())
-            .map_or(start, |i| i + 1);
-        texts[start..end].join("\n")
+        trim_blank_lines(&texts).join("\n")
     }
+}
+
+/// `texts` without the blank (whitespace-only) lines at both ends.
+pub fn trim_blank_lines<'s, 'a>(texts: &'s [&'a str]) -> &'s [&'a str] {
+    let start = texts
+        .iter()
+        .position(|t| !t.trim().is_empty())
+        .unwrap_or(texts.len());
+    let end = texts
+        .iter()
+        .rposition(|t| !t.trim().is_empty())
+        .map_or(start, |i| i + 1);
+    &texts[start..end]
 }
 
 /// The body split into sections; lines before the first heading are the preamble.

@@ -3,8 +3,9 @@
 //! the first, and it is the only code that can build an [`ApprovedRequest`].
 
 use super::command;
+use super::document::{self, Fields, Reasons, is_id, plain_scalar, scalar_str, show};
 use super::forbidden;
-use super::frontmatter::{self, Line, SplitError};
+use super::frontmatter::{self, Line};
 use super::rendered;
 use super::sections::{self, Section};
 use super::yaml::{self, Node};
@@ -63,16 +64,6 @@ const ERA_SECTIONS: &[&str] = &[
 const MONTY_SECTIONS: &[&str] = &["Code", "Output Expectations", "Risk Assessment"];
 const MONTY_OPTIONAL: &[&str] = &["Inputs (JSON)"];
 
-/// Collects reasons.
-#[derive(Default)]
-struct Reasons(Vec<Reason>);
-
-impl Reasons {
-    fn add(&mut self, code: &str, message: impl Into<String>, line: impl Into<Option<usize>>) {
-        self.0.push(Reason::new(code, message, line.into()));
-    }
-}
-
 /// Judges a request. `bytes` is the file as read; nothing else is touched.
 pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Reason>> {
     let mut r = Reasons::default();
@@ -88,21 +79,8 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
         );
         return Err(r.0);
     }
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(e) => {
-            let line = bytes[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
-                + 1;
-            r.add(
-                "request.not_utf8",
-                format!("the request is not valid UTF-8 (byte {})", e.valid_up_to()),
-                line,
-            );
-            return Err(r.0);
-        }
+    let Some(text) = document::utf8(bytes, "request", &mut r) else {
+        return Err(r.0);
     };
     // What is judged, signed, hashed into the lock and run is one text: the file after
     // the hashing normalization (BOM stripped, CRLF → LF, Unicode NFC). A signature
@@ -129,37 +107,9 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
             }
         }
     }
-    let split = match frontmatter::split(text) {
-        Ok(split) => split,
-        Err(SplitError::Missing) => {
-            r.add(
-                "front_matter.missing",
-                "the request must begin with YAML front matter: a line `---`",
-                1,
-            );
-            return Err(r.0);
-        }
-        Err(SplitError::Unterminated) => {
-            r.add(
-                "front_matter.unterminated",
-                "the front matter has no closing `---` line",
-                1,
-            );
-            return Err(r.0);
-        }
-    };
-    let budget = yaml::Budget {
-        max_depth: policy.request.max_yaml_depth,
-        max_nodes: policy.request.max_yaml_nodes,
-    };
-    let root = match yaml::load(&split.front_matter, split.front_matter_first_line, budget) {
-        Ok(root) => root,
-        Err(errors) => {
-            for e in errors {
-                r.add(e.code, e.message, e.line);
-            }
-            return Err(r.0);
-        }
+    let Some((split, root)) = document::front_matter(text, "request", &policy.request, &mut r)
+    else {
+        return Err(r.0);
     };
     // The YAML values as decoded: escapes and folded lines can hide what the raw
     // lines show innocently.
@@ -176,24 +126,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     }
     let body = sections::parse(&split.body);
     let checked = body_rules(&body, &fm, policy, &mut r);
-    if !body
-        .preamble
-        .iter()
-        .all(|l| l.text.trim().is_empty() || l.text.starts_with("# "))
-    {
-        // Free text before the first section is allowed only as an H1 title.
-        if let Some(l) = body
-            .preamble
-            .iter()
-            .find(|l| !l.text.trim().is_empty() && !l.text.starts_with("# "))
-        {
-            r.add(
-                "body.text_outside_section",
-                "text before the first `## ` section (only a `# ` title may stand there)",
-                l.number,
-            );
-        }
-    }
+    document::text_outside_section(&body, &mut r);
     if !r.0.is_empty() {
         return Err(r.0);
     }
@@ -297,69 +230,11 @@ struct FrontMatter {
 }
 
 fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
-    let Node::Map {
-        entries,
-        line: map_line,
-    } = root
-    else {
-        unreachable_reason(r);
-        return empty_front_matter();
-    };
-    let map_line = *map_line;
-    let mut by_key: BTreeMap<&str, (&Node, usize)> = BTreeMap::new();
-    for e in entries {
-        if !KNOWN_KEYS.contains(&e.key.as_str()) {
-            r.add(
-                "front_matter.unknown_key",
-                format!("unknown front matter key `{}`", e.key),
-                e.key_line,
-            );
-        }
-        by_key
-            .entry(e.key.as_str())
-            .or_insert((&e.value, e.key_line));
-    }
-    let get = |key: &str| by_key.get(key).copied();
-
-    // request_type, schema_version
-    match get("request_type") {
-        None => missing(r, "request_type", map_line),
-        Some((node, line)) => {
-            if scalar_str(node).as_deref() != Some("tool_request") {
-                r.add(
-                    "front_matter.request_type",
-                    format!(
-                        "`request_type` must be `tool_request`, found {}",
-                        show(node)
-                    ),
-                    line,
-                );
-            }
-        }
-    }
-    match get("schema_version") {
-        None => missing(r, "schema_version", map_line),
-        Some((node, line)) => {
-            if scalar_str(node).as_deref() != Some("1") {
-                r.add(
-                    "front_matter.schema_version",
-                    format!("`schema_version` must be 1, found {}", show(node)),
-                    line,
-                );
-            }
-        }
-    }
-    let request_id = required_text(
-        r,
-        get("request_id"),
-        "request_id",
-        map_line,
-        "front_matter.missing_key",
-    );
-    let request_id = request_id.filter(|(id, line)| {
-        let ok = id.len() <= 128
-            && id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-            && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    let f = Fields::new(root, KNOWN_KEYS, r);
+    f.constant("request_type", "tool_request", r);
+    f.schema_version(r);
+    let request_id = f.text("request_id", r).filter(|(id, line)| {
+        let ok = is_id(id);
         if !ok {
             r.add(
                 "front_matter.request_id",
@@ -369,54 +244,24 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         }
         ok
     });
-    let created = required_text(
-        r,
-        get("created_utc"),
-        "created_utc",
-        map_line,
-        "front_matter.missing_key",
-    );
+    let created = f.text("created_utc", r);
     let created_at = created
         .as_ref()
-        .and_then(|(s, line)| utc_timestamp(r, "created_utc", s, *line));
-    let requested_by = required_text(
-        r,
-        get("requested_by"),
-        "requested_by",
-        map_line,
-        "approval.requested_by",
-    );
-    let approved_by = required_text(
-        r,
-        get("approved_by"),
-        "approved_by",
-        map_line,
-        "approval.approved_by",
-    );
-    let approved = required_text(
-        r,
-        get("approved_utc"),
-        "approved_utc",
-        map_line,
-        "approval.approved_utc",
-    );
+        .and_then(|(s, line)| document::timestamp("created_utc", s, *line, r));
+    let requested_by = f.text_coded("requested_by", Some("approval.requested_by"), r);
+    let approved_by = f.text_coded("approved_by", Some("approval.approved_by"), r);
+    let approved = f.text_coded("approved_utc", Some("approval.approved_utc"), r);
     let approved_at = approved
         .as_ref()
-        .and_then(|(s, line)| utc_timestamp(r, "approved_utc", s, *line));
+        .and_then(|(s, line)| document::timestamp("approved_utc", s, *line, r));
     if let (Some(c), Some(a), Some((_, line))) = (created_at, approved_at, approved.as_ref())
         && a < c
     {
         r.add("approval.before_creation", "`approved_utc` is earlier than `created_utc`: a request cannot be approved before it exists", *line);
     }
-    let purpose = required_text(
-        r,
-        get("purpose"),
-        "purpose",
-        map_line,
-        "front_matter.missing_key",
-    );
+    let purpose = f.text("purpose", r);
 
-    let (backend, backend_known) = match get("backend") {
+    let (backend, backend_known) = match f.get("backend") {
         None => (BackendKind::Era, true),
         Some((node, line)) => match scalar_str(node).as_deref() {
             Some("ERA") => (BackendKind::Era, true),
@@ -432,14 +277,7 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         },
     };
 
-    let language = required_text(
-        r,
-        get("language"),
-        "language",
-        map_line,
-        "front_matter.missing_key",
-    )
-    .and_then(|(lang, line)| {
+    let language = f.text("language", r).and_then(|(lang, line)| {
         let lower = lang.trim().to_ascii_lowercase();
         if SHELL_LANGUAGES.contains(&lower.as_str()) {
             r.add(
@@ -468,9 +306,8 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         }
     });
 
-    match get("network") {
-        None => missing(r, "network", map_line),
-        Some((node, line)) => match scalar_str(node).as_deref() {
+    if let Some((node, line)) = f.require("network", r) {
+        match scalar_str(node).as_deref() {
             Some("none") => {}
             Some("allowlist") => r.add(
                 "network.allowlist_unsupported",
@@ -478,12 +315,12 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
                 line,
             ),
             _ => r.add("front_matter.network", format!("`network` must be `none` or `allowlist`, found {}", show(node)), line),
-        },
+        }
     }
 
-    let limits = limits(r, &get, map_line, policy);
+    let limits = limits(r, &f, policy);
     let mut declared_paths = Vec::new();
-    let (inputs, inputs_line) = match get("inputs") {
+    let (inputs, inputs_line) = match f.get("inputs") {
         None => (Vec::new(), None),
         Some((node, line)) => (declared_inputs(r, node, &mut declared_paths), Some(line)),
     };
@@ -504,159 +341,10 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
     }
 }
 
-fn empty_front_matter() -> FrontMatter {
-    FrontMatter {
-        request_id: None,
-        created_utc: None,
-        requested_by: None,
-        approved_by: None,
-        approved_utc: None,
-        purpose: None,
-        backend: BackendKind::Era,
-        backend_known: false,
-        language: None,
-        limits: None,
-        inputs: Vec::new(),
-        inputs_line: None,
-        declared_paths: Vec::new(),
-    }
-}
-
-fn unreachable_reason(r: &mut Reasons) {
-    r.add("yaml.not_mapping", "front matter must be a mapping", None);
-}
-
-fn missing(r: &mut Reasons, key: &str, line: usize) {
-    r.add(
-        "front_matter.missing_key",
-        format!("required front matter key `{key}` is missing"),
-        line,
-    );
-}
-
-/// A scalar's text (quoted or plain), `None` for lists, mappings and null.
-fn scalar_str(node: &Node) -> Option<String> {
-    match node {
-        Node::Scalar {
-            value,
-            quoted: false,
-            ..
-        } if yaml::is_null(value) => None,
-        Node::Scalar { value, .. } => Some(value.clone()),
-        _ => None,
-    }
-}
-
-/// How a node looks in a message.
-fn show(node: &Node) -> String {
-    match node {
-        Node::Scalar { value, .. } if !(value.is_empty()) => {
-            let v: String = value.chars().take(40).collect();
-            format!("`{v}`")
-        }
-        other => other.kind().to_owned(),
-    }
-}
-
-/// A required string field that must not be empty or whitespace.
-fn required_text(
-    r: &mut Reasons,
-    entry: Option<(&Node, usize)>,
-    key: &str,
-    map_line: usize,
-    missing_code: &str,
-) -> Option<(String, usize)> {
-    match entry {
-        None => {
-            r.add(
-                missing_code,
-                format!("required front matter key `{key}` is missing"),
-                map_line,
-            );
-            None
-        }
-        Some((node @ (Node::Seq { .. } | Node::Map { .. }), line)) => {
-            r.add(
-                "front_matter.type",
-                format!("`{key}` must be a string, found {}", node.kind()),
-                line,
-            );
-            None
-        }
-        Some((node, line)) => match scalar_str(node) {
-            Some(s) if has_visible_character(&s) => Some((s, line)),
-            _ => {
-                let code = if missing_code == "front_matter.missing_key" {
-                    "front_matter.empty_value"
-                } else {
-                    missing_code
-                };
-                r.add(code, format!("`{key}` must not be empty"), line);
-                None
-            }
-        },
-    }
-}
-
-/// True when `s` holds something a reader can see: not only whitespace, invisible
-/// or control characters.
-fn has_visible_character(s: &str) -> bool {
-    s.chars().any(|c| {
-        !c.is_whitespace()
-            && !crate::normalize::is_invisible(c)
-            && !c.is_control()
-            && c != '\u{2800}'
-    })
-}
-
-/// Parses an RFC 3339 timestamp that must be in UTC (`Z` or `+00:00`).
-fn utc_timestamp(
-    r: &mut Reasons,
-    key: &str,
-    text: &str,
-    line: usize,
-) -> Option<time::OffsetDateTime> {
-    match time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339) {
-        Ok(t) if t.offset().is_utc() => Some(t),
-        Ok(_) => {
-            r.add(
-                "front_matter.timestamp",
-                format!("`{key}` must be in UTC (end in `Z`), found `{text}`"),
-                line,
-            );
-            None
-        }
-        Err(_) => {
-            r.add("front_matter.timestamp", format!("`{key}` must be an ISO-8601 UTC timestamp such as 2026-02-09T16:10:30Z, found `{text}`"), line);
-            None
-        }
-    }
-}
-
-type Getter<'a> = dyn Fn(&str) -> Option<(&'a Node, usize)> + 'a;
-
-fn limits<'a>(
-    r: &mut Reasons,
-    get: &Getter<'a>,
-    map_line: usize,
-    policy: &Policy,
-) -> Option<RequestLimits> {
+fn limits(r: &mut Reasons, f: &Fields<'_>, policy: &Policy) -> Option<RequestLimits> {
     let mut int_limit = |key: &str, max: u64, unit: &str| -> Option<u64> {
-        let (node, line) = match get(key) {
-            None => {
-                missing(r, key, map_line);
-                return None;
-            }
-            Some(entry) => entry,
-        };
-        let value = match node {
-            Node::Scalar {
-                value,
-                quoted: false,
-                ..
-            } => value.trim().parse::<i128>().ok(),
-            _ => None,
-        };
+        let (node, line) = f.require(key, r)?;
+        let value = plain_scalar(node).and_then(|v| v.trim().parse::<i128>().ok());
         match value {
             None => {
                 r.add(
@@ -687,11 +375,8 @@ fn limits<'a>(
     };
     let memory = int_limit("memory_limit_mb", policy.limits.max_memory_limit_mb, "MB");
     let time = int_limit("time_limit_sec", policy.limits.max_time_limit_sec, "s");
-    let cpu = match get("cpu_limit") {
-        None => {
-            missing(r, "cpu_limit", map_line);
-            None
-        }
+    let cpu = match f.require("cpu_limit", r) {
+        None => None,
         Some((node, line)) => match scalar_str(node).as_deref().and_then(parse_cpu_seconds) {
             None => {
                 r.add(
@@ -793,18 +478,13 @@ fn declared_inputs(
             );
             continue;
         };
-        for e in entries {
-            if e.key != "path" && e.key != "sha256" {
-                r.add(
-                    "inputs.unknown_key",
-                    format!(
-                        "unknown key `{}` in an input (allowed: path, sha256)",
-                        e.key
-                    ),
-                    e.key_line,
-                );
-            }
-        }
+        document::known_keys(
+            entries,
+            &["path", "sha256"],
+            "inputs.unknown_key",
+            "an input",
+            r,
+        );
         let path = item.get("path").and_then(scalar_str);
         let sha = item.get("sha256").and_then(scalar_str);
         let Some(path) = path else {
@@ -902,11 +582,7 @@ fn body_rules(
             .find(|t| t.eq_ignore_ascii_case(&s.title));
         match canonical {
             Some(t) => {
-                if let Some(first) = found.get(t) {
-                    r.add("body.duplicate_section", format!("section `## {t}` appears twice (first on line {})", first.heading_line), s.heading_line);
-                } else {
-                    found.insert(t, s);
-                }
+                document::file_section(&mut found, t, s, r);
             }
             None if other.iter().any(|t| t.eq_ignore_ascii_case(&s.title)) => r.add(
                 "body.section_wrong_backend",
@@ -921,21 +597,7 @@ fn body_rules(
         .last()
         .and_then(|s| s.lines.last().map(|l| l.number))
         .unwrap_or(1);
-    for t in required {
-        match found.get(t) {
-            None => r.add(
-                "body.missing_section",
-                format!("required section `## {t}` is missing"),
-                end_line,
-            ),
-            Some(s) if s.content_lines().next().is_none() => r.add(
-                "body.empty_section",
-                format!("section `## {t}` is empty"),
-                s.heading_line,
-            ),
-            Some(_) => {}
-        }
-    }
+    document::required_sections(&found, required, end_line, r);
     let outputs = found
         .get("Output Expectations")
         .map(|s| output_paths(s, r))
@@ -1096,13 +758,7 @@ fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
         let path = tokens
             .iter()
             .find(|t| t.starts_with("/in/") || **t == "/in");
-        let sha = tokens
-            .iter()
-            .map(|t| {
-                t.trim_start_matches("sha256:")
-                    .trim_start_matches("sha256=")
-            })
-            .find(|t| t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()));
+        let sha = document::listed_sha256(&tokens);
         if let Some(path) = path {
             named.push(((*path).to_owned(), sha.map(str::to_owned), line.number));
         } else if let Some(p) = tokens.iter().find(|t| t.starts_with('/')) {

@@ -399,7 +399,44 @@ struct Excerpt {
     total_lines: usize,
 }
 
+/// Longest excerpt line, in characters, before it is cut.
 const MAX_LINE_CHARS: usize = 1000;
+
+/// A stream's lines as an excerpt counts them: split at LF (a final LF ends the last
+/// line, it starts no other), a CR before the LF dropped; none for an empty stream.
+fn stream_lines(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    text.strip_suffix('\n')
+        .unwrap_or(text)
+        .split('\n')
+        .map(|line| line.strip_suffix('\r').unwrap_or(line))
+        .collect()
+}
+
+/// A stream line as the excerpt shows it: control and invisible characters escaped,
+/// cut after [`MAX_LINE_CHARS`] with a mark.
+fn shown_line(raw: &str) -> String {
+    let mut shown = crate::request::document::escaped(raw, MAX_LINE_CHARS);
+    if raw.chars().count() > MAX_LINE_CHARS {
+        shown.push_str(" [line cut]");
+    }
+    shown
+}
+
+/// The lines an excerpt of at most `max_lines` lines shows for a stream (before any is
+/// withheld), and the stream's line count. The gate compares excerpts with these.
+pub fn shown_lines(bytes: &[u8], max_lines: usize) -> (Vec<String>, usize) {
+    let text = String::from_utf8_lossy(bytes);
+    let all = stream_lines(&text);
+    let shown = all
+        .iter()
+        .take(max_lines)
+        .map(|raw| shown_line(raw))
+        .collect();
+    (shown, all.len())
+}
 
 fn excerpt(
     stream: &str,
@@ -421,29 +458,11 @@ fn excerpt(
             "{stream} is not valid UTF-8; invalid bytes are shown as U+FFFD in the excerpt"
         ));
     }
-    let all: Vec<&str> = text
-        .strip_suffix('\n')
-        .unwrap_or(&text)
-        .split('\n')
-        .collect();
+    let all = stream_lines(&text);
     let total_lines = all.len();
     let mut lines = Vec::new();
-    for (i, raw) in all.iter().take(max_lines).enumerate() {
-        let raw = raw.strip_suffix('\r').unwrap_or(raw);
-        let mut shown: String = raw
-            .chars()
-            .take(MAX_LINE_CHARS)
-            .map(|c| {
-                if c.is_control() || crate::normalize::is_invisible(c) {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect();
-        if raw.chars().count() > MAX_LINE_CHARS {
-            shown.push_str(" [line cut]");
-        }
+    for (i, &raw) in all.iter().take(max_lines).enumerate() {
+        let shown = shown_line(raw);
         // The raw line de-obfuscated (control and invisible characters are escaped in
         // the excerpt, so those findings do not count there) and the line as shown.
         let mut trips: Vec<String> =
@@ -505,6 +524,18 @@ mod tests {
     use super::*;
     use crate::policy::Policy;
     use std::time::Duration;
+
+    #[test]
+    fn shown_lines_escape_cut_and_count() {
+        let (lines, total) = shown_lines(b"a\r\nb\x1bc\n\n", 10);
+        assert_eq!(lines, vec!["a", "b\\u{1b}c", ""]);
+        assert_eq!(total, 3);
+        let long = "x".repeat(1001);
+        let (lines, _) = shown_lines(long.as_bytes(), 10);
+        assert!(lines[0].ends_with("x [line cut]"));
+        assert_eq!(shown_lines(b"", 3), (vec![], 0));
+        assert_eq!(shown_lines(b"1\n2\n3\n4\n", 2).1, 4);
+    }
 
     fn limits() -> Limits {
         Limits {

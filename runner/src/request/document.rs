@@ -1,0 +1,549 @@
+//! What every markdown validator shares, the request validator ([`super::validate`])
+//! and the gate's (tool results, research packets): the reason collector, reading the
+//! text and its front matter, the front matter field readers, how a value is shown in
+//! a message (escaped, clipped), UTC timestamps and identifiers, and the section rules
+//! both families apply (one section per title, every required one present and not
+//! empty, nothing but a title before the first).
+//!
+//! It sits beside the parsers it builds on ([`super::frontmatter`], [`super::yaml`],
+//! [`super::sections`]) so that the gate depends on the request module and never the
+//! other way round.
+
+use super::Reason;
+use super::frontmatter::{self, Split, SplitError};
+use super::sections::{Body, Section};
+use super::yaml::{self, Entry, Node};
+use crate::policy::RequestRules;
+use std::collections::BTreeMap;
+
+/// Collects reasons.
+#[derive(Debug, Default)]
+pub struct Reasons(pub Vec<Reason>);
+
+impl Reasons {
+    pub fn add(&mut self, code: &str, message: impl Into<String>, line: impl Into<Option<usize>>) {
+        self.0.push(Reason::new(code, message, line.into()));
+    }
+}
+
+/// The document as text, or the reason it is not UTF-8 (`{noun}.not_utf8`:
+/// `request.not_utf8`, `document.not_utf8`), with the line of the first bad byte.
+pub fn utf8<'a>(bytes: &'a [u8], noun: &str, r: &mut Reasons) -> Option<&'a str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Some(text),
+        Err(e) => {
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            r.add(
+                &format!("{noun}.not_utf8"),
+                format!("the {noun} is not valid UTF-8 (byte {})", e.valid_up_to()),
+                line,
+            );
+            None
+        }
+    }
+}
+
+/// Splits the front matter off the body and loads it with the strict YAML loader (whose
+/// root is always a mapping) within the policy's YAML budget. `noun` names the document
+/// in the messages.
+pub fn front_matter<'a>(
+    text: &'a str,
+    noun: &str,
+    rules: &RequestRules,
+    r: &mut Reasons,
+) -> Option<(Split<'a>, Node)> {
+    let split = match frontmatter::split(text) {
+        Ok(split) => split,
+        Err(SplitError::Missing) => {
+            r.add(
+                "front_matter.missing",
+                format!("the {noun} must begin with YAML front matter: a line `---`"),
+                1,
+            );
+            return None;
+        }
+        Err(SplitError::Unterminated) => {
+            r.add(
+                "front_matter.unterminated",
+                "the front matter has no closing `---` line",
+                1,
+            );
+            return None;
+        }
+    };
+    let budget = yaml::Budget {
+        max_depth: rules.max_yaml_depth,
+        max_nodes: rules.max_yaml_nodes,
+    };
+    match yaml::load(&split.front_matter, split.front_matter_first_line, budget) {
+        Ok(root) => Some((split, root)),
+        Err(errors) => {
+            for e in errors {
+                r.add(e.code, e.message, e.line);
+            }
+            None
+        }
+    }
+}
+
+/// The top-level front matter keys with their values and lines.
+pub struct Fields<'a> {
+    entries: BTreeMap<&'a str, (&'a Node, usize)>,
+    /// Line of the mapping (the first key), for "missing key" reasons.
+    pub map_line: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// Reads the root mapping, reporting keys not in `known`. A repeated key keeps its
+    /// first value.
+    pub fn new(root: &'a Node, known: &[&str], r: &mut Reasons) -> Self {
+        let mut entries = BTreeMap::new();
+        let (list, map_line) = match root {
+            Node::Map { entries, line } => (entries.as_slice(), *line),
+            other => {
+                r.add(
+                    "yaml.not_mapping",
+                    "front matter must be a mapping",
+                    other.line(),
+                );
+                (&[][..], other.line())
+            }
+        };
+        for e in list {
+            if !known.contains(&e.key.as_str()) {
+                r.add(
+                    "front_matter.unknown_key",
+                    format!("unknown front matter key `{}`", e.key),
+                    e.key_line,
+                );
+            }
+            entries
+                .entry(e.key.as_str())
+                .or_insert((&e.value, e.key_line));
+        }
+        Self { entries, map_line }
+    }
+
+    pub fn get(&self, key: &str) -> Option<(&'a Node, usize)> {
+        self.entries.get(key).copied()
+    }
+
+    /// The node under `key`, or a `front_matter.missing_key` reason.
+    pub fn require(&self, key: &str, r: &mut Reasons) -> Option<(&'a Node, usize)> {
+        self.require_coded(key, "front_matter.missing_key", r)
+    }
+
+    /// The node under `key`, or a reason with `code` saying it is missing.
+    fn require_coded(&self, key: &str, code: &str, r: &mut Reasons) -> Option<(&'a Node, usize)> {
+        let found = self.get(key);
+        if found.is_none() {
+            r.add(
+                code,
+                format!("required front matter key `{key}` is missing"),
+                self.map_line,
+            );
+        }
+        found
+    }
+
+    /// A key whose value must be exactly `want` (`result_type: tool_result`).
+    pub fn constant(&self, key: &str, want: &str, r: &mut Reasons) {
+        if let Some((node, line)) = self.require(key, r)
+            && scalar_str(node).as_deref() != Some(want)
+        {
+            r.add(
+                &format!("front_matter.{key}"),
+                format!("`{key}` must be `{want}`, found {}", show(node)),
+                line,
+            );
+        }
+    }
+
+    /// `schema_version`: `1` or `"1"`.
+    pub fn schema_version(&self, r: &mut Reasons) {
+        if let Some((node, line)) = self.require("schema_version", r)
+            && scalar_str(node).as_deref() != Some("1")
+        {
+            r.add(
+                "front_matter.schema_version",
+                format!("`schema_version` must be 1, found {}", show(node)),
+                line,
+            );
+        }
+    }
+
+    /// A required string that holds something a reader can see.
+    pub fn text(&self, key: &str, r: &mut Reasons) -> Option<(String, usize)> {
+        self.text_coded(key, None, r)
+    }
+
+    /// [`Fields::text`], with `code` (when given) for both a missing and an empty value
+    /// instead of `front_matter.missing_key` and `front_matter.empty_value` (a request's
+    /// approval fields have codes of their own).
+    pub fn text_coded(
+        &self,
+        key: &str,
+        code: Option<&str>,
+        r: &mut Reasons,
+    ) -> Option<(String, usize)> {
+        let (node, line) =
+            self.require_coded(key, code.unwrap_or("front_matter.missing_key"), r)?;
+        match node {
+            Node::Seq { .. } | Node::Map { .. } => {
+                r.add(
+                    "front_matter.type",
+                    format!("`{key}` must be a string, found {}", node.kind()),
+                    line,
+                );
+                None
+            }
+            _ => match scalar_str(node) {
+                Some(s) if has_visible_character(&s) => Some((s, line)),
+                _ => {
+                    r.add(
+                        code.unwrap_or("front_matter.empty_value"),
+                        format!("`{key}` must not be empty"),
+                        line,
+                    );
+                    None
+                }
+            },
+        }
+    }
+
+    /// A required identifier: 1–128 of `A–Z a–z 0–9 . _ -`, starting alphanumeric.
+    pub fn id(&self, key: &str, r: &mut Reasons) -> Option<(String, usize)> {
+        let (id, line) = self.text(key, r)?;
+        if !is_id(&id) {
+            r.add(
+                "front_matter.id",
+                format!("`{key}` must be 1–128 characters of A–Z, a–z, 0–9, `.`, `_`, `-`, starting with a letter or digit"),
+                line,
+            );
+            return None;
+        }
+        Some((id, line))
+    }
+
+    /// A required RFC 3339 timestamp in UTC.
+    pub fn timestamp(&self, key: &str, r: &mut Reasons) -> Option<(time::OffsetDateTime, usize)> {
+        let (text, line) = self.text(key, r)?;
+        timestamp(key, &text, line, r).map(|t| (t, line))
+    }
+
+    /// A required value from a closed set.
+    pub fn one_of(&self, key: &str, allowed: &[&str], r: &mut Reasons) -> Option<(String, usize)> {
+        let (node, line) = self.require(key, r)?;
+        match scalar_str(node) {
+            Some(v) if allowed.contains(&v.as_str()) => Some((v, line)),
+            _ => {
+                r.add(
+                    &format!("front_matter.{key}"),
+                    format!(
+                        "`{key}` must be one of {}, found {}",
+                        allowed.join("|"),
+                        show(node)
+                    ),
+                    line,
+                );
+                None
+            }
+        }
+    }
+
+    /// A required 64-lowercase-hex sha256.
+    pub fn sha256(&self, key: &str, r: &mut Reasons) -> Option<(String, usize)> {
+        let (node, line) = self.require(key, r)?;
+        sha256_node(node, key, r).map(|s| (s, line))
+    }
+}
+
+/// A node that must be a 64-lowercase-hex sha256 string.
+pub fn sha256_node(node: &Node, what: &str, r: &mut Reasons) -> Option<String> {
+    match scalar_str(node) {
+        Some(s) if crate::digest::is_sha256_hex(&s) => Some(s),
+        _ => {
+            r.add(
+                "front_matter.hash_format",
+                format!(
+                    "`{what}` must be 64 lowercase hex characters, found {}",
+                    show(node)
+                ),
+                node.line(),
+            );
+            None
+        }
+    }
+}
+
+/// The hash a section line lists beside a path: the first of its `tokens` that is 64
+/// hex digits, bare or written `sha256:<hex>` or `sha256=<hex>`.
+pub fn listed_sha256<'t>(tokens: &[&'t str]) -> Option<&'t str> {
+    tokens
+        .iter()
+        .map(|t| {
+            t.trim_start_matches("sha256:")
+                .trim_start_matches("sha256=")
+        })
+        .find(|t| t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Reports each key of a nested mapping that is not in `allowed`, with `code`; `within`
+/// names the mapping (`an input`, `` `content_hashes` ``). True when there was none.
+pub fn known_keys(
+    entries: &[Entry],
+    allowed: &[&str],
+    code: &str,
+    within: &str,
+    r: &mut Reasons,
+) -> bool {
+    let mut ok = true;
+    for e in entries {
+        if !allowed.contains(&e.key.as_str()) {
+            r.add(
+                code,
+                format!(
+                    "unknown key `{}` in {within} (allowed: {})",
+                    e.key,
+                    allowed.join(", ")
+                ),
+                e.key_line,
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// RFC 3339, offset zero.
+pub fn utc_timestamp(text: &str) -> Option<time::OffsetDateTime> {
+    parse_timestamp(text).ok()
+}
+
+/// An RFC 3339 timestamp: `Err(true)` when it is one but not in UTC.
+fn parse_timestamp(text: &str) -> Result<time::OffsetDateTime, bool> {
+    match time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339) {
+        Ok(t) if t.offset().is_utc() => Ok(t),
+        Ok(_) => Err(true),
+        Err(_) => Err(false),
+    }
+}
+
+/// `text`, the value of `key` on `line`, as a UTC timestamp, or a
+/// `front_matter.timestamp` reason.
+pub fn timestamp(
+    key: &str,
+    text: &str,
+    line: usize,
+    r: &mut Reasons,
+) -> Option<time::OffsetDateTime> {
+    match parse_timestamp(text) {
+        Ok(t) => Some(t),
+        Err(offset_not_utc) => {
+            let message = if offset_not_utc {
+                format!(
+                    "`{key}` must be in UTC (end in `Z`), found `{}`",
+                    clip(text)
+                )
+            } else {
+                format!(
+                    "`{key}` must be an ISO-8601 UTC timestamp such as 2026-02-09T16:10:30Z, found `{}`",
+                    clip(text)
+                )
+            };
+            r.add("front_matter.timestamp", message, line);
+            None
+        }
+    }
+}
+
+/// 1–128 of `A–Z a–z 0–9 . _ -`, starting with a letter or digit.
+pub fn is_id(id: &str) -> bool {
+    id.len() <= 128
+        && id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// True when `s` holds something a reader can see: not only whitespace, invisible
+/// or control characters.
+pub fn has_visible_character(s: &str) -> bool {
+    s.chars().any(|c| {
+        !c.is_whitespace()
+            && !crate::normalize::is_invisible(c)
+            && !c.is_control()
+            && c != '\u{2800}'
+    })
+}
+
+/// A scalar's text (quoted or plain), `None` for lists, mappings and null.
+pub fn scalar_str(node: &Node) -> Option<String> {
+    match node {
+        Node::Scalar {
+            value,
+            quoted: false,
+            ..
+        } if yaml::is_null(value) => None,
+        Node::Scalar { value, .. } => Some(value.clone()),
+        _ => None,
+    }
+}
+
+/// A plain (unquoted) scalar's text: YAML numbers are plain.
+pub fn plain_scalar(node: &Node) -> Option<&str> {
+    match node {
+        Node::Scalar {
+            value,
+            quoted: false,
+            ..
+        } => Some(value),
+        _ => None,
+    }
+}
+
+/// How a node looks in a message: a scalar clipped and escaped in backticks, anything
+/// else by its kind.
+pub fn show(node: &Node) -> String {
+    match node {
+        Node::Scalar { value, .. } if !value.is_empty() => format!("`{}`", clip(value)),
+        other => other.kind().to_owned(),
+    }
+}
+
+/// The first 40 characters, control and invisible characters escaped.
+pub fn clip(s: &str) -> String {
+    escaped(s, 40)
+}
+
+/// The first `max_chars` characters of `s`, control and invisible characters shown as
+/// escapes (`\u{1b}`), so that a message or an excerpt holds only what a reader sees.
+pub fn escaped(s: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for c in s.chars().take(max_chars) {
+        if c.is_control() || crate::normalize::is_invisible(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Reports text before the first `## ` section: only a `# ` title may stand there.
+pub fn text_outside_section(body: &Body<'_>, r: &mut Reasons) {
+    if let Some(l) = body
+        .preamble
+        .iter()
+        .find(|l| !l.text.trim().is_empty() && !l.text.starts_with("# "))
+    {
+        r.add(
+            "body.text_outside_section",
+            "text before the first `## ` section (only a `# ` title may stand there)",
+            l.number,
+        );
+    }
+}
+
+/// Files section `s` under its schema title `title`. False, with a
+/// `body.duplicate_section` reason, when a section of that title was filed before.
+pub fn file_section<'b, 'a>(
+    found: &mut BTreeMap<&'static str, &'b Section<'a>>,
+    title: &'static str,
+    s: &'b Section<'a>,
+    r: &mut Reasons,
+) -> bool {
+    if let Some(first) = found.get(title) {
+        r.add(
+            "body.duplicate_section",
+            format!(
+                "section `## {title}` appears twice (first on line {})",
+                first.heading_line
+            ),
+            s.heading_line,
+        );
+        return false;
+    }
+    found.insert(title, s);
+    true
+}
+
+/// Reports each of the `required` sections that is missing (at `end_line`) or has no
+/// content.
+pub fn required_sections(
+    found: &BTreeMap<&'static str, &Section<'_>>,
+    required: &[&str],
+    end_line: usize,
+    r: &mut Reasons,
+) {
+    for t in required {
+        match found.get(t) {
+            None => r.add(
+                "body.missing_section",
+                format!("required section `## {t}` is missing"),
+                end_line,
+            ),
+            Some(s) if s.content_lines().next().is_none() => r.add(
+                "body.empty_section",
+                format!("section `## {t}` is empty"),
+                s.heading_line,
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn scalar(value: &str) -> Node {
+        Node::Scalar {
+            value: value.into(),
+            quoted: true,
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn values_are_shown_escaped_and_clipped() {
+        assert_eq!(show(&scalar("a\u{1b}[2Jb")), "`a\\u{1b}[2Jb`");
+        assert_eq!(show(&scalar("x\u{200b}")), "`x\\u{200b}`");
+        assert_eq!(
+            show(&scalar(&"y".repeat(50))),
+            format!("`{}`", "y".repeat(40))
+        );
+        assert_eq!(show(&scalar("")), "a quoted string");
+    }
+
+    #[test]
+    fn timestamps() {
+        assert!(utc_timestamp("2026-02-09T16:10:30Z").is_some());
+        assert!(utc_timestamp(" 2026-02-09T16:10:30+00:00 ").is_some());
+        assert!(utc_timestamp("2026-02-09T16:10:30+01:00").is_none());
+        let mut r = Reasons::default();
+        timestamp("t", "2026-02-09T16:10:30+01:00", 3, &mut r);
+        timestamp("t", "yesterday\u{7}", 4, &mut r);
+        let messages: Vec<&str> = r.0.iter().map(|x| x.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "`t` must be in UTC (end in `Z`), found `2026-02-09T16:10:30+01:00`",
+                "`t` must be an ISO-8601 UTC timestamp such as 2026-02-09T16:10:30Z, found `yesterday\\u{7}`",
+            ]
+        );
+    }
+
+    #[test]
+    fn visible_characters() {
+        assert!(has_visible_character(" a "));
+        for blank in ["", "  \t", "\u{200b}\u{2060}", "\u{2800}", "\u{7}"] {
+            assert!(!has_visible_character(blank), "{blank:?}");
+        }
+    }
+}
