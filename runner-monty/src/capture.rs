@@ -3,7 +3,7 @@
 //! the interpreter's periodic flush poll.
 
 use monty_types::{ExcType, MontyException, PrintWriterCallback};
-use runner::backend::wasmtime::{CpuClock, cpu_time};
+use runner_sandbox::cpu::{CpuClock, cpu_time};
 use std::borrow::Cow;
 use std::time::Duration;
 

@@ -2,9 +2,9 @@
 //! process of its own, for `runner` (`runner::backend::monty::MontyBackend`).
 //!
 //! Protocol (the wasmtime worker's): stdin carries one
-//! `runner::backend::monty::MontyWorkerRequest` as JSON; the worker opens `/in`
+//! `runner_sandbox::monty::MontyWorkerRequest` as JSON; the worker opens `/in`
 //! (read-only) and `/out` (read-write) as mounts, binds the inputs, confines itself
-//! (`runner::backend::confine::confine_worker`: rlimits, no core, network namespace,
+//! (`runner_sandbox::confine::confine_worker`: rlimits, no core, network namespace,
 //! no_new_privs), arms the allocator cap, runs the code on a thread with a fixed
 //! stack, writes the captured stdout/stderr to `capture_dir`, and prints one
 //! `WorkerReply` JSON line. When the allocator cap fires the process exits with
@@ -16,10 +16,10 @@ mod inputs;
 mod session;
 
 use capture::Capture;
-use runner::backend::confine;
-use runner::backend::monty::MontyWorkerRequest;
-use runner::backend::worker::{self, WorkerReply};
-use runner::backend::{BackendError, Limits, Outcome, OutcomeKind, Program};
+use runner_sandbox::confine;
+use runner_sandbox::monty::MontyWorkerRequest;
+use runner_sandbox::worker::{self, WorkerReply};
+use runner_sandbox::{BackendError, Limits, Outcome, OutcomeKind, Program};
 use std::io;
 
 /// Counts every allocation of the process and ends it (exit 65) past the hard cap;
@@ -152,7 +152,7 @@ fn trapped(detail: String) -> Outcome {
         stdout_capped: false,
         stderr_capped: false,
         detail: Some(detail),
-        engine: runner::backend::monty::engine_name(),
+        engine: runner_sandbox::monty::engine_name(),
         confinement: Vec::new(),
     }
 }
@@ -173,19 +173,19 @@ mod tests {
     #[test]
     fn oom_exit_code_matches_monty() {
         assert_eq!(
-            runner::backend::monty::MONTY_OOM_EXIT_CODE,
+            runner_sandbox::monty::MONTY_OOM_EXIT_CODE,
             monty_types::OOM_EXIT_CODE
         );
     }
 
-    /// `runner::MONTY_VERSION` (what results record) is the monty in Cargo.lock.
+    /// `runner_sandbox::monty::MONTY_VERSION` (what results record) is the monty in Cargo.lock.
     #[test]
     fn monty_version_matches_the_lock_file() {
         let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock"))
             .expect("Cargo.lock");
         let entry = format!(
             "name = \"monty\"\nversion = \"{}\"\n",
-            runner::MONTY_VERSION
+            runner_sandbox::monty::MONTY_VERSION
         );
         assert!(lock.contains(&entry), "Cargo.lock has no {entry:?}");
     }

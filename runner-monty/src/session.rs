@@ -10,7 +10,7 @@ use monty_types::{
     OsFunctionCall, OsPolicy, PrintWriter, ResourceLimits, ResourceTracker, SleepMode,
     memory_limit_with_headroom,
 };
-use runner::backend::{Limits, Outcome, OutcomeKind};
+use runner_sandbox::{Limits, Outcome, OutcomeKind};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -346,7 +346,7 @@ fn classify(
         stdout_capped,
         stderr_capped,
         detail: (!details.is_empty()).then(|| truncate(&details.join("; "), MAX_DETAIL)),
-        engine: runner::backend::monty::engine_name(),
+        engine: runner_sandbox::monty::engine_name(),
         confinement: Vec::new(),
     }
 }

@@ -28,6 +28,5 @@ pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// a unit test checks them against Cargo.lock).
 pub const WASMTIME_VERSION: &str = "48.0.8";
 /// The Monty version the monty worker (`runner-monty`) embeds, recorded as the engine of
-/// monty results (kept equal to the pin in Cargo.toml; a `runner-monty` test checks it
-/// against Cargo.lock).
-pub const MONTY_VERSION: &str = "1.4.0";
+/// monty results (see `runner_sandbox::monty::MONTY_VERSION`).
+pub const MONTY_VERSION: &str = runner_sandbox::monty::MONTY_VERSION;

@@ -8,7 +8,7 @@ fn main() {
     }
     // A probe that applies the worker's confinement and reports it (used by tests).
     if std::env::args().nth(1).as_deref() == Some("__confinement-probe") {
-        std::process::exit(runner::backend::confine::probe_main());
+        std::process::exit(runner::backend::probe_main());
     }
     // Hidden: write the JSON Schemas of every `--json` output (`just schemas`).
     if std::env::args().nth(1).as_deref() == Some("__schemas") {

@@ -19,8 +19,10 @@
 //! This crate does not depend on `monty`: the worker binary does.
 
 use super::worker::{self, Supervised, WorkerJob};
+// The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
+// not this crate.
 use super::{Backend, BackendError, Outcome, Program, SandboxSpec};
-use serde::{Deserialize, Serialize};
+pub use runner_sandbox::monty::{MONTY_OOM_EXIT_CODE, MontyWorkerRequest, engine_name};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,26 +30,11 @@ use std::time::Duration;
 pub const MONTY_WORKER_ENV: &str = "RUNNER_MONTY_WORKER";
 /// File name of the Monty worker binary, looked for next to the runner's own.
 pub const MONTY_WORKER_BIN: &str = "runner-monty-worker";
-/// Exit status of a worker whose allocator cap fired (`monty_types::OOM_EXIT_CODE`;
-/// the worker crate checks the two agree).
-pub const MONTY_OOM_EXIT_CODE: i32 = 65;
 /// Time for the worker to start (no module to load: Monty starts in microseconds).
 pub const STARTUP_ALLOWANCE: Duration = Duration::from_millis(250);
 /// Time past the wall-clock limit before the runner SIGKILLs the worker. The worker's
 /// own time limit (Monty's) normally ends the run first, in order, output kept.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
-
-/// What the runner sends the Monty worker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MontyWorkerRequest {
-    /// The spec; its program is a [`super::MontyProgram`].
-    pub spec: SandboxSpec,
-}
-
-/// The engine recorded in Provenance.
-pub fn engine_name() -> String {
-    format!("monty {}", crate::MONTY_VERSION)
-}
 
 /// The monty backend: one confined `runner-monty-worker` process per request.
 #[derive(Debug, Clone)]

@@ -21,9 +21,11 @@
 
 use super::{BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec};
 use crate::digest;
-use nix::sys::resource::{UsageWho, getrusage};
-use nix::sys::time::TimeValLike;
-use serde::{Deserialize, Serialize};
+pub use runner_sandbox::cpu::{CpuClock, cpu_time};
+pub use runner_sandbox::runtime::{
+    EntryPoint, GuestRuntime, HostImports, NO_HOST, ReadOnlyMount, SCRATCH_IN_OUT,
+};
+pub(crate) use runner_sandbox::worker::truncate;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read, Write};
@@ -57,63 +59,6 @@ pub const GUEST_ENV: &[(&str, &str)] = &[
     ("PYTHONIOENCODING", "utf-8"),
     ("PYTHONUNBUFFERED", "1"),
 ];
-
-/// How a guest module is entered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryPoint {
-    /// A WASI command: `_start`, which ends by returning or by `proc_exit`.
-    #[default]
-    Command,
-    /// A WASI reactor: `_initialize` if exported, then `run`, whose `i32` result (if it
-    /// has one) is the exit code.
-    Reactor,
-}
-
-/// What the guest's imports from the module `host` (an embedder's custom door, such as
-/// the scientific guest's `host::call`) are bound to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostImports {
-    /// Not bound: a guest importing any leaves instantiation failing, naming the import.
-    #[default]
-    Refuse,
-    /// Each bound, with the signature the module declares, to a function returning
-    /// [`NO_HOST`] ("no host here"); one that does not return a single `i32` is refused.
-    NoHost,
-}
-
-/// The answer of a `host` import under [`HostImports::NoHost`].
-pub const NO_HOST: i32 = -1;
-
-/// A host directory the guest sees, read-only, at `guest`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReadOnlyMount {
-    pub host: PathBuf,
-    pub guest: String,
-}
-
-/// How a particular guest is run, from its manifest entry. The default is a plain WASI
-/// command with nothing beyond the module docs' list.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GuestRuntime {
-    pub entry: EntryPoint,
-    /// argv[0] as the guest sees it instead of the command's program word (the
-    /// scientific guest finds its prefix from it: `/usr/local/bin/python.wasm`).
-    pub argv0: Option<String>,
-    /// Environment beyond [`GUEST_ENV`] (which it may not change).
-    pub env: Vec<(String, String)>,
-    pub host_imports: HostImports,
-    /// Guest path of a per-run scratch directory (`/tmp`): it is [`SCRATCH_IN_OUT`]
-    /// inside `/out`, so `/out`'s byte and file caps bound it, and it is removed when
-    /// the guest ends (it stays in the result only if the worker is killed first).
-    pub scratch: Option<String>,
-    /// Asset directories, read-only.
-    pub mounts: Vec<ReadOnlyMount>,
-}
-
-/// Name of the scratch directory inside the run's `/out` (see [`GuestRuntime::scratch`]).
-pub const SCRATCH_IN_OUT: &str = ".tmp";
 
 /// Virtual address space reserved for one 32-bit linear memory. With the guard below,
 /// compiled code needs no bounds checks. It is address space, not memory: the
@@ -514,16 +459,6 @@ fn write_atomically(dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(), Backend
 // Execution
 // ---------------------------------------------------------------------------------
 
-/// Which CPU clock a [`CpuBudget`] reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuClock {
-    /// The whole process (what `RLIMIT_CPU` counts): right in a worker that runs one guest.
-    Process,
-    /// The calling thread since the run started: right when several guests share a
-    /// process (tests). The guest's code runs on the thread that calls [`run_guest`].
-    Thread,
-}
-
 /// A CPU-time budget checked at every epoch tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuBudget {
@@ -619,17 +554,6 @@ impl Watch {
         }
         None
     }
-}
-
-/// CPU time (user + system) of the process or of the calling thread.
-pub fn cpu_time(clock: CpuClock) -> Option<Duration> {
-    let who = match clock {
-        CpuClock::Process => UsageWho::RUSAGE_SELF,
-        CpuClock::Thread => UsageWho::RUSAGE_THREAD,
-    };
-    let usage = getrusage(who).ok()?;
-    let micros = usage.user_time().num_microseconds() + usage.system_time().num_microseconds();
-    Some(Duration::from_micros(u64::try_from(micros).ok()?))
 }
 
 struct GuestState {
@@ -1018,18 +942,6 @@ fn join_details(details: Vec<String>) -> Option<String> {
     } else {
         Some(truncate(&details.join("; "), MAX_DETAIL))
     }
-}
-
-/// At most `max` bytes of `s`, cut at a character boundary.
-pub(crate) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 /// Test fixtures shared by the backend's tests: the real guest, compiled once into a

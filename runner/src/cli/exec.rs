@@ -550,7 +550,9 @@ fn publish(
     // Whatever the guest left, the run ends in a complete result: a /out that cannot
     // even be reopened is a finding, not a lost run.
     let collected = match Dir::open_ambient_dir(&run.out_dir, ambient_authority()) {
-        Ok(out) => collect::collect(&out, &dest, walk),
+        Ok(out) => {
+            collect::collect(&out, &dest, walk).map_err(|e| io(format!("collecting /out: {e}")))?
+        }
         Err(e) => collect::Collected {
             findings: vec![format!(
                 "/out could not be reopened after the run ({e}); nothing was collected"

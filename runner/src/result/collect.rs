@@ -62,16 +62,33 @@ pub fn escaped(name: &std::ffi::OsStr) -> String {
 /// Walks `out` and copies its regular files into `dest` (an empty directory).
 ///
 /// Nothing a guest can put in `/out` makes collection fail: an entry that cannot be
-/// read, copied or stored becomes a finding and the walk goes on, so a run always ends
-/// in a complete result that says what was not collected. Stored names never collide:
-/// a name that cannot be written safely is stored as the first `unsafe-name-N` that no
-/// entry of the same directory is called.
-pub fn collect(out: &Dir, dest: &Dir, limits: WalkLimits) -> Collected {
+/// read becomes a finding and the walk goes on, so a run ends in a complete result
+/// that says what was not collected. Stored names never collide: a name that cannot be
+/// written safely is stored as the first `unsafe-name-N` that no entry of the same
+/// directory is called. Only a failure to write the copy (`dest` full, read-only,
+/// failing) is an error: that is the runner's problem, and a result missing an
+/// artifact it should hold is not published.
+pub fn collect(out: &Dir, dest: &Dir, limits: WalkLimits) -> io::Result<Collected> {
     let mut collected = Collected::default();
     let mut seen = 0u64;
-    walk(out, dest, "", 0, limits, &mut seen, &mut collected);
+    walk(out, dest, "", 0, limits, &mut seen, &mut collected)?;
     collected.artifacts.sort_by(|a, b| a.path.cmp(&b.path));
-    collected
+    Ok(collected)
+}
+
+/// Where collecting one entry failed.
+enum Failed {
+    /// Reading the guest's `/out`: a finding.
+    Source(io::Error),
+    /// Writing the result's copy: an error.
+    Dest(io::Error),
+}
+
+impl From<io::Error> for Failed {
+    /// Errors of `?` on the source side (the few destination steps say `Failed::Dest`).
+    fn from(e: io::Error) -> Self {
+        Failed::Source(e)
+    }
 }
 
 /// What one entry of `/out` is, and the name it is stored under.
@@ -133,7 +150,7 @@ fn walk(
     limits: WalkLimits,
     seen: &mut u64,
     c: &mut Collected,
-) {
+) -> io::Result<()> {
     let shown_dir = format!("/out/{prefix}");
     let names = match src
         .entries()
@@ -144,7 +161,7 @@ fn walk(
             c.findings.push(format!(
                 "{shown_dir} could not be listed ({e}); its entries were not collected"
             ));
-            return;
+            return Ok(());
         }
     };
     let mut names: Vec<std::ffi::OsString> = names;
@@ -155,11 +172,13 @@ fn walk(
     names.truncate(usize::try_from(room).unwrap_or(usize::MAX));
     *seen += names.len() as u64;
     for entry in stored_names(prefix, names, &mut c.findings) {
-        if let Err(e) = collect_entry(src, dest, prefix, depth, limits, seen, c, &entry) {
-            c.findings.push(format!(
+        match collect_entry(src, dest, prefix, depth, limits, seen, c, &entry) {
+            Ok(()) => {}
+            Err(Failed::Source(e)) => c.findings.push(format!(
                 "{} could not be collected ({e}); not collected",
                 entry.shown
-            ));
+            )),
+            Err(Failed::Dest(e)) => return Err(e),
         }
     }
     if over {
@@ -171,6 +190,7 @@ fn walk(
             c.findings.push(finding);
         }
     }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -183,7 +203,7 @@ fn collect_entry(
     seen: &mut u64,
     c: &mut Collected,
     entry: &Entry,
-) -> io::Result<()> {
+) -> Result<(), Failed> {
     let Entry {
         raw_name,
         shown,
@@ -214,8 +234,8 @@ fn collect_entry(
             )?
             .into_std(),
         );
-        dest.create_dir(stored)?;
-        let sub_dest = dest.open_dir(stored)?;
+        dest.create_dir(stored).map_err(Failed::Dest)?;
+        let sub_dest = dest.open_dir(stored).map_err(Failed::Dest)?;
         walk(
             &sub_src,
             &sub_dest,
@@ -224,7 +244,8 @@ fn collect_entry(
             limits,
             seen,
             c,
-        );
+        )
+        .map_err(Failed::Dest)?;
     } else if file_type.is_file() {
         let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
         let mut file = src.open_with(
@@ -237,12 +258,13 @@ fn collect_entry(
             ));
             return Ok(());
         }
-        let mut copy = dest.open_with(
-            stored,
-            OpenOptions::new().write(true).create_new(true).mode(0o644),
-        )?;
-        let copied = crate::stage::copy_hashing(&mut file, &mut copy)
-            .and_then(|hashed| copy.sync_all().map(|()| hashed));
+        let mut copy = dest
+            .open_with(
+                stored,
+                OpenOptions::new().write(true).create_new(true).mode(0o644),
+            )
+            .map_err(Failed::Dest)?;
+        let copied = copy_hashing(&mut file, &mut copy);
         let (sha256, bytes) = match copied {
             Ok(hashed) => hashed,
             Err(e) => {
@@ -264,6 +286,32 @@ fn collect_entry(
     Ok(())
 }
 
+/// Copies `src` into `dst` (and syncs it), hashing what passes: (sha256 hex, bytes).
+/// A read error is the source's, a write or sync error the destination's.
+fn copy_hashing(
+    src: &mut cap_std::fs::File,
+    dst: &mut cap_std::fs::File,
+) -> Result<(String, u64), Failed> {
+    use sha2::{Digest, Sha256};
+    use std::io::{Read, Write};
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Failed::Source(e)),
+        };
+        hasher.update(&buf[..n]);
+        dst.write_all(&buf[..n]).map_err(Failed::Dest)?;
+        total += n as u64;
+    }
+    dst.sync_all().map_err(Failed::Dest)?;
+    Ok((crate::digest::hex(&hasher.finalize()), total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,7 +326,7 @@ mod tests {
             max_entries,
             max_depth: 8,
         };
-        collect(&src, &dst, limits)
+        collect(&src, &dst, limits).unwrap()
     }
 
     #[test]
@@ -377,24 +425,23 @@ mod tests {
         );
     }
 
-    /// An entry that cannot be collected is a finding, and the rest is still collected.
+    /// A copy that cannot be written is the runner's problem, not the guest's: an
+    /// error (the result is not published without the artifact), not a finding.
     #[test]
-    fn an_uncollectable_entry_is_a_finding_not_a_failure() {
+    fn a_destination_that_refuses_the_copy_is_an_error() {
         let out = tempfile::tempdir().unwrap();
         let dest = tempfile::tempdir().unwrap();
         std::fs::write(out.path().join("a"), b"a").unwrap();
-        std::fs::write(out.path().join("b"), b"b").unwrap();
         // `a` already exists at the destination: its copy cannot be created.
         std::fs::write(dest.path().join("a"), b"in the way").unwrap();
-        let c = collect_dirs(out.path(), dest.path(), 100);
-        let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
-        assert_eq!(paths, vec!["b"]);
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.starts_with("/out/a could not be collected")),
-            "{:?}",
-            c.findings
-        );
+        let src = Dir::open_ambient_dir(out.path(), ambient_authority()).unwrap();
+        let dst = Dir::open_ambient_dir(dest.path(), ambient_authority()).unwrap();
+        let limits = WalkLimits {
+            max_entries: 100,
+            max_depth: 8,
+        };
+        let err = collect(&src, &dst, limits).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(dest.path().join("a")).unwrap(), b"in the way");
     }
 }

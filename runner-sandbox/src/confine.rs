@@ -12,7 +12,7 @@
 //! worker's stderr, and when the policy's `[confinement]` table requires it the worker
 //! refuses to run the guest ([`WorkerConfinement::check`]).
 
-use super::{BackendError, Limits};
+use crate::{BackendError, Limits};
 use nix::mount::{MntFlags, MsFlags};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use nix::sys::signal::{SigHandler, Signal};
@@ -198,10 +198,11 @@ fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError
     })
 }
 
-/// Test helper: a private mount namespace for the calling thread only, so a test can
-/// mount without touching the host and without the single-thread requirement.
-#[cfg(test)]
-pub(crate) fn mount_tmpfs_in_thread_namespace(
+/// Test helper (the backends' tests use it): a private mount namespace for the calling
+/// thread only, so a test can mount without touching the host and without the
+/// single-thread requirement. `Ok(None)` when not root or the namespace is refused.
+#[doc(hidden)]
+pub fn mount_tmpfs_in_thread_namespace(
     out_dir: &Path,
     limits: &Limits,
 ) -> Result<Option<OutTmpfs>, BackendError> {
@@ -679,9 +680,9 @@ pub struct FsAccess {
 impl FsAccess {
     /// What a run of `spec` needs: its `/in`, its guest's asset directories, its
     /// `/out` and its capture directory.
-    pub fn for_spec(spec: &super::SandboxSpec) -> Self {
+    pub fn for_spec(spec: &crate::SandboxSpec) -> Self {
         let mut read = vec![spec.in_dir.clone()];
-        if let super::Program::Guest(guest) = &spec.program {
+        if let crate::Program::Guest(guest) = &spec.program {
             read.extend(guest.runtime.mounts.iter().map(|m| m.host.clone()));
         }
         Self {
@@ -1000,7 +1001,8 @@ pub fn take_fsize_refusal() -> bool {
     FSIZE_REFUSED.swap(false, Ordering::SeqCst)
 }
 
-/// `runner __confinement-probe [POLICY.toml]`: applies [`confine_worker`] to this
+/// `runner __confinement-probe [POLICY.toml]` (the runner loads the policy and passes
+/// its `[confinement]` table): applies [`confine_worker`] to this
 /// process with the fixed test limits below, exactly as a worker does before it runs a
 /// guest, then prints what the kernel reports (one JSON object): the steps applied and
 /// skipped, the layers that failed, `/proc/self/limits`, `NoNewPrivs`, the capability
@@ -1013,17 +1015,7 @@ pub fn take_fsize_refusal() -> bool {
 /// Tests use it to prove each layer is in force; it runs no guest.
 ///
 /// Limits: CPU 3 s, `/out` 1 MiB, stdout/stderr 1 MiB, address space 2 GiB.
-pub fn probe_main() -> i32 {
-    let policy = match std::env::args_os().nth(2) {
-        None => crate::policy::Policy::builtin(),
-        Some(path) => match crate::policy::Policy::load(Path::new(&path)) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("runner __confinement-probe: {e}");
-                return 2;
-            }
-        },
-    };
+pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
     let limits = Limits {
         memory_bytes: 64 << 20,
         wall: Duration::from_secs(5),
@@ -1101,7 +1093,7 @@ pub fn probe_main() -> i32 {
         "confine_us": confine_us,
     });
     println!("{report}");
-    match c.check(&policy.confinement) {
+    match c.check(confinement) {
         Ok(()) => 0,
         Err(refusal) => {
             eprintln!("runner __confinement-probe: {refusal}");

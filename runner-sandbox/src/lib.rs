@@ -1,0 +1,173 @@
+//! The sandbox of `runner`: what a run is (the [`SandboxSpec`]: the program, the staged
+//! `/in`, the empty `/out`, the limits and the confinement asked for), how it ended
+//! ([`Outcome`]), the operating-system confinement of a worker process ([`confine`]),
+//! and the worker protocol and supervision ([`worker`]).
+//!
+//! No engine lives here: the wasmtime worker (`runner __worker`) and the Monty worker
+//! (`runner-monty-worker`) both link this crate, and the Monty worker links nothing of
+//! wasmtime. A guest that fails, times out or runs out of memory is an [`Outcome`], not
+//! an `Err`; `Err` ([`BackendError`]) means the runner itself could not do its job.
+
+pub mod confine;
+pub mod cpu;
+pub mod monty;
+pub mod runtime;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Limits applied to one run, already checked against the policy maxima.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Maximum linear memory of the guest, in bytes (`memory_limit_mb` × 2^20).
+    pub memory_bytes: u64,
+    /// Wall-clock deadline (`time_limit_sec`).
+    pub wall: Duration,
+    /// CPU-time budget of the worker process (`cpu_limit`, in seconds).
+    pub cpu: Duration,
+    /// Bytes of stdout kept; the guest sees an I/O error past it.
+    pub stdout_bytes: u64,
+    /// Bytes of stderr kept.
+    pub stderr_bytes: u64,
+    /// Total bytes the guest may write under `/out`.
+    pub out_bytes: u64,
+    /// Number of files (and directories) the guest may create under `/out`.
+    pub out_files: u64,
+}
+
+/// What to run for an ERA request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GuestProgram {
+    /// Guest name from the registry (for example `cpython-3.12`).
+    pub guest: String,
+    /// Path of the verified guest `.wasm` on the host.
+    pub wasm_path: PathBuf,
+    /// sha256 of that file, as pinned in the manifest.
+    pub wasm_sha256: String,
+    /// argv as the guest sees it (argv[0] is the program word of the command, unless
+    /// `runtime.argv0` replaces it).
+    pub argv: Vec<String>,
+    /// How this guest is entered and what else it sees (its manifest entry's settings,
+    /// with its asset directories located); the default is a plain WASI command.
+    #[serde(default)]
+    pub runtime: runtime::GuestRuntime,
+}
+
+/// What to run for a monty request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MontyProgram {
+    /// The `## Code` section.
+    pub code: String,
+    /// The `## Inputs (JSON)` object, when present.
+    pub inputs_json: Option<String>,
+}
+
+/// The program a backend runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Program {
+    Guest(GuestProgram),
+    Monty(MontyProgram),
+}
+
+/// Everything a backend needs for one run. Host paths appear here and only here: the
+/// backend turns them into capabilities (`/in` read-only, `/out` read-write) and never
+/// widens them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    pub program: Program,
+    /// Host directory holding the staged, hash-checked inputs; the guest sees it as `/in`.
+    pub in_dir: PathBuf,
+    /// Host directory, empty at start; the guest sees it as `/out`.
+    pub out_dir: PathBuf,
+    /// Directory where the worker writes captured stdout/stderr (`stdout`, `stderr` files).
+    pub capture_dir: PathBuf,
+    pub limits: Limits,
+    /// Which confinement layers the worker must apply before the guest runs (the
+    /// policy's `[confinement]`); absent in the JSON: the built-in policy's table.
+    #[serde(default)]
+    pub confinement: confine::ConfinementPolicy,
+}
+
+/// How a run ended. Exactly one of these fires; it is recorded in the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeKind {
+    /// The guest exited on its own (with any exit code).
+    Completed,
+    /// The wall-clock deadline fired.
+    TimedOut,
+    /// The guest tried to grow its memory past the limit.
+    MemoryExceeded,
+    /// The CPU-time budget ran out.
+    CpuExhausted,
+    /// stdout, stderr or `/out` hit its cap.
+    OutputLimit,
+    /// The guest trapped (or the worker died of a signal we did not send).
+    Trapped,
+}
+
+impl OutcomeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::TimedOut => "timed_out",
+            Self::MemoryExceeded => "memory_exceeded",
+            Self::CpuExhausted => "cpu_exhausted",
+            Self::OutputLimit => "output_limit",
+            Self::Trapped => "trapped",
+        }
+    }
+
+    /// The exit code recorded for a run that a limit ended (the guest's own code, if
+    /// any, goes into `Outcome::detail`); `None` for `Completed`, which records the
+    /// guest's own code. The numbers follow shell conventions: 124 as `timeout(1)`,
+    /// 128 + the signal that would have ended a native process otherwise (SIGXCPU for
+    /// CPU, SIGKILL as an OOM kill, SIGPIPE for a closed output, SIGABRT for a trap).
+    pub fn conventional_exit_code(self) -> Option<i32> {
+        match self {
+            Self::Completed => None,
+            Self::TimedOut => Some(124),
+            Self::CpuExhausted => Some(128 + 24),
+            Self::MemoryExceeded => Some(128 + 9),
+            Self::OutputLimit => Some(128 + 13),
+            Self::Trapped => Some(128 + 6),
+        }
+    }
+}
+
+/// The outcome of one run, as data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    pub kind: OutcomeKind,
+    /// The guest's exit code; for runs stopped by a limit, the conventional code
+    /// recorded for that limit (see README "Limits").
+    pub exit_code: i32,
+    /// Wall-clock seconds from guest start to end.
+    pub runtime_sec: f64,
+    /// Captured stdout bytes (at most `limits.stdout_bytes`).
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// True when stdout hit its cap (bytes were dropped).
+    pub stdout_capped: bool,
+    pub stderr_capped: bool,
+    /// Human-readable details of what fired (trap message, limit name), for Safety Notes.
+    pub detail: Option<String>,
+    /// Identity of the engine that ran, for Provenance (for example
+    /// `wasmtime 48.0.8`, `monty 1.4.0`).
+    pub engine: String,
+    /// Confinement layers that applied to the worker (rlimits, namespaces, …).
+    pub confinement: Vec<String>,
+}
+
+/// The runner could not do its job (as opposed to the guest failing).
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("guest module: {0}")]
+    Module(String),
+    #[error("worker: {0}")]
+    Worker(String),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
