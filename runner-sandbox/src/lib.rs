@@ -8,6 +8,7 @@
 //! wasmtime. A guest that fails, times out or runs out of memory is an [`Outcome`], not
 //! an `Err`; `Err` ([`BackendError`]) means the runner itself could not do its job.
 
+pub mod cache;
 pub mod confine;
 pub mod cpu;
 pub mod monty;

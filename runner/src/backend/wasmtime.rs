@@ -134,29 +134,15 @@ pub fn worker_address_space_limit() -> u64 {
 // Precompiled-module cache
 // ---------------------------------------------------------------------------------
 
-/// Default directory of the precompiled-module cache: `$RUNNER_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/runner`, else `~/.cache/runner`, else `<tmp>/runner-cache-<euid>`
-/// (the ownership and mode checks make even the last one safe to use).
+/// Default directory of the precompiled-module cache: the runner's one cache directory
+/// (`runner_sandbox::cache::default_cache_dir`; the ownership and mode checks make it
+/// safe wherever it is).
 ///
 /// # Ambient Authority
 ///
 /// Reads the process environment.
 pub fn default_cache_dir() -> PathBuf {
-    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = non_empty("RUNNER_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = non_empty("XDG_CACHE_HOME").map(PathBuf::from)
-        && dir.is_absolute()
-    {
-        return dir.join("runner");
-    }
-    if let Some(home) = non_empty("HOME").map(PathBuf::from)
-        && home.is_absolute()
-    {
-        return home.join(".cache").join("runner");
-    }
-    std::env::temp_dir().join(format!("runner-cache-{}", nix::unistd::geteuid()))
+    runner_sandbox::cache::default_cache_dir()
 }
 
 /// A short hex fingerprint of everything that decides whether a precompiled module

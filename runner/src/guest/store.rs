@@ -18,43 +18,25 @@ use std::path::{Path, PathBuf};
 pub(crate) const PARTIAL_PREFIX: &str = ".partial-";
 
 /// The guest directory used when the caller does not name one: `$RUNNER_GUEST_DIR` if
-/// set, else `<cache dir>/guests`, where the cache dir is `$RUNNER_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/runner`, else `$HOME/.cache/runner` (the home directory from the
-/// password database when `HOME` is unset). Empty variables count as unset, and so does
-/// a relative `XDG_CACHE_HOME`, as the XDG spec asks.
+/// set, else `<cache dir>/guests` (`runner_sandbox::cache::default_cache_dir`).
 ///
 /// # Ambient Authority
 /// Reads the process environment and, as a last resort, the password database.
 pub fn default_guest_dir() -> PathBuf {
-    guest_dir_from_env(|key| std::env::var_os(key), passwd_home)
-}
-
-fn passwd_home() -> Option<PathBuf> {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
+    guest_dir_from_env(
+        |key| std::env::var_os(key),
+        runner_sandbox::cache::passwd_home,
+    )
 }
 
 fn guest_dir_from_env(
     var: impl Fn(&str) -> Option<OsString>,
     home: impl FnOnce() -> Option<PathBuf>,
 ) -> PathBuf {
-    let var = |key| var(key).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = var("RUNNER_GUEST_DIR") {
-        return dir;
+    match var("RUNNER_GUEST_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => runner_sandbox::cache::cache_dir_from_env(&var, home).join("guests"),
     }
-    let cache = var("RUNNER_CACHE_DIR")
-        .or_else(|| {
-            var("XDG_CACHE_HOME")
-                .filter(|p| p.is_absolute())
-                .map(|p| p.join("runner"))
-        })
-        .or_else(|| var("HOME").or_else(home).map(|h| h.join(".cache/runner")))
-        // No home at all (a bare container): a relative path keeps the store under the
-        // working directory rather than guessing a shared location such as /tmp.
-        .unwrap_or_else(|| PathBuf::from(".cache/runner"));
-    cache.join("guests")
 }
 
 /// Where `entry` lives in `guest_dir`, whether or not it has been fetched.
