@@ -49,6 +49,8 @@ struct Expect {
     /// Exact sizes, in bytes, of these artifacts (paths under `/out`).
     #[serde(default)]
     artifact_sizes: BTreeMap<String, u64>,
+    /// At most this many entries (files and directories) collected under `out/`.
+    max_entries_collected: Option<usize>,
 }
 
 fn repo() -> PathBuf {
@@ -101,6 +103,21 @@ fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
         mem = e.memory_limit_mb.unwrap_or(128),
         time = e.time_limit_sec.unwrap_or(20),
     )
+}
+
+/// Files and directories under `dir`, recursively (not `dir` itself).
+fn count_entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |rd| {
+        rd.flatten()
+            .map(|e| {
+                1 + if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    count_entries(&e.path())
+                } else {
+                    0
+                }
+            })
+            .sum()
+    })
 }
 
 /// Runs one fixture; returns the problems found (empty when it behaved).
@@ -254,6 +271,13 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
         check(
             got.as_ref().ok() == Some(want),
             format!("artifact {a} is {got:?} bytes, expected {want}"),
+        );
+    }
+    if let Some(max) = e.max_entries_collected {
+        let count = count_entries(&artifact_dir.join("out"));
+        check(
+            count <= max,
+            format!("{count} entries collected under /out, at most {max} allowed"),
         );
     }
     for a in &e.no_artifact {
