@@ -262,3 +262,41 @@ fn committed_ci_baseline_verifies() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The CI example exactly as a user runs it, against the committed baseline (in a
+/// scratch copy): it must reproduce. A baseline made before a change of the built-in
+/// policy, the guest or the runner is refused by replay; this catches it here, naming
+/// the command that refreshes it (issue 22: the example was refused for weeks).
+#[test]
+fn committed_ci_baseline_reproduces_as_written() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("examples")).unwrap();
+    for from in ["examples/csv-stats", "examples/ci-replay"] {
+        let status = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(repo.join(from))
+            .arg(work.path().join("examples"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let out = std::process::Command::new("bash")
+        .arg(work.path().join("examples/ci-replay/reproduce.sh"))
+        .env("RUNNER", env!("CARGO_BIN_EXE_runner"))
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "examples/ci-replay does not reproduce as committed; after a deliberate change of \
+         policy, guest or runner, re-make it with `just refresh-baseline`:\n{printed}"
+    );
+    assert!(printed.contains("MATCH"), "{printed}");
+    assert!(!printed.contains("DRIFT"), "{printed}");
+}
