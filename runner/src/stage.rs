@@ -303,8 +303,24 @@ fn open_regular_nofollow(
     Ok(file)
 }
 
+/// Which end of a copy failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CopySide {
+    Read,
+    Write,
+}
+
 /// Copies `src` into `dst`, hashing what passes: (sha256 hex, bytes).
 pub(crate) fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Result<(String, u64)> {
+    copy_hashing_sided(src, dst).map_err(|(_, e)| e)
+}
+
+/// [`copy_hashing`], saying which end failed: a caller copying what someone else wrote
+/// (the guest's `/out`) treats a failed read differently from a failed write.
+pub(crate) fn copy_hashing_sided(
+    src: &mut impl Read,
+    dst: &mut impl Write,
+) -> Result<(String, u64), (CopySide, io::Error)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
@@ -313,13 +329,13 @@ pub(crate) fn copy_hashing(src: &mut impl Read, dst: &mut impl Write) -> io::Res
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err((CopySide::Read, e)),
         };
         hasher.update(&buf[..n]);
-        dst.write_all(&buf[..n])?;
+        dst.write_all(&buf[..n]).map_err(|e| (CopySide::Write, e))?;
         total += n as u64;
     }
-    dst.flush()?;
+    dst.flush().map_err(|e| (CopySide::Write, e))?;
     Ok((crate::digest::hex(&hasher.finalize()), total))
 }
 

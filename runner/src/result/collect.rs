@@ -264,7 +264,14 @@ fn collect_entry(
                 OpenOptions::new().write(true).create_new(true).mode(0o644),
             )
             .map_err(Failed::Dest)?;
-        let copied = copy_hashing(&mut file, &mut copy);
+        // A read error is the guest's file's (a finding), a write or sync error the
+        // result's own (an error).
+        let copied = crate::stage::copy_hashing_sided(&mut file, &mut copy)
+            .map_err(|(side, e)| match side {
+                crate::stage::CopySide::Read => Failed::Source(e),
+                crate::stage::CopySide::Write => Failed::Dest(e),
+            })
+            .and_then(|hashed| copy.sync_all().map(|()| hashed).map_err(Failed::Dest));
         let (sha256, bytes) = match copied {
             Ok(hashed) => hashed,
             Err(e) => {
@@ -284,32 +291,6 @@ fn collect_entry(
         c.findings.push(format!("{shown} is not a regular file, directory or symlink (a FIFO, socket or device); not collected"));
     }
     Ok(())
-}
-
-/// Copies `src` into `dst` (and syncs it), hashing what passes: (sha256 hex, bytes).
-/// A read error is the source's, a write or sync error the destination's.
-fn copy_hashing(
-    src: &mut cap_std::fs::File,
-    dst: &mut cap_std::fs::File,
-) -> Result<(String, u64), Failed> {
-    use sha2::{Digest, Sha256};
-    use std::io::{Read, Write};
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = match src.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Failed::Source(e)),
-        };
-        hasher.update(&buf[..n]);
-        dst.write_all(&buf[..n]).map_err(Failed::Dest)?;
-        total += n as u64;
-    }
-    dst.sync_all().map_err(Failed::Dest)?;
-    Ok((crate::digest::hex(&hasher.finalize()), total))
 }
 
 #[cfg(test)]
