@@ -4,10 +4,10 @@
 //! [`crate::approval::approve`]).
 
 use super::output;
-use super::read::{Read2, read_document};
 use crate::approval::{approve, edit};
 use crate::exit_codes;
 use crate::policy::Policy;
+use crate::read::{Read2, read_document};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;

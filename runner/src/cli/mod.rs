@@ -9,7 +9,6 @@ pub mod guest;
 pub mod keygen;
 pub mod output;
 pub mod policy;
-pub mod read;
 pub mod replay;
 pub mod request;
 pub mod schemas;

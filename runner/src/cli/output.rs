@@ -346,6 +346,14 @@ fn draw_line(message: &str, elapsed: Duration, spinner: Option<char>) {
     let _ = err.flush();
 }
 
+/// What the pipeline reports a run's preparation through: a [`Progress`] line per run.
+pub fn progress_reporter() -> crate::pipeline::MakeProgress {
+    Box::new(|| {
+        let bar = Progress::new();
+        Box::new(move |message: &str| bar.step(message))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,19 +1,22 @@
 //! `runner replay TS-….md [--inputs DIR] [--results DIR] [--request FILE] [--check]
 //! [--json]`: re-run the request a lock pins, with the pinned guest and policy, and
-//! compare every output (stdout, stderr, each artifact, exit code, outcome).
+//! compare every output (stdout, stderr, each artifact, exit code, outcome). The work is
+//! [`crate::pipeline::Pipeline::replay`]'s; this is its command line and its report.
 //!
 //! A replay refuses to run, naming each difference, when the request, policy, runner,
 //! engine or guest available now is not the one pinned: a replay on something else is
 //! not a replay. Inputs whose hash differs from the pin are reported as drift and
 //! nothing runs (the request's approval covers only the pinned bytes).
 
-use super::exec::RunPlan;
 use crate::exit_codes;
-use crate::lock::verify::{find_request, result_location};
-use crate::lock::{Lock, lock_file_name, tag, text_sha256_tagged};
+use crate::pipeline::Pipeline;
+use crate::pipeline::replay::{ReplayError, ReplaySource, Replayed};
 use crate::policy::Policy;
+use crate::result::ResultsRoot;
 use serde::Serialize;
 use std::path::PathBuf;
+
+pub use crate::pipeline::replay::{OutputComparison, compare};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -47,16 +50,6 @@ pub struct ReplayCommand {
     /// Example: `--json`.
     #[arg(long)]
     pub json: bool,
-}
-
-/// One compared output.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
-pub struct OutputComparison {
-    pub name: String,
-    pub expected: String,
-    pub actual: String,
-    #[schemars(extend("enum" = ["MATCH", "DRIFT"]))]
-    pub verdict: &'static str,
 }
 
 /// What `replay --json` prints.
@@ -125,59 +118,9 @@ impl ReplayCommand {
     }
 
     fn replay(&self, policy: &Policy) -> Result<ReplayReport, (i32, Vec<String>)> {
-        let refuse = |msg: String| (exit_codes::REJECT, vec![msg]);
-        let (id, dir) = result_location(&self.result);
-        let lock_path = dir.join(lock_file_name(&id));
-        let bytes = std::fs::read(&lock_path)
-            .map_err(|e| refuse(format!("cannot read the lock {}: {e}", lock_path.display())))?;
-        let lock = Lock::parse(&bytes).map_err(|e| {
-            refuse(format!(
-                "the lock {} is not trustworthy: {e}",
-                lock_path.display()
-            ))
-        })?;
-        let request_path = self
-            .request
-            .clone()
-            .or_else(|| find_request(&dir, &lock.request.request_id, &lock.request.sha256))
-            .ok_or_else(|| {
-                refuse(format!(
-                    "request {} not found beside the results; pass --request",
-                    lock.request.request_id
-                ))
-            })?;
-        let plan = RunPlan::judge(&request_path, policy).map_err(|f| {
-            (
-                f.code,
-                f.reasons
-                    .into_iter()
-                    .map(|r| format!("{}: {}", r.code, r.message))
-                    .collect(),
-            )
-        })?;
-        let mut refused = pin_differences(&lock, &plan, policy);
-        let request_sha = text_sha256_tagged(&plan.request_text);
-        if request_sha != lock.request.sha256 {
-            refused.push(format!(
-                "the request {} has sha256 {request_sha}; the lock pins {}",
-                request_path.display(),
-                lock.request.sha256
-            ));
-        }
-        if !refused.is_empty() {
-            return Err((exit_codes::REJECT, refused));
-        }
-
-        let inputs = crate::stage::InputsRoot::for_request(self.inputs.as_deref(), &request_path);
-        let input_drift = input_drift(&lock, &inputs);
-        if !input_drift.is_empty() {
-            return Ok(ReplayReport {
-                verdict: "DRIFT",
-                result_path: None,
-                outputs: input_drift,
-                refused: Vec::new(),
-            });
-        }
+        let failed = |e: ReplayError| (e.exit_code(), e.lines());
+        // Without --results the replay's own result goes to a temporary directory,
+        // removed afterwards.
         let tmp;
         let results_dir = match &self.results {
             Some(d) => d.clone(),
@@ -189,146 +132,28 @@ impl ReplayCommand {
                 tmp.path().to_owned()
             }
         };
-        let summary = plan
-            .run(
-                &inputs,
-                &crate::result::ResultsRoot::named(&results_dir),
-                !self.json,
-                None,
-            )
-            .map_err(|f| {
-                (
-                    f.code,
-                    f.reasons
-                        .into_iter()
-                        .map(|r| format!("{}: {}", r.code, r.message))
-                        .collect(),
-                )
-            })?;
-        let outputs = compare(&lock, &summary.lock);
-        let verdict = if outputs.iter().all(|o| o.verdict == "MATCH") {
-            "MATCH"
-        } else {
-            "DRIFT"
+        let mut pipeline = Pipeline::new(policy.clone());
+        if !self.json {
+            pipeline = pipeline.with_progress(super::output::progress_reporter());
+        }
+        let source = ReplaySource {
+            result: &self.result,
+            request: self.request.as_deref(),
+            inputs: self.inputs.as_deref(),
         };
-        let result_path = self
-            .results
-            .as_ref()
-            .map(|_| summary.result_path.display().to_string());
+        let replayed: Replayed = pipeline
+            .replay(&source, &ResultsRoot::named(&results_dir))
+            .map_err(failed)?;
+        let verdict = if replayed.matched() { "MATCH" } else { "DRIFT" };
+        let result_path = match (&self.results, replayed.result_path) {
+            (Some(_), Some(path)) => Some(path.display().to_string()),
+            _ => None,
+        };
         Ok(ReplayReport {
             verdict,
             result_path,
-            outputs,
+            outputs: replayed.outputs,
             refused: Vec::new(),
         })
     }
-}
-
-/// What is pinned and not what is available now.
-fn pin_differences(lock: &Lock, plan: &RunPlan, policy: &Policy) -> Vec<String> {
-    let mut out = Vec::new();
-    let policy_sha = tag(&policy.sha256);
-    if policy_sha != lock.policy.sha256 {
-        out.push(format!(
-            "policy: the lock pins {} ({}), the policy in force is {policy_sha} ({})",
-            lock.policy.sha256, lock.policy.origin, policy.origin
-        ));
-    }
-    if lock.runtime.runner_version != crate::RUNNER_VERSION {
-        out.push(format!(
-            "runner: the lock pins {}, this is {}",
-            lock.runtime.runner_version,
-            crate::RUNNER_VERSION
-        ));
-    }
-    let (engine, version) = plan.engine_identity();
-    if lock.runtime.engine != engine || lock.runtime.engine_version != version {
-        out.push(format!(
-            "engine: the lock pins {} {}, available is {engine} {version}",
-            lock.runtime.engine, lock.runtime.engine_version
-        ));
-    }
-    match (&lock.runtime.guest, plan.guest_pin()) {
-        (None, None) => {}
-        (Some(pinned), Some((name, sha))) if pinned.name == name && pinned.sha256 == tag(&sha) => {}
-        (pinned, available) => out.push(format!(
-            "guest: the lock pins {}, available is {}",
-            pinned
-                .as_ref()
-                .map_or("none".to_owned(), |g| format!("{} {}", g.name, g.sha256)),
-            available.map_or("none".to_owned(), |(n, s)| format!("{n} sha256:{s}"))
-        )),
-    }
-    out
-}
-
-/// Inputs whose bytes differ from the pin, each as a DRIFT entry.
-fn input_drift(lock: &Lock, inputs: &crate::stage::InputsRoot) -> Vec<OutputComparison> {
-    let mut out = Vec::new();
-    for input in &lock.inputs {
-        let actual = match crate::stage::hash_input(inputs, &input.path) {
-            Ok(sha) => tag(&sha),
-            Err(e) => format!("unavailable: {e}"),
-        };
-        if actual != input.sha256 {
-            out.push(OutputComparison {
-                name: format!("input {}", input.path),
-                expected: input.sha256.clone(),
-                actual,
-                verdict: "DRIFT",
-            });
-        }
-    }
-    out
-}
-
-/// Output by output: stdout, stderr, exit code, outcome, then every artifact path in
-/// either lock.
-pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
-    let entry = |name: String, e: String, a: String| {
-        let verdict = if e == a { "MATCH" } else { "DRIFT" };
-        OutputComparison {
-            name,
-            expected: e,
-            actual: a,
-            verdict,
-        }
-    };
-    let (e, a) = (&expected.outputs, &actual.outputs);
-    let mut out = vec![
-        entry(
-            "stdout".into(),
-            e.stdout.sha256.clone(),
-            a.stdout.sha256.clone(),
-        ),
-        entry(
-            "stderr".into(),
-            e.stderr.sha256.clone(),
-            a.stderr.sha256.clone(),
-        ),
-        entry(
-            "exit_code".into(),
-            e.exit_code.to_string(),
-            a.exit_code.to_string(),
-        ),
-        entry("outcome".into(), e.outcome.clone(), a.outcome.clone()),
-    ];
-    let mut paths: Vec<&str> = e
-        .artifacts
-        .iter()
-        .chain(&a.artifacts)
-        .map(|x| x.path.as_str())
-        .collect();
-    paths.sort_unstable();
-    paths.dedup();
-    for p in paths {
-        let find = |l: &crate::lock::OutputsPin| {
-            l.artifacts
-                .iter()
-                .find(|x| x.path == p)
-                .map_or("absent".to_owned(), |x| x.sha256.clone())
-        };
-        out.push(entry(format!("artifact {p}"), find(e), find(a)));
-    }
-    out
 }

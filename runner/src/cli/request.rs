@@ -2,10 +2,10 @@
 //! every input a draft declares, changing nothing else (see [`crate::approval::seal`]).
 
 use super::output;
-use super::read::{Read2, read_document};
 use crate::approval::{self, edit, seal};
 use crate::exit_codes;
 use crate::policy::Policy;
+use crate::read::{Read2, read_document};
 use crate::request::Reason;
 use serde::Serialize;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! process with up to `--jobs N` at once.
 //!
 //! What the runs share is what does not need isolating: the parsed policy, one wasmtime
-//! engine and the verified precompiled guests ([`SharedEngines`]). What each run keeps
+//! engine and the verified precompiled guests (one [`Pipeline`]). What each run keeps
 //! to itself is what a single `runner exec` has: its own judgement, staging directory,
 //! `/out` tmpfs, worker process (with its own store and limits) and result. A run that
 //! is rejected or fails does not stop the others.
@@ -13,9 +13,9 @@
 //! "runtime_sec"}`); on stderr a line per run as it finishes and a summary. The exit
 //! code is the highest of the runs' exit codes (0 only when every request ran).
 
-use super::{ExecCommand, ExecReport, Failure, SharedEngines};
+use super::{ExecCommand, ExecReport, not_run_text};
 use crate::exit_codes;
-use crate::policy::Policy;
+use crate::pipeline::Pipeline;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,22 +75,8 @@ fn expand(requests: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-fn rejected(failure: Failure) -> (i32, ExecReport) {
-    (
-        failure.code,
-        ExecReport {
-            verdict: "REJECT",
-            reasons: failure.reasons,
-            result_path: None,
-            outcome: None,
-            exit_code: None,
-            runtime_sec: None,
-        },
-    )
-}
-
 /// Run the batch and print its reports; returns the process exit code.
-pub(super) fn execute(cmd: &ExecCommand, policy: &Policy) -> i32 {
+pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     let requests = match expand(&cmd.requests) {
         Ok(requests) => requests,
         Err(message) => {
@@ -98,16 +84,6 @@ pub(super) fn execute(cmd: &ExecCommand, policy: &Policy) -> i32 {
             return exit_codes::USAGE;
         }
     };
-    let sign_key = match cmd.signing_key() {
-        Ok(key) => key,
-        Err(failure) => {
-            for r in &failure.reasons {
-                eprintln!("error: {}: {}", r.code, r.message);
-            }
-            return failure.code;
-        }
-    };
-    let shared = SharedEngines::default();
     let jobs = usize::try_from(cmd.jobs)
         .unwrap_or(1)
         .clamp(1, requests.len());
@@ -122,11 +98,7 @@ pub(super) fn execute(cmd: &ExecCommand, policy: &Policy) -> i32 {
                     let Some(request) = requests.get(index) else {
                         break;
                     };
-                    let (code, report) =
-                        match cmd.run_one(request, policy, &shared, sign_key.as_ref()) {
-                            Ok(report) => (exit_codes::OK, report),
-                            Err(failure) => rejected(failure),
-                        };
+                    let (code, report) = cmd.run_one(pipeline, request);
                     if !cmd.json {
                         print_progress(request, &report);
                     }
@@ -196,21 +168,7 @@ fn print_progress(request: &Path, report: &ExecReport) {
             report.exit_code.unwrap_or(-1),
             report.runtime_sec.unwrap_or(0.0)
         ),
-        _ => {
-            let mut text = format!("{}: not run\n", request.display());
-            for r in &report.reasons {
-                match r.line {
-                    Some(n) => text.push_str(&format!(
-                        "  {}:{n}: {}: {}\n",
-                        request.display(),
-                        r.code,
-                        r.message
-                    )),
-                    None => text.push_str(&format!("  {}: {}\n", r.code, r.message)),
-                }
-            }
-            text
-        }
+        _ => not_run_text(request, &report.reasons),
     };
     eprint!("{text}");
 }

@@ -1,0 +1,189 @@
+//! What can stop a run before its result exists, one enum per stage. Each error knows
+//! its process exit code ([`crate::exit_codes`]) and a stable reason code: the `code` of
+//! the reason `runner exec --json` prints, which hosts branch on. A run that got as far
+//! as the sandbox always ends in a result (whatever the guest did); these are the
+//! failures around it.
+
+use crate::backend::BackendError;
+use crate::exit_codes;
+use crate::guest::GuestError;
+use crate::request::Reason;
+use crate::result::PublishError;
+use crate::stage::StageError;
+use std::io;
+use std::path::PathBuf;
+
+/// Reading and judging the request.
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the request is {size} bytes; the policy allows at most {max}")]
+    TooLarge { size: u64, max: u64 },
+    /// The validator's or the approval's reasons, every one of them.
+    #[error("the request was rejected ({} reasons)", .0.len())]
+    Rejected(Vec<Reason>),
+}
+
+/// Making the engine ready: locating (or fetching) and compiling the guest, finding the
+/// monty worker. Nothing depends on the inputs yet.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    #[error(transparent)]
+    Engine(BackendError),
+    #[error(transparent)]
+    MontyWorker(BackendError),
+}
+
+/// Setting up the run's directories: the results directory, the run directory, the
+/// inputs, the `/out` tmpfs.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    ResultsDir(PublishError),
+    #[error(transparent)]
+    RunDir(StageError),
+    #[error(transparent)]
+    Inputs(StageError),
+    #[error(transparent)]
+    OutMount(BackendError),
+}
+
+/// Collecting `/out` and publishing the result (the message names the results
+/// directory: that is where the operator looks).
+#[derive(Debug, thiserror::Error)]
+#[error("results directory {}: {detail}", dir.display())]
+pub struct PublishFailure {
+    pub dir: PathBuf,
+    pub detail: String,
+}
+
+/// Any failure of the pipeline before a result exists.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    #[error(transparent)]
+    Prepare(#[from] PrepareError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// The sandbox itself failed (not the guest: a guest's failure is an outcome).
+    #[error("{0}")]
+    Sandbox(#[from] BackendError),
+    #[error(transparent)]
+    Publish(#[from] PublishFailure),
+    /// Usage of the pipeline (a signing key that cannot be read).
+    #[error("{message}")]
+    Usage { code: &'static str, message: String },
+}
+
+impl RunError {
+    /// The process exit code this failure maps to.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Judge(JudgeError::Unreadable { .. }) => exit_codes::IO,
+            Self::Judge(_) => exit_codes::REJECT,
+            Self::Setup(SetupError::Inputs(e)) if !is_io(e) => exit_codes::INPUT_MISMATCH,
+            Self::Usage { .. } => exit_codes::USAGE,
+            Self::Prepare(_) | Self::Setup(_) | Self::Sandbox(_) | Self::Publish(_) => {
+                exit_codes::IO
+            }
+        }
+    }
+
+    /// The stable reason code (for a rejected request: the first reason's).
+    pub fn reason_code(&self) -> &'static str {
+        match self {
+            Self::Judge(JudgeError::Unreadable { .. }) => "io.unreadable",
+            Self::Judge(JudgeError::TooLarge { .. }) => "request.too_large",
+            Self::Judge(JudgeError::Rejected(_)) => "request.rejected",
+            Self::Prepare(PrepareError::MontyWorker(_)) => "backend.unavailable",
+            Self::Prepare(_) => "guest.unavailable",
+            Self::Setup(SetupError::ResultsDir(PublishError::ResultsDirSymlink { .. })) => {
+                "result.dir_symlink"
+            }
+            Self::Setup(SetupError::ResultsDir(_)) => "result.write",
+            Self::Setup(SetupError::RunDir(_)) => "stage.run_dir",
+            Self::Setup(SetupError::OutMount(_)) => "stage.out_mount",
+            Self::Setup(SetupError::Inputs(e)) => stage_reason(e),
+            Self::Sandbox(_) => "backend.failed",
+            Self::Publish(_) => "result.write",
+            Self::Usage { code, .. } => code,
+        }
+    }
+
+    /// Every reason, as `runner exec` reports them: a rejected request keeps each of
+    /// the validator's reasons (with their lines); anything else is one reason.
+    pub fn reasons(&self) -> Vec<Reason> {
+        match self {
+            Self::Judge(JudgeError::Rejected(reasons)) => reasons.clone(),
+            other => vec![Reason::new(other.reason_code(), other.to_string(), None)],
+        }
+    }
+}
+
+fn is_io(e: &StageError) -> bool {
+    matches!(e, StageError::RunDir(_) | StageError::Copy { .. })
+}
+
+fn stage_reason(e: &StageError) -> &'static str {
+    match e {
+        StageError::Missing { .. } => "stage.input_missing",
+        StageError::Symlink { .. } => "stage.input_symlink",
+        StageError::NotRegular { .. } => "stage.input_not_regular",
+        StageError::HashMismatch { .. } => "stage.input_hash_mismatch",
+        StageError::InputsDir { .. } => "stage.inputs_dir",
+        StageError::InputsDirSymlink { .. } => "stage.inputs_dir_symlink",
+        StageError::Hardlinked { .. } => "stage.input_hardlinked",
+        StageError::RunDir(_) | StageError::Copy { .. } => "stage.io",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_stage_maps_to_its_documented_exit_code() {
+        let unreadable = RunError::from(JudgeError::Unreadable {
+            path: "TR-x.md".into(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        });
+        assert_eq!(unreadable.exit_code(), exit_codes::IO);
+        assert_eq!(unreadable.reason_code(), "io.unreadable");
+        let large = RunError::from(JudgeError::TooLarge { size: 9, max: 8 });
+        assert_eq!(large.exit_code(), exit_codes::REJECT);
+        assert_eq!(
+            large.to_string(),
+            "the request is 9 bytes; the policy allows at most 8"
+        );
+        let missing = RunError::from(SetupError::Inputs(StageError::Missing {
+            path: "a.csv".into(),
+            dir: "inputs".into(),
+        }));
+        assert_eq!(missing.exit_code(), exit_codes::INPUT_MISMATCH);
+        assert_eq!(missing.reason_code(), "stage.input_missing");
+        let copy = RunError::from(SetupError::Inputs(StageError::RunDir(io::Error::other(
+            "disk full",
+        ))));
+        assert_eq!(copy.exit_code(), exit_codes::IO);
+        assert_eq!(copy.reason_code(), "stage.io");
+        let rejected = RunError::from(JudgeError::Rejected(vec![
+            Reason::new("a.b", "one", Some(3)),
+            Reason::new("c.d", "two", None),
+        ]));
+        assert_eq!(rejected.exit_code(), exit_codes::REJECT);
+        let reasons = rejected.reasons();
+        assert_eq!(reasons.len(), 2);
+        assert_eq!(
+            (reasons[0].code.as_str(), reasons[0].line),
+            ("a.b", Some(3))
+        );
+    }
+}

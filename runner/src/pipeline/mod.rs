@@ -1,0 +1,230 @@
+//! The run pipeline: judge → prepare → set up → run → publish.
+//!
+//! `runner exec` (one request or a batch), `runner replay` and a long-running host all
+//! run requests through one [`Pipeline`], so a request gets the same verdict, result,
+//! lock and statement whichever way it came in. What a pipeline holds is what runs may
+//! share: the policy, one wasmtime engine and the guests it has verified ([`Engines`]),
+//! the signing key. What each run keeps to itself is everything else: its judgement,
+//! its run directory, its `/out` tmpfs, its worker process and its result.
+//!
+//! Each stage fails with its own error ([`error`]); a run that reached the sandbox
+//! always ends in a published result, whatever the guest did.
+
+pub mod error;
+mod prepare;
+mod publish;
+pub mod replay;
+
+pub use error::{JudgeError, PrepareError, PublishFailure, RunError, SetupError};
+pub use prepare::Engines;
+
+use crate::approval::ApprovalKey;
+use crate::backend::{Backend, Limits, Outcome, SandboxSpec, confine};
+use crate::guest::manifest::GuestManifest;
+use crate::lock::Lock;
+use crate::policy::Policy;
+use crate::read::{Read2, read_document};
+use crate::request::{ApprovedRequest, Work};
+use crate::result::{ResultsRoot, Staging};
+use crate::stage::{self, InputsRoot, RunDir};
+use ed25519_dalek::SigningKey;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs requests under one policy. Cheap to share between threads (`&Pipeline` is all a
+/// run needs); a batch or a host builds one and runs every request through it.
+pub struct Pipeline {
+    policy: Policy,
+    engines: Engines,
+    sign_key: Option<SigningKey>,
+    progress: Option<MakeProgress>,
+}
+
+/// Makes the reporter of one run's preparation steps (a guest's download and compile):
+/// called when a run starts preparing, dropped when it is done.
+pub type MakeProgress = Box<dyn Fn() -> Box<dyn FnMut(&str)> + Send + Sync>;
+
+/// A judged request, ready to run (by `exec`, or again by `replay`).
+pub struct RunPlan {
+    pub approved: ApprovedRequest,
+    /// The request's text as read (hashed normalized in the lock).
+    pub request_text: String,
+    /// The trusted key whose signature approved the request (`None`: unsigned).
+    pub approval_key: Option<ApprovalKey>,
+}
+
+/// What one run left behind.
+pub struct RunSummary {
+    pub result_path: PathBuf,
+    pub lock: Lock,
+    pub outcome: Outcome,
+}
+
+impl Pipeline {
+    pub fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            engines: Engines::default(),
+            sign_key: None,
+            progress: None,
+        }
+    }
+
+    /// Sign every run's in-toto statement with `key` (a run asked to sign never
+    /// publishes unsigned).
+    pub fn with_sign_key(mut self, key: Option<SigningKey>) -> Self {
+        self.sign_key = key;
+        self
+    }
+
+    /// Report the steps of preparing an engine (a guest's download and compile).
+    pub fn with_progress(mut self, progress: MakeProgress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Judges the request at `path`, runs it with its inputs from `inputs` (default:
+    /// `inputs/` beside it) and publishes into `results` (default: `results/` beside it).
+    pub fn exec(
+        &self,
+        request: &Path,
+        inputs: Option<&Path>,
+        results: Option<&Path>,
+    ) -> Result<RunSummary, RunError> {
+        let plan = self.judge(request)?;
+        let inputs = InputsRoot::for_request(inputs, request);
+        let results = ResultsRoot::for_request(results, request);
+        self.run(&plan, &inputs, &results)
+    }
+
+    /// Reads and validates the request at `path` and checks its approval (signature,
+    /// separation of duties); a REJECT carries every reason.
+    pub fn judge(&self, path: &Path) -> Result<RunPlan, RunError> {
+        let max = self.policy.request.max_bytes;
+        let bytes = match read_document(path, max) {
+            Ok(Read2::Bytes(bytes)) => bytes,
+            Ok(Read2::TooLarge(size)) => return Err(JudgeError::TooLarge { size, max }.into()),
+            Err(source) => {
+                return Err(JudgeError::Unreadable {
+                    path: path.to_owned(),
+                    source,
+                }
+                .into());
+            }
+        };
+        let judged =
+            crate::approval::judge(path, &bytes, &self.policy).map_err(JudgeError::Rejected)?;
+        // The validator accepted it, so it is UTF-8.
+        let request_text = String::from_utf8(bytes).unwrap_or_default();
+        Ok(RunPlan {
+            approved: judged.request,
+            request_text,
+            approval_key: judged.approval_key,
+        })
+    }
+
+    /// Prepares the engine, sets up the run's directories and inputs, runs, and
+    /// publishes the result with its lock and in-toto statement.
+    pub fn run(
+        &self,
+        plan: &RunPlan,
+        inputs: &InputsRoot,
+        results: &ResultsRoot,
+    ) -> Result<RunSummary, RunError> {
+        let limits = limits_for(&plan.approved, &self.policy);
+        // The engine first: a missing guest is fetched (with progress) and compiled
+        // once; none of that depends on the inputs.
+        let mut reporter = self.progress.as_ref().map(|make| make());
+        let prepared = self.engines.prepare(&plan.approved, &mut |msg: &str| {
+            if let Some(report) = reporter.as_mut() {
+                report(msg);
+            }
+        })?;
+        drop(reporter);
+
+        // The results directory is opened (a symlinked default refused) before anything
+        // runs: a run whose result could not be published must not happen.
+        let staging = Staging::new(results).map_err(SetupError::ResultsDir)?;
+        let run = RunDir::create(None).map_err(SetupError::RunDir)?;
+        let staged = stage::stage_inputs(plan.approved.inputs(), inputs, &run)
+            .map_err(SetupError::Inputs)?;
+        let tmpfs =
+            confine::mount_out_tmpfs(&run.out_dir, &limits).map_err(SetupError::OutMount)?;
+        let spec = SandboxSpec {
+            program: prepared.program,
+            in_dir: run.in_dir.clone(),
+            out_dir: run.out_dir.clone(),
+            capture_dir: run.capture_dir.clone(),
+            limits: limits.clone(),
+            confinement: self.policy.confinement.clone(),
+        };
+        let backend: &dyn Backend = prepared.backend.as_ref();
+        let outcome = backend.run(&spec)?;
+
+        let findings = stage::recheck_inputs(&staged, &run);
+        let (result_path, lock) = publish::publish(
+            &publish::Context {
+                plan,
+                policy: &self.policy,
+                staged: &staged,
+                limits: &limits,
+                guest: prepared.guest.as_ref(),
+                sign_key: self.sign_key.as_ref(),
+            },
+            &run,
+            staging,
+            results,
+            &outcome,
+            findings,
+        )?;
+        if let Some(t) = tmpfs {
+            // The outputs are copied; a failed unmount only delays freeing the tmpfs.
+            let _ = t.unmount();
+        }
+        Ok(RunSummary {
+            result_path,
+            lock,
+            outcome,
+        })
+    }
+}
+
+impl RunPlan {
+    /// The engine this request needs and its version.
+    pub fn engine_identity(&self) -> (String, String) {
+        match self.approved.work() {
+            Work::Era { .. } => ("wasmtime".into(), crate::WASMTIME_VERSION.into()),
+            Work::Monty { .. } => ("monty".into(), crate::MONTY_VERSION.into()),
+        }
+    }
+
+    /// The guest this request needs, as pinned in the manifest: name and sha256 hex.
+    pub fn guest_pin(&self) -> Option<(String, String)> {
+        match self.approved.work() {
+            Work::Era { guest, .. } => {
+                let manifest = GuestManifest::embedded().ok()?;
+                let entry = manifest.get(guest)?;
+                Some((guest.clone(), entry.file_sha256.clone()))
+            }
+            Work::Monty { .. } => None,
+        }
+    }
+}
+
+/// The limits of one run: the request's, with the policy's output caps.
+pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
+    let l = approved.limits();
+    Limits {
+        memory_bytes: l.memory_limit_mb << 20,
+        wall: Duration::from_secs(l.time_limit_sec),
+        cpu: Duration::from_secs_f64(l.cpu_limit_sec),
+        stdout_bytes: policy.output.stdout_max_bytes,
+        stderr_bytes: policy.output.stderr_max_bytes,
+        out_bytes: policy.output.out_max_bytes,
+        out_files: policy.output.out_max_files,
+    }
+}

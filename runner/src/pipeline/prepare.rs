@@ -1,0 +1,133 @@
+//! Making the engine ready for a request: the guest located (or fetched), its assets
+//! verified and its module compiled, once per pipeline; the monty worker found.
+
+use super::error::PrepareError;
+use crate::backend::monty::MontyBackend;
+use crate::backend::wasmtime::GuestRuntime;
+use crate::backend::worker::WasmtimeBackend;
+use crate::backend::{Backend, GuestProgram, MontyProgram, Program};
+use crate::guest::{self, manifest::GuestManifest};
+use crate::request::{ApprovedRequest, Work};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Reports the steps of a long preparation (a guest's download, its first compile).
+pub type ProgressSink<'a> = &'a mut dyn FnMut(&str);
+
+/// What the runs of one pipeline share: one wasmtime engine, with the precompiled
+/// guests it has verified (so a batch checks each guest once, and its workers map the
+/// same cache file). Each run still gets its own store, directories and worker process.
+#[derive(Default)]
+pub struct Engines {
+    wasmtime: Mutex<Option<Arc<WasmtimeBackend>>>,
+    /// Held while a guest is located and prepared, so that concurrent runs fetch or
+    /// compile a missing guest once, not once each.
+    preparing: Mutex<()>,
+    /// Guest name → its located file and runtime (assets verified): a guest's assets
+    /// are hashed once per pipeline, not once per run.
+    located: Mutex<HashMap<String, (PathBuf, GuestRuntime)>>,
+}
+
+/// An engine ready for one request.
+pub(super) struct Prepared {
+    pub backend: Arc<dyn Backend + Send + Sync>,
+    pub program: Program,
+    /// The guest's name and pinned sha256 hex (ERA only).
+    pub guest: Option<(String, String)>,
+}
+
+/// A poisoned lock only means another run panicked; what it guards stays consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Engines {
+    pub(super) fn prepare(
+        &self,
+        approved: &ApprovedRequest,
+        progress: ProgressSink<'_>,
+    ) -> Result<Prepared, PrepareError> {
+        match approved.work() {
+            Work::Era { argv, guest, .. } => {
+                let (backend, program) = self.prepare_guest(guest, argv, progress)?;
+                let sha = program.wasm_sha256.clone();
+                Ok(Prepared {
+                    backend,
+                    program: Program::Guest(program),
+                    guest: Some((guest.clone(), sha)),
+                })
+            }
+            Work::Monty { code, inputs_json } => {
+                let backend = MontyBackend::new();
+                // A missing worker binary is a setup problem: say so before staging.
+                backend.worker_exe().map_err(PrepareError::MontyWorker)?;
+                Ok(Prepared {
+                    backend: Arc::new(backend),
+                    program: Program::Monty(MontyProgram {
+                        code: code.clone(),
+                        inputs_json: inputs_json.clone(),
+                    }),
+                    guest: None,
+                })
+            }
+        }
+    }
+
+    fn wasmtime(&self) -> Result<Arc<WasmtimeBackend>, PrepareError> {
+        let mut slot = lock(&self.wasmtime);
+        if let Some(backend) = slot.as_ref() {
+            return Ok(Arc::clone(backend));
+        }
+        let backend = Arc::new(
+            WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
+                .map_err(PrepareError::Engine)?,
+        );
+        *slot = Some(Arc::clone(&backend));
+        Ok(backend)
+    }
+
+    fn prepare_guest(
+        &self,
+        guest_name: &str,
+        argv: &[String],
+        progress: ProgressSink<'_>,
+    ) -> Result<(Arc<WasmtimeBackend>, GuestProgram), PrepareError> {
+        let _preparing = lock(&self.preparing);
+        let manifest = GuestManifest::embedded()?;
+        let entry = manifest.require(guest_name)?;
+        // The wasm file is only read to compile it, and compiling re-hashes it first
+        // (ensure_compiled); with a precompiled module cached, a size check is enough
+        // here and saves hashing 26 MB on every run. A missing or wrong-size file is
+        // fetched or refused by the full check.
+        let mut located = lock(&self.located);
+        let (wasm_path, runtime) = match located.get(guest_name) {
+            Some(found) => found.clone(),
+            None => {
+                let guest_dir = guest::store::default_guest_dir();
+                let wasm_path = match guest::locate_size_only(entry, &guest_dir) {
+                    Ok(Some(path)) => path,
+                    _ => guest::ensure(entry, &guest_dir, &mut *progress)?,
+                };
+                // Its assets (the scientific guest's stdlib zip) are read by the guest
+                // itself, so they are hashed here, once per pipeline.
+                let runtime = guest::runtime_for(entry, &guest_dir)?;
+                located.insert(guest_name.to_owned(), (wasm_path.clone(), runtime.clone()));
+                (wasm_path, runtime)
+            }
+        };
+        drop(located);
+        let backend = self.wasmtime()?;
+        let program = GuestProgram {
+            guest: guest_name.to_owned(),
+            wasm_path,
+            wasm_sha256: entry.file_sha256.clone(),
+            argv: argv.to_vec(),
+            runtime,
+        };
+        backend
+            .prepare(&program, &mut *progress)
+            .map_err(PrepareError::Engine)?;
+        Ok((backend, program))
+    }
+}

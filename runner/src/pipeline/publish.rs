@@ -1,0 +1,247 @@
+//! Publishing a run: `/out` collected, the streams stored, the lock drafted from what
+//! the run pinned, then the document rendered under its final name and the lock, the
+//! in-toto statement and (when asked) its signature written beside it — all of them,
+//! or no result at all.
+
+use super::RunPlan;
+use super::error::PublishFailure;
+use crate::backend::{BackendKind, Limits, Outcome};
+use crate::digest::sha256_hex;
+use crate::lock::{
+    self, FilePin, GuestPin, LimitsPin, Lock, OutputsPin, PolicyPin, RequestPin, RuntimePin,
+    StreamPin, statement,
+};
+use crate::policy::{Policy, RuleTarget};
+use crate::request::Work;
+use crate::result::collect::{self, Collected, WalkLimits};
+use crate::result::render::{self, Provenance, ResultDoc};
+use crate::result::{Rendered, ResultsRoot, Staging};
+use crate::stage::{RunDir, StagedInput};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use ed25519_dalek::SigningKey;
+use std::path::PathBuf;
+
+/// What publishing needs besides the run's outcome.
+pub(super) struct Context<'a> {
+    pub plan: &'a RunPlan,
+    pub policy: &'a Policy,
+    pub staged: &'a [StagedInput],
+    pub limits: &'a Limits,
+    pub guest: Option<&'a (String, String)>,
+    pub sign_key: Option<&'a SigningKey>,
+}
+
+/// Collects `/out`, stores the streams, and publishes the result document with its
+/// lock and in-toto statement (and signature). Returns the document's path and the lock.
+pub(super) fn publish(
+    ctx: &Context<'_>,
+    run: &RunDir,
+    staging: Staging,
+    results: &ResultsRoot,
+    outcome: &Outcome,
+    mut findings: Vec<String>,
+) -> Result<(PathBuf, Lock), PublishFailure> {
+    let fail = |detail: String| PublishFailure {
+        dir: results.path().to_owned(),
+        detail,
+    };
+    let dest = staging.out_dir().map_err(|e| fail(e.to_string()))?;
+    let walk = WalkLimits {
+        max_entries: ctx.limits.out_files,
+        max_depth: 32,
+    };
+    // Whatever the guest left, the run ends in a complete result: a /out that cannot
+    // even be reopened is a finding, not a lost run.
+    let mut collected = match Dir::open_ambient_dir(&run.out_dir, ambient_authority()) {
+        Ok(out) => collect::collect(&out, &dest, walk)
+            .map_err(|e| fail(format!("collecting /out: {e}")))?,
+        Err(e) => Collected {
+            findings: vec![format!(
+                "/out could not be reopened after the run ({e}); nothing was collected"
+            )],
+            ..Default::default()
+        },
+    };
+    findings.append(&mut collected.findings);
+    staging
+        .write_stream("stdout", &outcome.stdout)
+        .map_err(|e| fail(e.to_string()))?;
+    staging
+        .write_stream("stderr", &outcome.stderr)
+        .map_err(|e| fail(e.to_string()))?;
+
+    let now = time::OffsetDateTime::now_utc();
+    let created = crate::result::utc_timestamp(now);
+    let base = crate::result::result_id(now, ctx.plan.approved.request_id());
+    let draft = draft_lock(ctx, &created, outcome, &collected);
+    let render = |id: &str| {
+        let document = render_document(ctx, id, &created, outcome, &collected, &findings);
+        // The lock, the statement and (when asked) its signature, or no result at all:
+        // a run asked to sign never publishes unsigned.
+        let (lock, lock_text) = Lock {
+            result_id: id.to_owned(),
+            result_sha256: lock::text_sha256_tagged(&document),
+            ..draft.clone()
+        }
+        .seal()
+        .map_err(|e| format!("the lock: {e}"))?;
+        let st = statement::statement_text(&lock, &format!("{id}.md"))
+            .map_err(|e| format!("the in-toto statement: {e}"))?;
+        let mut extras = vec![(lock::lock_file_name(id), lock_text.into_bytes())];
+        let envelope = match ctx.sign_key {
+            Some(key) => {
+                let envelope = crate::sign::sign(statement::PAYLOAD_TYPE, st.as_bytes(), key);
+                let text = serde_json::to_string(&envelope)
+                    .map_err(|e| format!("the statement's DSSE envelope: {e}"))?;
+                Some((statement::envelope_file_name(id), text.into_bytes()))
+            }
+            None => None,
+        };
+        extras.push((statement::statement_file_name(id), st.into_bytes()));
+        extras.extend(envelope);
+        Ok::<_, String>((Rendered { document, extras }, lock))
+    };
+    staging
+        .publish_with(&base, render)
+        .map_err(|e| fail(e.to_string()))
+}
+
+fn backend_name(ctx: &Context<'_>) -> &'static str {
+    match ctx.plan.approved.backend() {
+        BackendKind::Era => "ERA",
+        BackendKind::Monty => "monty",
+    }
+}
+
+fn file_pin(path: &str, sha256: &str, bytes: u64) -> FilePin {
+    FilePin {
+        path: path.to_owned(),
+        sha256: lock::tag(sha256),
+        bytes,
+    }
+}
+
+/// Everything the lock pins except the result's own id and hash (known only once the
+/// document has its name).
+fn draft_lock(ctx: &Context<'_>, created: &str, outcome: &Outcome, collected: &Collected) -> Lock {
+    let approved = &ctx.plan.approved;
+    let (engine, engine_version) = ctx.plan.engine_identity();
+    let stream = |bytes: &[u8]| StreamPin {
+        sha256: lock::tag(&sha256_hex(bytes)),
+        bytes: bytes.len() as u64,
+    };
+    Lock {
+        lock_type: lock::LOCK_TYPE.into(),
+        result_id: String::new(),
+        created_utc: created.to_owned(),
+        request: RequestPin {
+            request_id: approved.request_id().to_owned(),
+            sha256: lock::text_sha256_tagged(&ctx.plan.request_text),
+            requested_by: approved.requested_by().to_owned(),
+            approved_by: approved.approved_by().to_owned(),
+            approved_utc: approved.approved_utc().to_owned(),
+            approval_key: ctx
+                .plan
+                .approval_key
+                .as_ref()
+                .map(|k| lock::ApprovalKeyPin {
+                    key_id: k.key_id.clone(),
+                    name: k.name.clone(),
+                }),
+        },
+        policy: PolicyPin {
+            origin: ctx.policy.origin.clone(),
+            sha256: lock::tag(&ctx.policy.sha256),
+        },
+        backend: backend_name(ctx).to_owned(),
+        runtime: RuntimePin {
+            runner_version: crate::RUNNER_VERSION.to_owned(),
+            engine,
+            engine_version,
+            guest: ctx.guest.map(|(name, sha)| GuestPin {
+                name: name.clone(),
+                sha256: lock::tag(sha),
+            }),
+        },
+        limits: LimitsPin::from(ctx.limits),
+        inputs_count: 0,
+        inputs: ctx
+            .staged
+            .iter()
+            .map(|i| file_pin(&i.path, &i.sha256, i.bytes))
+            .collect(),
+        outputs: OutputsPin {
+            stdout: stream(&outcome.stdout),
+            stderr: stream(&outcome.stderr),
+            artifacts_count: 0,
+            artifacts: collected
+                .artifacts
+                .iter()
+                .map(|a| file_pin(&a.path, &a.sha256, a.bytes))
+                .collect(),
+            exit_code: outcome.exit_code,
+            outcome: outcome.kind.as_str().to_owned(),
+        },
+        result_sha256: String::new(),
+        lock_sha256: String::new(),
+    }
+}
+
+/// The result document under its final id.
+fn render_document(
+    ctx: &Context<'_>,
+    id: &str,
+    created: &str,
+    outcome: &Outcome,
+    collected: &Collected,
+    findings: &[String],
+) -> String {
+    let approved = &ctx.plan.approved;
+    let command = match approved.work() {
+        Work::Era { command_line, .. } => command_line.clone(),
+        Work::Monty { code, .. } => {
+            format!("monty: {} lines of code from ## Code", code.lines().count())
+        }
+    };
+    render::render(&ResultDoc {
+        result_id: id,
+        created_utc: created,
+        request_id: approved.request_id(),
+        backend: backend_name(ctx),
+        purpose: approved.purpose(),
+        exit_code: outcome.exit_code,
+        runtime_sec: outcome.runtime_sec,
+        outcome: outcome.kind,
+        outcome_detail: outcome.detail.as_deref(),
+        artifacts: &collected.artifacts,
+        expected_outputs: approved.outputs(),
+        stdout: &outcome.stdout,
+        stderr: &outcome.stderr,
+        stdout_sha256: &sha256_hex(&outcome.stdout),
+        stderr_sha256: &sha256_hex(&outcome.stderr),
+        stdout_capped: outcome.stdout_capped,
+        stderr_capped: outcome.stderr_capped,
+        provenance: Provenance {
+            command: &command,
+            engine: &outcome.engine,
+            guest: ctx.guest.map(|(n, s)| (n.as_str(), s.as_str())),
+            runner_version: crate::RUNNER_VERSION,
+            limits: ctx.limits,
+            cpu_limit_text: &approved.limits().cpu_limit,
+            request_sha256: approved.normalized_sha256(),
+            policy_sha256: &ctx.policy.sha256,
+            confinement: &outcome.confinement,
+            approved_by: approved.approved_by(),
+            approved_utc: approved.approved_utc(),
+            approval_key: ctx
+                .plan
+                .approval_key
+                .as_ref()
+                .map(|k| (k.key_id.as_str(), k.name.as_str())),
+        },
+        findings,
+        excerpt_lines: ctx.policy.output.excerpt_lines,
+        rules: ctx.policy.rules_for(RuleTarget::Result),
+    })
+}
