@@ -48,7 +48,7 @@ fn binaries_for_nobody(dir: &Path) -> PathBuf {
 fn as_nobody(cmd: &Command) -> Command {
     assert!(
         nix::unistd::geteuid().is_root(),
-        "switching to nobody needs root (CI runs as root)"
+        "switching to nobody needs root (CI runs as root); leave the group out with `cargo test -- --skip needs_root`"
     );
     let mut wrapped = Command::new("setpriv");
     wrapped
@@ -235,49 +235,6 @@ fn a_write_past_the_file_size_limit_is_cut_then_refused_and_recorded() {
 }
 
 #[test]
-fn the_worker_has_no_network() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "a fresh network namespace needs root here (CI runs as root)"
-    );
-    let r = probe();
-    assert!(strings(&r["applied"]).contains(&"net_namespace"), "{r}");
-    assert_eq!(
-        strings(&r["interfaces"]),
-        vec!["lo"],
-        "only the (down) loopback of a fresh namespace"
-    );
-    assert_eq!(
-        r["routes"], 0,
-        "no usable route anywhere, not even to loopback"
-    );
-}
-
-#[test]
-fn the_worker_holds_no_capabilities() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "dropping the bounding set needs root (CI runs as root)"
-    );
-    let r = probe();
-    for set in [
-        "effective",
-        "permitted",
-        "inheritable",
-        "ambient",
-        "bounding",
-    ] {
-        assert_eq!(
-            r["capabilities"][set], "0000000000000000",
-            "{set} capabilities left: {r}"
-        );
-    }
-    let applied = strings(&r["applied"]);
-    assert!(applied.contains(&"capabilities=0"), "{r}");
-    assert!(applied.contains(&"capability_bounding_set=0"), "{r}");
-}
-
-#[test]
 fn seccomp_denies_what_it_lists_and_allows_what_the_worker_needs() {
     let r = probe();
     assert_eq!(r["seccomp"], "2", "filter mode: {r}");
@@ -328,67 +285,6 @@ fn landlock_keeps_the_worker_to_its_own_directories() {
     assert_eq!(r["syscalls"]["socket_unix"], "ok", "{r}");
 }
 
-#[test]
-fn without_privileges_optional_layers_are_skipped_and_said() {
-    let dir = open_dir();
-    let exe = binaries_for_nobody(dir.path());
-    let (read, write) = probe_dirs(dir.path());
-    let mut probe = Command::new(exe);
-    probe.arg("__confinement-probe");
-    let mut probe = as_nobody(&probe);
-    probe
-        .env("RUNNER_PROBE_READ_DIR", &read)
-        .env("RUNNER_PROBE_WRITE_DIR", &write);
-    let (out, r) = probe_output(&mut probe);
-    assert!(
-        out.status.success(),
-        "the built-in policy lets an unprivileged run go on: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Landlock needs no privileges: it applies as nobody too.
-    assert_filesystem_walled(&r);
-    let failed: Vec<&str> = r["failed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["layer"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        failed,
-        vec!["net_namespace", "capability_bounding_set"],
-        "exactly the layers that need root: {r}"
-    );
-    let provenance = strings(&r["provenance"]);
-    assert!(
-        provenance
-            .iter()
-            .any(|l| l.starts_with("not applied: net_namespace (") && l.contains("EPERM")),
-        "{provenance:?}"
-    );
-    // What works without privileges still applies, and is in force.
-    assert_eq!(r["seccomp"], "2");
-    assert_eq!(r["no_new_privs"], "1");
-    assert_eq!(r["capabilities"]["effective"], "0000000000000000");
-    assert_eq!(r["syscalls"]["unshare_newuser"], "EPERM");
-    assert!(!strings(&r["applied"]).contains(&"net_namespace"));
-}
-
-#[test]
-fn a_required_layer_that_cannot_apply_refuses_the_probe() {
-    let dir = open_dir();
-    let policy = policy_requiring_net_namespace(dir.path());
-    let exe = binaries_for_nobody(dir.path());
-    let (out, _) = probe_output(&mut as_nobody(
-        Command::new(exe).arg("__confinement-probe").arg(&policy),
-    ));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("`net_namespace` is required") && stderr.contains("EPERM"),
-        "names the layer and the kernel's reason: {stderr}"
-    );
-}
-
 fn monty_request(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/monty-primes/TR-20261121-101500Z-monty-primes.md");
@@ -430,26 +326,6 @@ fn confinement_line(doc: &str) -> &str {
 }
 
 #[test]
-fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_apply() {
-    let dir = open_dir();
-    let req = monty_request(dir.path());
-    let results = dir.path().join("results");
-    let mut exec = Command::new(binaries_for_nobody(dir.path()));
-    exec.arg("exec").arg(&req).arg("--results").arg(&results);
-    let out = as_nobody(&exec).output().unwrap();
-    let doc = the_one_result(&out, &results);
-    let line = confinement_line(&doc);
-    assert!(line.contains("not applied: net_namespace ("), "{line}");
-    assert!(
-        line.contains("not applied: capability_bounding_set ("),
-        "{line}"
-    );
-    assert!(line.contains("seccomp(deny="), "{line}");
-    assert!(line.contains("capabilities=0"), "{line}");
-    assert!(line.contains("landlock(abi="), "{line}");
-}
-
-#[test]
 fn exec_under_required_landlock_runs_monty_whole_and_says_so() {
     // (The ERA guest runs every tests/era case under required Landlock.)
     let dir = open_dir();
@@ -472,25 +348,157 @@ fn exec_under_required_landlock_runs_monty_whole_and_says_so() {
     assert!(!line.contains("not applied"), "{line}");
 }
 
-#[test]
-fn exec_refuses_a_run_whose_required_layer_cannot_apply() {
-    let dir = open_dir();
-    let req = monty_request(dir.path());
-    let policy = policy_requiring_net_namespace(dir.path());
-    let results = dir.path().join("results");
-    let mut exec = Command::new(binaries_for_nobody(dir.path()));
-    exec.arg("--policy")
-        .arg(&policy)
-        .arg("exec")
-        .arg(&req)
-        .arg("--results")
-        .arg(&results);
-    let out = as_nobody(&exec).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("`net_namespace` is required") && stderr.contains("EPERM"),
-        "{stderr}"
-    );
-    assert_eq!(results_in(&results), Vec::<String>::new(), "no result");
+/// The tests that need root: a fresh network namespace, dropping the bounding set, or
+/// switching to `nobody` to see what an unprivileged run does. Each one fails, saying
+/// so, when not run as root (CI runs as root); elsewhere leave the group out with
+/// `cargo test -- --skip needs_root`.
+mod needs_root {
+    use super::*;
+
+    #[test]
+    fn the_worker_has_no_network() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "a fresh network namespace needs root here (CI runs as root); leave the group out with `cargo test -- --skip needs_root`"
+        );
+        let r = probe();
+        assert!(strings(&r["applied"]).contains(&"net_namespace"), "{r}");
+        assert_eq!(
+            strings(&r["interfaces"]),
+            vec!["lo"],
+            "only the (down) loopback of a fresh namespace"
+        );
+        assert_eq!(
+            r["routes"], 0,
+            "no usable route anywhere, not even to loopback"
+        );
+    }
+
+    #[test]
+    fn the_worker_holds_no_capabilities() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "dropping the bounding set needs root (CI runs as root); leave the group out with `cargo test -- --skip needs_root`"
+        );
+        let r = probe();
+        for set in [
+            "effective",
+            "permitted",
+            "inheritable",
+            "ambient",
+            "bounding",
+        ] {
+            assert_eq!(
+                r["capabilities"][set], "0000000000000000",
+                "{set} capabilities left: {r}"
+            );
+        }
+        let applied = strings(&r["applied"]);
+        assert!(applied.contains(&"capabilities=0"), "{r}");
+        assert!(applied.contains(&"capability_bounding_set=0"), "{r}");
+    }
+
+    #[test]
+    fn without_privileges_optional_layers_are_skipped_and_said() {
+        let dir = open_dir();
+        let exe = binaries_for_nobody(dir.path());
+        let (read, write) = probe_dirs(dir.path());
+        let mut probe = Command::new(exe);
+        probe.arg("__confinement-probe");
+        let mut probe = as_nobody(&probe);
+        probe
+            .env("RUNNER_PROBE_READ_DIR", &read)
+            .env("RUNNER_PROBE_WRITE_DIR", &write);
+        let (out, r) = probe_output(&mut probe);
+        assert!(
+            out.status.success(),
+            "the built-in policy lets an unprivileged run go on: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Landlock needs no privileges: it applies as nobody too.
+        assert_filesystem_walled(&r);
+        let failed: Vec<&str> = r["failed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["layer"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            failed,
+            vec!["net_namespace", "capability_bounding_set"],
+            "exactly the layers that need root: {r}"
+        );
+        let provenance = strings(&r["provenance"]);
+        assert!(
+            provenance
+                .iter()
+                .any(|l| l.starts_with("not applied: net_namespace (") && l.contains("EPERM")),
+            "{provenance:?}"
+        );
+        // What works without privileges still applies, and is in force.
+        assert_eq!(r["seccomp"], "2");
+        assert_eq!(r["no_new_privs"], "1");
+        assert_eq!(r["capabilities"]["effective"], "0000000000000000");
+        assert_eq!(r["syscalls"]["unshare_newuser"], "EPERM");
+        assert!(!strings(&r["applied"]).contains(&"net_namespace"));
+    }
+
+    #[test]
+    fn a_required_layer_that_cannot_apply_refuses_the_probe() {
+        let dir = open_dir();
+        let policy = policy_requiring_net_namespace(dir.path());
+        let exe = binaries_for_nobody(dir.path());
+        let (out, _) = probe_output(&mut as_nobody(
+            Command::new(exe).arg("__confinement-probe").arg(&policy),
+        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("`net_namespace` is required") && stderr.contains("EPERM"),
+            "names the layer and the kernel's reason: {stderr}"
+        );
+    }
+
+    #[test]
+    fn exec_without_privileges_runs_under_the_default_policy_and_says_what_did_not_apply() {
+        let dir = open_dir();
+        let req = monty_request(dir.path());
+        let results = dir.path().join("results");
+        let mut exec = Command::new(binaries_for_nobody(dir.path()));
+        exec.arg("exec").arg(&req).arg("--results").arg(&results);
+        let out = as_nobody(&exec).output().unwrap();
+        let doc = the_one_result(&out, &results);
+        let line = confinement_line(&doc);
+        assert!(line.contains("not applied: net_namespace ("), "{line}");
+        assert!(
+            line.contains("not applied: capability_bounding_set ("),
+            "{line}"
+        );
+        assert!(line.contains("seccomp(deny="), "{line}");
+        assert!(line.contains("capabilities=0"), "{line}");
+        assert!(line.contains("landlock(abi="), "{line}");
+    }
+
+    #[test]
+    fn exec_refuses_a_run_whose_required_layer_cannot_apply() {
+        let dir = open_dir();
+        let req = monty_request(dir.path());
+        let policy = policy_requiring_net_namespace(dir.path());
+        let results = dir.path().join("results");
+        let mut exec = Command::new(binaries_for_nobody(dir.path()));
+        exec.arg("--policy")
+            .arg(&policy)
+            .arg("exec")
+            .arg(&req)
+            .arg("--results")
+            .arg(&results);
+        let out = as_nobody(&exec).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("`net_namespace` is required") && stderr.contains("EPERM"),
+            "{stderr}"
+        );
+        assert_eq!(results_in(&results), Vec::<String>::new(), "no result");
+    }
 }

@@ -146,7 +146,7 @@ fn concurrent_runs_of_one_request_give_distinct_complete_results() {
 fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
-        "this test mounts tmpfs and needs root (CI runs as root)"
+        "this test mounts tmpfs and needs root (CI runs as root); leave the group out with `cargo test -- --skip needs_root`"
     );
 }
 
@@ -179,77 +179,84 @@ fn exec_on_mount(dir: &Path, req: &Path, options: &str) -> (i32, String, Vec<Str
     )
 }
 
-#[test]
-fn a_full_results_filesystem_is_a_clear_error_and_leaves_nothing() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let req = write_request(dir.path());
-    // 1 MiB: the 8 MiB artifact cannot fit.
-    let (code, stderr, listing) = exec_on_mount(dir.path(), &req, "size=1m");
-    assert_eq!(code, 3, "exit code for an I/O error; stderr: {stderr}");
-    assert!(
-        stderr.contains("result.write") && stderr.contains("mnt"),
-        "the error names the problem and the place: {stderr}"
-    );
-    assert!(
-        !listing.iter().any(|n| n.starts_with("TS-")),
-        "no result, not even a partial one: {listing:?}"
-    );
-    assert!(
-        listing.is_empty(),
-        "the staging directory is removed: {listing:?}"
-    );
-}
+/// The tests that need root: each mounts a small tmpfs in a private mount namespace.
+/// Each fails, saying so, when not run as root (CI runs as root); elsewhere leave the
+/// group out with `cargo test -- --skip needs_root`.
+mod needs_root {
+    use super::*;
 
-#[test]
-fn a_read_only_results_directory_is_a_clear_error() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let req = write_request(dir.path());
-    let (code, stderr, listing) = exec_on_mount(dir.path(), &req, "ro,size=1m");
-    assert_eq!(code, 3, "stderr: {stderr}");
-    assert!(
-        stderr.contains("Read-only file system") || stderr.contains("read-only"),
-        "{stderr}"
-    );
-    assert!(listing.is_empty());
-}
+    #[test]
+    fn a_full_results_filesystem_is_a_clear_error_and_leaves_nothing() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let req = write_request(dir.path());
+        // 1 MiB: the 8 MiB artifact cannot fit.
+        let (code, stderr, listing) = exec_on_mount(dir.path(), &req, "size=1m");
+        assert_eq!(code, 3, "exit code for an I/O error; stderr: {stderr}");
+        assert!(
+            stderr.contains("result.write") && stderr.contains("mnt"),
+            "the error names the problem and the place: {stderr}"
+        );
+        assert!(
+            !listing.iter().any(|n| n.starts_with("TS-")),
+            "no result, not even a partial one: {listing:?}"
+        );
+        assert!(
+            listing.is_empty(),
+            "the staging directory is removed: {listing:?}"
+        );
+    }
 
-#[test]
-fn a_full_staging_filesystem_is_a_clear_error_and_leaves_no_result() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let req = write_request(dir.path());
-    let results = dir.path().join("results");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    // 16 KiB for the run directory: the inputs fit, the 2000 captured stdout lines
-    // (about 20 KB) do not.
-    let script = format!(
-        "mount -t tmpfs -o size=16k tmpfs {tmp} && TMPDIR={tmp} {exe} exec {req} --results {r}",
-        tmp = tmp.display(),
-        exe = env!("CARGO_BIN_EXE_runner"),
-        req = req.display(),
-        r = results.display(),
-    );
-    let out = Command::new("unshare")
-        .arg("-m")
-        .arg("--propagation")
-        .arg("private")
-        .arg("sh")
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "an I/O error: {stderr}");
-    assert!(
-        stderr.contains("No space left on device") || stderr.contains("ENOSPC"),
-        "the error says what happened: {stderr}"
-    );
-    assert_eq!(
-        assert_only_complete_results(&results, &req),
-        0,
-        "no result at all"
-    );
+    #[test]
+    fn a_read_only_results_directory_is_a_clear_error() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let req = write_request(dir.path());
+        let (code, stderr, listing) = exec_on_mount(dir.path(), &req, "ro,size=1m");
+        assert_eq!(code, 3, "stderr: {stderr}");
+        assert!(
+            stderr.contains("Read-only file system") || stderr.contains("read-only"),
+            "{stderr}"
+        );
+        assert!(listing.is_empty());
+    }
+
+    #[test]
+    fn a_full_staging_filesystem_is_a_clear_error_and_leaves_no_result() {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let req = write_request(dir.path());
+        let results = dir.path().join("results");
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        // 16 KiB for the run directory: the inputs fit, the 2000 captured stdout lines
+        // (about 20 KB) do not.
+        let script = format!(
+            "mount -t tmpfs -o size=16k tmpfs {tmp} && TMPDIR={tmp} {exe} exec {req} --results {r}",
+            tmp = tmp.display(),
+            exe = env!("CARGO_BIN_EXE_runner"),
+            req = req.display(),
+            r = results.display(),
+        );
+        let out = Command::new("unshare")
+            .arg("-m")
+            .arg("--propagation")
+            .arg("private")
+            .arg("sh")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "an I/O error: {stderr}");
+        assert!(
+            stderr.contains("No space left on device") || stderr.contains("ENOSPC"),
+            "the error says what happened: {stderr}"
+        );
+        assert_eq!(
+            assert_only_complete_results(&results, &req),
+            0,
+            "no result at all"
+        );
+    }
 }
