@@ -7,7 +7,6 @@ use super::output;
 use crate::approval::{approve, edit};
 use crate::exit_codes;
 use crate::policy::Policy;
-use crate::read::{Read2, read_document};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -67,23 +66,9 @@ pub struct ApproveReport {
 impl ApproveCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         let name = self.request.display().to_string();
-        let original = match read_document(&self.request, policy.request.max_bytes) {
-            Ok(Read2::Bytes(b)) => b,
-            Ok(Read2::TooLarge(size)) => {
-                eprintln!(
-                    "error: {name} is {size} bytes; the policy allows at most {}",
-                    policy.request.max_bytes
-                );
-                return exit_codes::REJECT;
-            }
-            Err(e) => {
-                output::error(format!("cannot read {name}: {e}"));
-                return exit_codes::IO;
-            }
-        };
-        let Ok(text) = std::str::from_utf8(&original) else {
-            output::error(format!("{name} is not valid UTF-8"));
-            return exit_codes::REJECT;
+        let text = match super::read_request_text(&self.request, policy) {
+            Ok(text) => text,
+            Err(code) => return code,
         };
         if let Err(e) = edit::existing_mode(&self.request) {
             output::error(format!("{e}"));
@@ -101,7 +86,7 @@ impl ApproveCommand {
         };
         let at = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
         let approval =
-            match approve::prepare(text, &self.by, &at, key.as_ref(), &self.request, policy) {
+            match approve::prepare(&text, &self.by, &at, key.as_ref(), &self.request, policy) {
                 Ok(a) => a,
                 Err(approve::ApproveError::Name(m)) => {
                     output::error(format!("--by: {m}"));
@@ -146,7 +131,7 @@ impl ApproveCommand {
                 return exit_codes::REJECT;
             }
         }
-        match approve::write(&self.request, &original, &approval) {
+        match approve::write(&self.request, text.as_bytes(), &approval) {
             Ok(written) => {
                 if let Some(stale) = &written.removed_stale_signature {
                     output::note(format!(

@@ -8,8 +8,8 @@
 //! bad flag or catalog.
 
 use crate::exit_codes;
+use crate::gate::Context;
 use crate::gate::inbox::{self, Dirs};
-use crate::gate::{Catalog, CatalogError, Context};
 use crate::policy::Policy;
 use std::path::PathBuf;
 
@@ -46,19 +46,9 @@ pub struct GateCommand {
 
 impl GateCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
-        let catalog = match &self.catalog {
-            None => None,
-            Some(path) => match Catalog::load(path) {
-                Ok(c) => Some(c),
-                Err(e @ CatalogError::Read { .. }) => {
-                    super::output::error(e);
-                    return exit_codes::IO;
-                }
-                Err(e) => {
-                    super::output::error(e);
-                    return exit_codes::USAGE;
-                }
-            },
+        let catalog = match super::load_catalog(self.catalog.as_deref()) {
+            Ok(catalog) => catalog,
+            Err(code) => return code,
         };
         let ctx = Context {
             policy,

@@ -180,3 +180,50 @@ impl Cli {
         }
     }
 }
+
+/// Reads the request or draft an operator named, as UTF-8 text within the policy's
+/// size cap; on failure says why on stderr and gives the exit code.
+pub(crate) fn read_request_text(
+    path: &std::path::Path,
+    policy: &crate::policy::Policy,
+) -> Result<String, i32> {
+    use crate::read::{Read2, read_document};
+    let name = path.display();
+    let max = policy.request.max_bytes;
+    let bytes = match read_document(path, max) {
+        Ok(Read2::Bytes(b)) => b,
+        Ok(Read2::TooLarge(size)) => {
+            output::error(format!(
+                "{name} is {size} bytes; the policy allows at most {max}"
+            ));
+            return Err(crate::exit_codes::REJECT);
+        }
+        Err(e) => {
+            output::error(format!("cannot read {name}: {e}"));
+            return Err(crate::exit_codes::IO);
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| {
+        output::error(format!("{name} is not valid UTF-8"));
+        crate::exit_codes::REJECT
+    })
+}
+
+/// Loads the `--catalog` of `validate` and `gate`; on failure says why on stderr and
+/// gives the exit code (unreadable: I/O; invalid: usage).
+pub(crate) fn load_catalog(
+    path: Option<&std::path::Path>,
+) -> Result<Option<crate::gate::Catalog>, i32> {
+    use crate::gate::{Catalog, CatalogError};
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    Catalog::load(path).map(Some).map_err(|e| {
+        let code = match e {
+            CatalogError::Read { .. } => crate::exit_codes::IO,
+            _ => crate::exit_codes::USAGE,
+        };
+        output::error(e);
+        code
+    })
+}

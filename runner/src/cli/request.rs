@@ -5,7 +5,6 @@ use super::output;
 use crate::approval::{self, edit, seal};
 use crate::exit_codes;
 use crate::policy::Policy;
-use crate::read::{Read2, read_document};
 use crate::request::Reason;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -91,23 +90,9 @@ impl RequestCommand {
 impl SealCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         let name = self.draft.display().to_string();
-        let bytes = match read_document(&self.draft, policy.request.max_bytes) {
-            Ok(Read2::Bytes(b)) => b,
-            Ok(Read2::TooLarge(size)) => {
-                eprintln!(
-                    "error: {name} is {size} bytes; the policy allows at most {}",
-                    policy.request.max_bytes
-                );
-                return exit_codes::REJECT;
-            }
-            Err(e) => {
-                super::output::error(format!("cannot read {name}: {e}"));
-                return exit_codes::IO;
-            }
-        };
-        let Ok(text) = String::from_utf8(bytes) else {
-            super::output::error(format!("{name} is not valid UTF-8"));
-            return exit_codes::REJECT;
+        let text = match super::read_request_text(&self.draft, policy) {
+            Ok(text) => text,
+            Err(code) => return code,
         };
         let inputs = crate::stage::InputsRoot::for_request(self.inputs.as_deref(), &self.draft);
         let sealed = match seal::seal(&text, &inputs, policy) {

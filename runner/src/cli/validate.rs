@@ -10,7 +10,7 @@
 //! reasons.
 
 use crate::exit_codes;
-use crate::gate::{self, Catalog, Context, Follow, ReadError};
+use crate::gate::{self, Context, Follow, ReadError};
 use crate::policy::Policy;
 use crate::request::Reason;
 use serde::Serialize;
@@ -58,19 +58,9 @@ pub struct FileVerdict {
 
 impl ValidateCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
-        let catalog = match &self.catalog {
-            None => None,
-            Some(path) => match Catalog::load(path) {
-                Ok(c) => Some(c),
-                Err(e @ gate::CatalogError::Read { .. }) => {
-                    super::output::error(e);
-                    return exit_codes::IO;
-                }
-                Err(e) => {
-                    super::output::error(e);
-                    return exit_codes::USAGE;
-                }
-            },
+        let catalog = match super::load_catalog(self.catalog.as_deref()) {
+            Ok(catalog) => catalog,
+            Err(code) => return code,
         };
         let ctx = Context {
             policy,
@@ -151,13 +141,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
 fn print_human(v: &FileVerdict, text: Option<&str>) {
     println!("{}: {}", v.file, super::output::verdict(v.verdict));
     println!("  kind: {}", v.kind);
-    let lines: Vec<&str> = text
-        .map(|t| {
-            crate::request::frontmatter::lines(t)
-                .map(|l| l.text)
-                .collect()
-        })
-        .unwrap_or_default();
+    let lines = crate::request::frontmatter::line_texts(text);
     for reason in &v.reasons {
         match reason.line {
             Some(n) => println!("  {}:{n}: {}: {}", v.file, reason.code, reason.message),

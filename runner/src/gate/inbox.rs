@@ -150,16 +150,18 @@ pub struct Dirs {
     pub quarantine: PathBuf,
 }
 
+/// Maps an I/O error on `path` to [`GateError::Dir`], naming what the path is.
+fn dir_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GateError {
+    let path = path.to_owned();
+    move |source| GateError::Dir { what, path, source }
+}
+
 /// Runs the gate over `dirs.inbox`.
 ///
 /// # Ambient authority
 /// Reads, moves and creates files under the three directories the operator named.
 pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
     let start = Instant::now();
-    let dir_err = |what, path: &Path| {
-        let path = path.to_owned();
-        move |source| GateError::Dir { what, path, source }
-    };
     for (what, d) in [
         ("accepted directory", &dirs.accepted),
         ("quarantine directory", &dirs.quarantine),
@@ -215,7 +217,7 @@ pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
             entries: Vec::new(),
         },
     };
-    gate.recover();
+    gate.recover()?;
     let (documents, skipped) = gate.scan().map_err(dir_err("inbox", &dirs.inbox))?;
     for (name, why) in skipped {
         gate.summary.skipped += 1;
@@ -303,8 +305,9 @@ type Skipped = (OsString, String);
 
 impl Gate<'_> {
     /// Finishes or rolls back the moves an interrupted run left, and removes its
-    /// temporary files.
-    fn recover(&mut self) {
+    /// temporary files. A settled move that cannot be made durable is an error: the
+    /// gate does not go on as if it were.
+    fn recover(&mut self) -> Result<(), GateError> {
         for dest in [self.accepted.clone(), self.quarantine.clone()] {
             let Ok(entries) = std::fs::read_dir(&dest) else {
                 continue;
@@ -313,7 +316,9 @@ impl Gate<'_> {
             names.sort();
             for name in &names {
                 let bytes = name.as_bytes();
-                if bytes.starts_with(INTENT_PREFIX.as_bytes()) && self.recover_intent(&dest, name) {
+                if bytes.starts_with(INTENT_PREFIX.as_bytes())
+                    && self.recover_intent(&dest, name)?
+                {
                     self.summary.recovered += 1;
                 }
             }
@@ -330,24 +335,26 @@ impl Gate<'_> {
                 }
             }
         }
+        Ok(())
     }
 
-    /// Returns true when the intent was ours and was settled.
-    fn recover_intent(&mut self, dest: &Path, name: &OsStr) -> bool {
+    /// Returns true when the intent was ours and was settled (durably: the directories
+    /// are synced, or this fails naming the one that could not be).
+    fn recover_intent(&mut self, dest: &Path, name: &OsStr) -> Result<bool, GateError> {
         let path = dest.join(name);
         let Some(intent) = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Intent>(&b).ok())
         else {
             // Unreadable or torn (the record is written atomically, so this is not ours).
-            return false;
+            return Ok(false);
         };
         if intent.intent != INTENT_TYPE
             || Path::new(&intent.inbox) != self.inbox
             || intent.moves.is_empty()
             || !intent.moves.iter().flatten().all(|n| is_plain_name(n))
         {
-            return false;
+            return Ok(false);
         }
         let moves: Vec<(PathBuf, PathBuf)> = intent
             .moves
@@ -355,7 +362,7 @@ impl Gate<'_> {
             .map(|[s, d]| (self.inbox.join(s), dest.join(d)))
             .collect();
         let Some((doc_src, doc_dst)) = moves.last().cloned() else {
-            return false;
+            return Ok(false);
         };
         let exists = |p: &Path| p.symlink_metadata().is_ok();
         if exists(&doc_dst) {
@@ -385,10 +392,10 @@ impl Gate<'_> {
                 }
             }
         }
-        let _ = std::fs::remove_file(&path);
-        let _ = moves::sync_dir(dest);
-        let _ = moves::sync_dir(&self.inbox);
-        true
+        std::fs::remove_file(&path).map_err(dir_err("recovery record", &path))?;
+        moves::sync_dir(dest).map_err(dir_err("recovered directory", dest))?;
+        moves::sync_dir(&self.inbox).map_err(dir_err("inbox", &self.inbox))?;
+        Ok(true)
     }
 
     /// The documents of the inbox with their companions, and the entries skipped.

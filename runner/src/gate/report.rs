@@ -60,13 +60,7 @@ pub fn markdown(
     judged_utc: &str,
     text: Option<&str>,
 ) -> String {
-    let lines: Vec<&str> = text
-        .map(|t| {
-            crate::request::frontmatter::lines(t)
-                .map(|l| l.text)
-                .collect()
-        })
-        .unwrap_or_default();
+    let lines = crate::request::frontmatter::line_texts(text);
     let mut s = String::new();
     let _ = writeln!(s, "# Quarantine report: {}\n", printable(doc));
     let _ = writeln!(

@@ -30,6 +30,13 @@ pub enum SplitError {
     Unterminated,
 }
 
+/// The text of each line of `text` (none when there is no text), for quoting the line a
+/// reason names.
+pub fn line_texts(text: Option<&str>) -> Vec<&str> {
+    text.map(|t| lines(t).map(|l| l.text).collect())
+        .unwrap_or_default()
+}
+
 /// Lines of `text` (after a BOM), CR stripped from CRLF endings.
 pub fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
     crate::normalize::strip_bom(text)
