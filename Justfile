@@ -30,10 +30,12 @@ demo-monty: build
 
 # The whole test suite, on the real guests: the suite on CPython 3.12, then the pandas
 # example on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
-# 2.2 GB compile; later runs find it cached). CI runs this.
+# 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
+# CLI. CI runs this.
 test: guests
     RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
     {{just_executable()}} test-sci
+    {{just_executable()}} test-monty-diff
 
 # The scientific guest end to end (examples/pandas-groupby): fetches it first if needed,
 # a 98 MB download and a one-time compile of 1.5-3 minutes needing about 2.2 GB of memory.
@@ -42,6 +44,19 @@ test: guests
 test-sci: build
     {{runner}} guest fetch cpython-3.15-scientific
     RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --workspace --ignore-rust-version --test sci_guest -- --include-ignored
+
+# Monty's own test suite (the 710 `test_cases/*.py` of the monty crate the worker links)
+# through one batch `runner exec` and through the `monty` CLI of the same release; they
+# must agree but for the cases listed, with reasons, in runner/tests/monty_diff.rs.
+test-monty-diff: build monty-cli
+    MONTY_CLI="{{justfile_directory()}}/target/monty-venv/bin/monty" cargo test --release --locked --workspace --ignore-rust-version --test monty_diff -- --include-ignored
+
+# The `monty` CLI of the pinned pydantic-monty-runtime, installed by sha256
+# (tests/monty-diff/requirements.txt) into target/monty-venv: the differential test's
+# reference. Wheels only: the sdist would build Monty (and maturin) from source.
+monty-cli:
+    [ -x target/monty-venv/bin/pip ] || python3 -m venv target/monty-venv
+    target/monty-venv/bin/pip install --quiet --require-hashes --only-binary :all: -r tests/monty-diff/requirements.txt
 
 # What CI runs: formatting, lints, then the tests.
 ci: lint test

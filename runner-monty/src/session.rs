@@ -200,16 +200,15 @@ fn execute(
                     None => call.resume_with(print, |fc| answer_os_call(mounts, fc, notes)),
                 }
             }
-            // No host names or functions are offered: an unknown name is a NameError.
+            // No host names or functions are offered: an unknown name is a NameError,
+            // raised by Monty itself and so catchable, as in CPython (`foo()` with no
+            // `foo` suspends as a call, not a lookup).
             (RunProgress::NameLookup(lookup), None) => {
                 lookup.resume(NameLookupResult::Undefined, print)
             }
             (RunProgress::FunctionCall(call), None) => {
-                let exc = MontyException::new(
-                    ExcType::NotImplementedError,
-                    Some(format!("no host function `{}`", call.function_name)),
-                );
-                call.abort(exc, print)
+                let name = call.function_name.clone();
+                call.resume(ExtFunctionResult::NotFound(name), print)
             }
             (RunProgress::ResolveFutures(futures), None) => futures.abort(
                 MontyException::new(
@@ -567,6 +566,26 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
             &limits(),
         );
         assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
+    }
+
+    #[test]
+    fn an_undefined_call_is_a_catchable_name_error() {
+        let d = Dirs::new();
+        let o = d.run(
+            "try:\n    foo(1)\nexcept NameError as e:\n    print('caught', e)",
+            None,
+            &limits(),
+        );
+        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 0), "{o:?}");
+        assert_eq!(text(&o.stdout), "caught name 'foo' is not defined\n");
+        let o = d.run("print('before')\nfoo()\nprint('after')", None, &limits());
+        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
+        assert_eq!(text(&o.stdout), "before\n");
+        let err = text(&o.stderr);
+        assert!(
+            err.contains("Traceback") && err.contains("NameError: name 'foo' is not defined"),
+            "{err}"
+        );
     }
 
     #[test]
