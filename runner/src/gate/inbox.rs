@@ -685,7 +685,7 @@ impl Filer<'_> {
         }
         let _ = std::fs::remove_file(&path);
         let _ = moves::sync_dir(dest);
-        let _ = moves::sync_dir(&self.inbox);
+        let _ = moves::sync_dir(self.inbox);
         true
     }
 
