@@ -639,3 +639,58 @@ fn a_second_signal_stops_at_once_and_the_request_runs_again_later() {
     host.stop();
     assert_eq!(dirs.results_by_request()[id].len(), 1);
 }
+
+/// `GET path` on `addr`; the whole response.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn metrics_are_scraped_from_loopback() {
+    let dirs = Dirs::new();
+    let host = Host::start(&dirs, "host", &["--metrics", "0"]);
+    let mut addr = String::new();
+    wait_for(
+        Duration::from_secs(10),
+        "the metrics address logged",
+        || {
+            let err = host.stderr();
+            let found = err
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("http://"))
+                .and_then(|w| w.strip_suffix("/metrics"))
+                .map(str::to_owned);
+            found.map(|a| addr = a).is_some()
+        },
+    );
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    assert!(http_get(&addr, "/healthz").ends_with("\r\n\r\nok\n"));
+    dirs.submit(
+        "TR-20261121-120000Z-metered.md",
+        &hello("TR-20261121-120000Z-metered"),
+    );
+    dirs.submit("notes.md", "not a request\n");
+    wait_for(Duration::from_secs(30), "both handled", || {
+        dirs.done().len() == 1 && dirs.inbox.join("quarantine/notes.md").exists()
+    });
+    let metrics = http_get(&addr, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    for needle in [
+        r#"runner_serve_requests_total{verdict="ACCEPT",outcome="completed"} 1"#,
+        r#"runner_serve_requests_total{verdict="REJECT",outcome="none"} 1"#,
+        "runner_serve_latency_seconds_count 1",
+        "runner_serve_queue_depth 0",
+    ] {
+        assert!(metrics.contains(needle), "{needle} not in {metrics}");
+    }
+    assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
+    host.stop();
+}

@@ -8,14 +8,18 @@
 
 use crate::exit_codes;
 use crate::policy::Policy;
+use crate::serve::metrics::{self, Metrics};
 use crate::serve::{self, Config, Handled, Level, Observer};
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   runner serve --inbox /srv/tool-exec/inbox --results /srv/tool-exec/results --jobs 2
   runner serve --inbox inbox --results results --json --log-format json
+  runner serve --inbox inbox --results results --metrics 127.0.0.1:9464
 
 Submit a request by writing its inputs into INBOX/<stem>.inputs/, renaming its .sig in
 (when signed), then renaming TR-….md in: the .md appearing is the commit point. Each is
@@ -45,19 +49,44 @@ pub struct ServeCommand {
     /// Example: `--sign-key keys/ci.key`.
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (and `/healthz`): requests by
+    /// verdict and outcome, latency from the `.md` appearing to the result published,
+    /// queue depth, worker failures. A port alone binds loopback. Example: `--metrics
+    /// 127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr)]
+    pub metrics: Option<SocketAddr>,
     /// Print one JSON object per request handled (JSON Lines, schema: schemas/serve.json)
     /// instead of result paths. Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Prints each request handled and logs the host's messages.
+/// `PORT` (loopback) or `IP:PORT`.
+fn parse_metrics_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<SocketAddr>()
+        .map_err(|e| format!("{e}: give PORT or IP:PORT, for example 127.0.0.1:9464"))
+}
+
+/// Prints each request handled, logs the host's messages, counts for the metrics.
 struct Printer {
     json: bool,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Observer for Printer {
+    fn queue_depth(&self, depth: usize) {
+        if let Some(m) = &self.metrics {
+            m.set_queue_depth(depth);
+        }
+    }
+
     fn handled(&self, handled: &Handled) {
+        if let Some(m) = &self.metrics {
+            m.observe(handled);
+        }
         if self.json {
             super::print_json(handled);
             return;
@@ -104,6 +133,28 @@ impl Observer for Printer {
 
 impl ServeCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
+        // Before any thread starts (the metrics responder), so all of them block the
+        // stop signals and the host reads them.
+        if let Err(e) = serve::block_signals() {
+            super::output::error(format!("cannot block SIGTERM and SIGINT: {e}"));
+            return exit_codes::INTERNAL;
+        }
+        let metrics = match self.metrics {
+            None => None,
+            Some(addr) => {
+                let m = Arc::new(Metrics::new());
+                match metrics::serve_http(addr, Arc::clone(&m)) {
+                    Ok(bound) => {
+                        super::output::note(format!("metrics on http://{bound}/metrics"));
+                        Some(m)
+                    }
+                    Err(e) => {
+                        super::output::error(format!("cannot listen on {addr} for metrics: {e}"));
+                        return exit_codes::IO;
+                    }
+                }
+            }
+        };
         let pipeline = match super::exec::pipeline(policy, self.sign_key.as_deref(), false) {
             Ok(pipeline) => pipeline,
             Err(e) => {
@@ -117,7 +168,14 @@ impl ServeCommand {
             quarantine: self.quarantine,
             jobs: usize::try_from(self.jobs).unwrap_or(1),
         };
-        match serve::run(&config, &pipeline, &Printer { json: self.json }) {
+        match serve::run(
+            &config,
+            &pipeline,
+            &Printer {
+                json: self.json,
+                metrics,
+            },
+        ) {
             Ok(serve::Stopped::Graceful) => exit_codes::OK,
             Err(e) => {
                 super::output::error(e);

@@ -29,7 +29,10 @@
 //! crash the request may reappear claimed, and recovery files it without running it.
 
 pub mod claim;
+pub mod metrics;
 mod watch;
+
+pub use watch::block_signals;
 
 use crate::exit_codes;
 use crate::gate::inbox::{place, recover_intents, remove_temporaries, shown};
@@ -343,6 +346,7 @@ impl Host<'_> {
                     if let Some(job) = q.pending.pop_front() {
                         if let Job::New(name) = &job {
                             q.queued.remove(name);
+                            self.observer.queue_depth(q.queued.len());
                         }
                         q.running += 1;
                         break job;
@@ -712,7 +716,7 @@ impl Host<'_> {
 }
 
 impl Handled {
-    fn new(name: &OsStr, verdict: &'static str) -> Self {
+    pub(crate) fn new(name: &OsStr, verdict: &'static str) -> Self {
         Self {
             request: shown(name),
             verdict,

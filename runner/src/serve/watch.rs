@@ -28,6 +28,21 @@ pub struct Wake {
     pub signals: Vec<Signal>,
 }
 
+/// SIGTERM and SIGINT, the signals that stop the host.
+fn stop_signals() -> SigSet {
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGTERM);
+    mask.add(Signal::SIGINT);
+    mask
+}
+
+/// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts after this
+/// (call it before starting any thread: a thread that does not block them would take
+/// the signal and die by it). The host reads them from a `signalfd`.
+pub fn block_signals() -> io::Result<()> {
+    stop_signals().thread_block().map_err(io::Error::from)
+}
+
 pub struct Watcher {
     inbox: PathBuf,
     inotify: Inotify,
@@ -41,12 +56,12 @@ impl Watcher {
     /// # Ambient authority
     /// Watches the inbox directory the operator named.
     pub fn new(inbox: &Path) -> io::Result<Self> {
-        let mut mask = SigSet::empty();
-        mask.add(Signal::SIGTERM);
-        mask.add(Signal::SIGINT);
-        mask.thread_block().map_err(io::Error::from)?;
-        let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(io::Error::from)?;
+        block_signals()?;
+        let signals = SignalFd::with_flags(
+            &stop_signals(),
+            SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+        )
+        .map_err(io::Error::from)?;
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
             .map_err(io::Error::from)?;
         // IN_CREATE reports a symlink or FIFO made in place (they are never "closed after
