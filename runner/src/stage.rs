@@ -118,6 +118,12 @@ impl InputsRoot {
         Self(BesideDir::beside(request, "inputs"))
     }
 
+    /// The entry `name` beside `request` (a `runner serve` claim keeps a request's
+    /// inputs as `TR-x.inputs/`): refused when it is a symlink.
+    pub fn beside_named(request: &Path, name: &str) -> Self {
+        Self(BesideDir::beside(request, name))
+    }
+
     /// `--inputs` when given, else `inputs/` beside the request.
     pub fn for_request(named: Option<&Path>, request: &Path) -> Self {
         Self(BesideDir::for_request(named, request, "inputs"))

@@ -121,26 +121,8 @@ impl ExecCommand {
         code
     }
 
-    /// The pipeline every request of this command runs through: the policy, the
-    /// signing key, progress on stderr unless the output is JSON.
     fn pipeline(&self, policy: &Policy) -> Result<Pipeline, RunError> {
-        let sign_key = match &self.sign_key {
-            Some(path) => {
-                Some(
-                    crate::sign::load_signing_key(path).map_err(|e| RunError::Usage {
-                        code: "sign.key",
-                        message: e.to_string(),
-                    })?,
-                )
-            }
-            None => None,
-        };
-        let pipeline = Pipeline::new(policy.clone()).with_sign_key(sign_key);
-        Ok(if self.json {
-            pipeline
-        } else {
-            pipeline.with_progress(super::output::progress_reporter())
-        })
+        pipeline(policy, self.sign_key.as_deref(), !self.json)
     }
 
     /// Judge, run and publish one request; its exit code and report.
@@ -160,6 +142,30 @@ impl ExecCommand {
             Err(e) => ExecReport::not_run(&e),
         }
     }
+}
+
+/// The pipeline every request of a command runs through: the policy, the signing key
+/// (`sign_key`), progress on stderr when `progress` is set (not with JSON output).
+pub(super) fn pipeline(
+    policy: &Policy,
+    sign_key: Option<&Path>,
+    progress: bool,
+) -> Result<Pipeline, RunError> {
+    let sign_key = match sign_key {
+        Some(path) => Some(
+            crate::sign::load_signing_key(path).map_err(|e| RunError::Usage {
+                code: "sign.key",
+                message: e.to_string(),
+            })?,
+        ),
+        None => None,
+    };
+    let pipeline = Pipeline::new(policy.clone()).with_sign_key(sign_key);
+    Ok(if progress {
+        pipeline.with_progress(super::output::progress_reporter())
+    } else {
+        pipeline
+    })
 }
 
 /// `REQUEST: not run` and a line per reason (with the request's line when known).

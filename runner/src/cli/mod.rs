@@ -12,6 +12,7 @@ pub mod policy;
 pub mod replay;
 pub mod request;
 pub mod schemas;
+pub mod serve;
 pub mod validate;
 pub mod verify;
 pub mod version;
@@ -65,6 +66,8 @@ pub enum Command {
     Validate(validate::ValidateCommand),
     /// Run an approved request in the sandbox and write its Tool Execution Result.
     Exec(exec::ExecCommand),
+    /// Serve an inbox: run every request renamed into it, as `exec` would, until stopped.
+    Serve(serve::ServeCommand),
     /// Sort an inbox: move each accepted document to one directory and each rejected one,
     /// with its reason report, to quarantine.
     Gate(gate::GateCommand),
@@ -166,6 +169,7 @@ impl Cli {
         match self.command {
             Command::Validate(cmd) => cmd.execute(&policy),
             Command::Exec(cmd) => cmd.execute(&policy),
+            Command::Serve(cmd) => cmd.execute(&policy),
             Command::Gate(cmd) => cmd.execute(&policy),
             Command::Guest(cmd) => cmd.execute(),
             Command::Verify(cmd) => cmd.execute(),

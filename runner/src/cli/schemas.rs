@@ -73,6 +73,11 @@ pub fn all() -> Vec<(String, String)> {
             "One entry per request, in the order given, each `exec.json` plus `request`.",
         ),
         one::<crate::gate::inbox::Summary>("gate", "runner gate --json", ""),
+        one::<crate::serve::Handled>(
+            "serve",
+            "runner serve --json",
+            "One object per request handled, one per line (JSON Lines).",
+        ),
         one::<crate::lock::verify::Verification>("verify", "runner verify --json", ""),
         one::<replay::ReplayReport>("replay", "runner replay --json", ""),
         one::<Vec<guest::GuestListEntry>>("guest-list", "runner guest list --json", ""),

@@ -304,98 +304,21 @@ type Document = (OsString, Vec<OsString>);
 type Skipped = (OsString, String);
 
 impl Gate<'_> {
+    fn filer(&self) -> Filer<'_> {
+        Filer { inbox: &self.inbox }
+    }
+
     /// Finishes or rolls back the moves an interrupted run left, and removes its
     /// temporary files. A settled move that cannot be made durable is an error: the
     /// gate does not go on as if it were.
     fn recover(&mut self) -> Result<(), GateError> {
         for dest in [self.accepted.clone(), self.quarantine.clone()] {
-            let Ok(entries) = std::fs::read_dir(&dest) else {
-                continue;
-            };
-            let mut names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
-            names.sort();
-            for name in &names {
-                let bytes = name.as_bytes();
-                if bytes.starts_with(INTENT_PREFIX.as_bytes())
-                    && self.recover_intent(&dest, name)?
-                {
-                    self.summary.recovered += 1;
-                }
-            }
-            for name in &names {
-                if name.as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
-                    let _ = remove_any(&dest.join(name));
-                }
-            }
+            self.summary.recovered += recover_intents(&self.inbox, &dest)
+                .map_err(dir_err("recovering moves into", &dest))?;
+            remove_temporaries(&dest);
         }
-        if let Ok(entries) = std::fs::read_dir(&self.inbox) {
-            for e in entries.flatten() {
-                if e.file_name().as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
-                    let _ = remove_any(&e.path());
-                }
-            }
-        }
+        remove_temporaries(&self.inbox);
         Ok(())
-    }
-
-    /// Returns true when the intent was ours and was settled (durably: the directories
-    /// are synced, or this fails naming the one that could not be).
-    fn recover_intent(&mut self, dest: &Path, name: &OsStr) -> Result<bool, GateError> {
-        let path = dest.join(name);
-        let Some(intent) = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Intent>(&b).ok())
-        else {
-            // Unreadable or torn (the record is written atomically, so this is not ours).
-            return Ok(false);
-        };
-        if intent.intent != INTENT_TYPE
-            || Path::new(&intent.inbox) != self.inbox
-            || intent.moves.is_empty()
-            || !intent.moves.iter().flatten().all(|n| is_plain_name(n))
-        {
-            return Ok(false);
-        }
-        let moves: Vec<(PathBuf, PathBuf)> = intent
-            .moves
-            .iter()
-            .map(|[s, d]| (self.inbox.join(s), dest.join(d)))
-            .collect();
-        let Some((doc_src, doc_dst)) = moves.last().cloned() else {
-            return Ok(false);
-        };
-        let exists = |p: &Path| p.symlink_metadata().is_ok();
-        if exists(&doc_dst) {
-            // The document arrived: its companions belong with it; drop source copies
-            // a cross-filesystem move did not get to remove.
-            for (src, dst) in &moves {
-                if exists(src) && exists(dst) {
-                    if same_tree(src, dst).unwrap_or(false) {
-                        let _ = remove_any(src);
-                    }
-                } else if exists(src) && src != &doc_src {
-                    let _ = move_noreplace(src, dst, &mut || Ok(()));
-                }
-            }
-        } else {
-            // It did not: bring the companions back and judge it again.
-            for (src, dst) in moves.iter().rev() {
-                if !exists(dst) {
-                    continue;
-                }
-                if exists(src) {
-                    if same_tree(src, dst).unwrap_or(false) {
-                        let _ = remove_any(dst);
-                    }
-                } else {
-                    let _ = move_noreplace(dst, src, &mut || Ok(()));
-                }
-            }
-        }
-        std::fs::remove_file(&path).map_err(dir_err("recovery record", &path))?;
-        moves::sync_dir(dest).map_err(dir_err("recovered directory", dest))?;
-        moves::sync_dir(&self.inbox).map_err(dir_err("inbox", &self.inbox))?;
-        Ok(true)
     }
 
     /// The documents of the inbox with their companions, and the entries skipped.
@@ -534,8 +457,8 @@ impl Gate<'_> {
         let mut intents: Vec<bool> = vec![false; batch.len()];
         for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
             let dest = self.dest_for(judgement);
-            let plan =
-                (1..=MAX_TRIES).find_map(|n| self.candidate(name, companions, dest, n, &reserved));
+            let plan = (1..=MAX_TRIES)
+                .find_map(|n| self.filer().candidate(name, companions, dest, n, &reserved));
             let Some(plan) = plan else {
                 errors[i] = Some(format!(
                     "no free name for {} after {MAX_TRIES} tries",
@@ -547,9 +470,14 @@ impl Gate<'_> {
             reserved
                 .extend(std::iter::once(plan.doc.clone()).chain(plan.companions.iter().cloned()));
             if judgement.verdict == Verdict::Reject {
-                if let Err(e) =
-                    self.write_reports(dest, &plan.doc, name, judgement, text.as_deref(), false)
-                {
+                if let Err(e) = self.filer().write_reports(
+                    dest,
+                    &plan.doc,
+                    name,
+                    judgement,
+                    text.as_deref(),
+                    false,
+                ) {
                     errors[i] = Some(format!("cannot write the reason report: {e}"));
                     plans.push(None);
                     continue;
@@ -560,6 +488,7 @@ impl Gate<'_> {
             }
             if !companions.is_empty() {
                 let written = self
+                    .filer()
                     .intent(name, companions, &plan)
                     .and_then(|(intent_name, bytes)| write_unsynced(dest, &intent_name, &bytes));
                 if let Err(e) = written {
@@ -607,12 +536,16 @@ impl Gate<'_> {
                 error: errors[i].clone(),
             };
             if let Some(plan) = &plans[i] {
-                let moved = match self.move_all(name, companions, dest, plan, intents[i]) {
+                let moved = match self
+                    .filer()
+                    .move_all(name, companions, dest, plan, intents[i])
+                {
                     Ok(()) => Ok((plan.doc.clone(), plan.companions.clone())),
                     // Someone else took the name since it was picked: the slow path
                     // picks another, writes the report again, and moves.
                     Err(e) if is_exists(&e) => {
-                        self.place(name, companions, dest, judgement, text.as_deref())
+                        self.filer()
+                            .place(name, companions, dest, judgement, text.as_deref())
                     }
                     Err(e) => Err(e),
                 };
@@ -637,6 +570,135 @@ impl Gate<'_> {
             Verdict::Accept => &self.accepted,
             Verdict::Reject => &self.quarantine,
         }
+    }
+}
+
+/// Files the document `name` of `dir` (with its `companions`, names in `dir`) into
+/// `dest` the way the gate files one: a free name (`X.md`, `X-2.md`, …), for a REJECT
+/// the reason report written and made durable first, the companions then the document,
+/// each move atomic and never replacing (an intent in `dest` covers a move with
+/// companions; [`recover_intents`] settles one a crash interrupted). `dir` must be
+/// canonical. Returns the names in `dest` of the document and of its companions; the
+/// caller fsyncs `dir` and `dest` when it needs the move durable.
+///
+/// # Ambient authority
+/// Moves and creates files under `dir` and `dest`.
+pub fn place(
+    dir: &Path,
+    name: &OsStr,
+    companions: &[OsString],
+    dest: &Path,
+    judgement: &Judgement,
+    text: Option<&str>,
+) -> io::Result<(String, Vec<String>)> {
+    Filer { inbox: dir }.place(name, companions, dest, judgement, text)
+}
+
+/// Finishes or rolls back every move from `dir` (canonical) into `dest` that a crash
+/// interrupted (see [`place`]); returns how many it settled. A settled move that
+/// cannot be made durable (its record removed, both directories synced) is an error:
+/// the caller must not go on as if it were.
+///
+/// # Ambient authority
+/// Reads, moves and removes files under `dir` and `dest`.
+pub fn recover_intents(dir: &Path, dest: &Path) -> io::Result<usize> {
+    let Ok(entries) = std::fs::read_dir(dest) else {
+        return Ok(0);
+    };
+    let mut names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    let filer = Filer { inbox: dir };
+    let mut settled = 0;
+    for name in names
+        .iter()
+        .filter(|n| n.as_bytes().starts_with(INTENT_PREFIX.as_bytes()))
+    {
+        if filer.recover_intent(dest, name)? {
+            settled += 1;
+        }
+    }
+    Ok(settled)
+}
+
+/// Removes the temporary copies (`.gate-tmp-…`) an interrupted move left in `dir`.
+///
+/// # Ambient authority
+/// Removes entries of `dir`.
+pub fn remove_temporaries(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
+                let _ = remove_any(&e.path());
+            }
+        }
+    }
+}
+
+/// Files documents of one directory (the inbox, or a `runner serve` claim directory)
+/// into a destination: free names, reason reports, intents, moves that never replace.
+/// The gate's own sorting and [`place`] both go through it.
+struct Filer<'a> {
+    inbox: &'a Path,
+}
+
+impl Filer<'_> {
+    /// Returns true when the intent was ours and was settled (durably).
+    fn recover_intent(&self, dest: &Path, name: &OsStr) -> io::Result<bool> {
+        let path = dest.join(name);
+        let Some(intent) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Intent>(&b).ok())
+        else {
+            // Unreadable or torn (the record is written atomically, so this is not ours).
+            return Ok(false);
+        };
+        if intent.intent != INTENT_TYPE
+            || Path::new(&intent.inbox) != self.inbox
+            || intent.moves.is_empty()
+            || !intent.moves.iter().flatten().all(|n| is_plain_name(n))
+        {
+            return Ok(false);
+        }
+        let moves: Vec<(PathBuf, PathBuf)> = intent
+            .moves
+            .iter()
+            .map(|[s, d]| (self.inbox.join(s), dest.join(d)))
+            .collect();
+        let Some((doc_src, doc_dst)) = moves.last().cloned() else {
+            return Ok(false);
+        };
+        let exists = |p: &Path| p.symlink_metadata().is_ok();
+        if exists(&doc_dst) {
+            // The document arrived: its companions belong with it; drop source copies
+            // a cross-filesystem move did not get to remove.
+            for (src, dst) in &moves {
+                if exists(src) && exists(dst) {
+                    if same_tree(src, dst).unwrap_or(false) {
+                        let _ = remove_any(src);
+                    }
+                } else if exists(src) && src != &doc_src {
+                    let _ = move_noreplace(src, dst, &mut || Ok(()));
+                }
+            }
+        } else {
+            // It did not: bring the companions back and judge it again.
+            for (src, dst) in moves.iter().rev() {
+                if !exists(dst) {
+                    continue;
+                }
+                if exists(src) {
+                    if same_tree(src, dst).unwrap_or(false) {
+                        let _ = remove_any(dst);
+                    }
+                } else {
+                    let _ = move_noreplace(dst, src, &mut || Ok(()));
+                }
+            }
+        }
+        std::fs::remove_file(&path)?;
+        moves::sync_dir(dest)?;
+        moves::sync_dir(self.inbox)?;
+        Ok(true)
     }
 
     /// The names of attempt `n` (`X.md`, then `X-2.md`, …) when none is taken on disk

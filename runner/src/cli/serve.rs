@@ -1,0 +1,186 @@
+//! `runner serve --inbox DIR --results DIR [--quarantine DIR] [--jobs N] [--json]`: a
+//! long-running host that runs every request renamed into the inbox (see
+//! [`crate::serve`] for the protocol, the claims and the signals).
+//!
+//! Output: for each request handled, its result's path on stdout (or with `--json` one
+//! JSON object per line, schema `schemas/serve.json`); what the host does, and why a
+//! request is quarantined or retried, on stderr as log lines.
+
+use crate::exit_codes;
+use crate::policy::Policy;
+use crate::serve::metrics::{self, Metrics};
+use crate::serve::{self, Config, Handled, Level, Observer};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner serve --inbox /srv/tool-exec/inbox --results /srv/tool-exec/results --jobs 2
+  runner serve --inbox inbox --results results --json --log-format json
+  runner serve --inbox inbox --results results --metrics 127.0.0.1:9464
+
+Submit a request by writing its inputs into INBOX/<stem>.inputs/, renaming its .sig in
+(when signed), then renaming TR-….md in: the .md appearing is the commit point. Each is
+run once, its result written as `runner exec` writes it, and the request moved to
+INBOX/done/ (a rejected one, with its reasons, to quarantine).
+
+SIGTERM or SIGINT: stop claiming, finish the running requests, exit 0. A second signal:
+exit at once with 128 + the signal number; the running requests stay claimed and run
+again when a host starts.")]
+pub struct ServeCommand {
+    /// The inbox to watch (it must exist). Example: `--inbox /srv/tool-exec/inbox`.
+    #[arg(long, value_name = "DIR")]
+    pub inbox: PathBuf,
+    /// Directory to write the results into (created if missing). Example: `--results
+    /// /srv/tool-exec/results`.
+    #[arg(long, value_name = "DIR")]
+    pub results: PathBuf,
+    /// Where rejected requests go, each with `NAME.reasons.md` and `NAME.reasons.json`
+    /// (default: `INBOX/quarantine/`). Example: `--quarantine /srv/tool-exec/quarantine`.
+    #[arg(long, value_name = "DIR")]
+    pub quarantine: Option<PathBuf>,
+    /// Run up to N requests at once (each in its own worker process). Example: `--jobs 2`.
+    #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: u32,
+    /// Sign every run's in-toto statement with this Ed25519 private key (PKCS#8 PEM).
+    /// Example: `--sign-key keys/ci.key`.
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (and `/healthz`): requests by
+    /// verdict and outcome, latency from the `.md` appearing to the result published,
+    /// queue depth, worker failures. A port alone binds loopback. Example: `--metrics
+    /// 127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr)]
+    pub metrics: Option<SocketAddr>,
+    /// Print one JSON object per request handled (JSON Lines, schema: schemas/serve.json)
+    /// instead of result paths. Example: `--json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `PORT` (loopback) or `IP:PORT`.
+fn parse_metrics_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<SocketAddr>()
+        .map_err(|e| format!("{e}: give PORT or IP:PORT, for example 127.0.0.1:9464"))
+}
+
+/// Prints each request handled, logs the host's messages, counts for the metrics.
+struct Printer {
+    json: bool,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl Observer for Printer {
+    fn queue_depth(&self, depth: usize) {
+        if let Some(m) = &self.metrics {
+            m.set_queue_depth(depth);
+        }
+    }
+
+    fn handled(&self, handled: &Handled) {
+        if let Some(m) = &self.metrics {
+            m.observe(handled);
+        }
+        if self.json {
+            super::print_json(handled);
+            return;
+        }
+        match (handled.verdict, &handled.result_path) {
+            ("ACCEPT", Some(path)) => {
+                super::print_stdout(&format!("{path}\n"));
+                super::output::note(format!(
+                    "{}: {}{}",
+                    handled.request,
+                    handled.outcome.unwrap_or("published before a restart"),
+                    handled
+                        .moved_to
+                        .as_deref()
+                        .map(|m| format!(", moved to {m}"))
+                        .unwrap_or_default()
+                ));
+            }
+            ("REJECT", _) => {
+                let codes: Vec<&str> = handled.reasons.iter().map(|r| r.code.as_str()).collect();
+                super::output::warning(format!(
+                    "{}: quarantined ({}){}",
+                    handled.request,
+                    codes.join(", "),
+                    handled
+                        .moved_to
+                        .as_deref()
+                        .map(|m| format!(" as {m}"))
+                        .unwrap_or_default()
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    fn log(&self, level: Level, message: &str) {
+        match level {
+            Level::Info => super::output::note(message),
+            Level::Warn => super::output::warning(message),
+            Level::Error => super::output::error(message),
+        }
+    }
+}
+
+impl ServeCommand {
+    pub fn execute(self, policy: &Policy) -> i32 {
+        // Before any thread starts (the metrics responder), so all of them block the
+        // stop signals and the host reads them.
+        if let Err(e) = serve::block_signals() {
+            super::output::error(format!("cannot block SIGTERM and SIGINT: {e}"));
+            return exit_codes::INTERNAL;
+        }
+        let metrics = match self.metrics {
+            None => None,
+            Some(addr) => {
+                let m = Arc::new(Metrics::new());
+                match metrics::serve_http(addr, Arc::clone(&m)) {
+                    Ok(bound) => {
+                        super::output::note(format!("metrics on http://{bound}/metrics"));
+                        Some(m)
+                    }
+                    Err(e) => {
+                        super::output::error(format!("cannot listen on {addr} for metrics: {e}"));
+                        return exit_codes::IO;
+                    }
+                }
+            }
+        };
+        let pipeline = match super::exec::pipeline(policy, self.sign_key.as_deref(), false) {
+            Ok(pipeline) => pipeline,
+            Err(e) => {
+                super::output::error(format!("{}: {e}", e.reason_code()));
+                return e.exit_code();
+            }
+        };
+        let config = Config {
+            inbox: self.inbox,
+            results: self.results,
+            quarantine: self.quarantine,
+            jobs: usize::try_from(self.jobs).unwrap_or(1),
+        };
+        match serve::run(
+            &config,
+            &pipeline,
+            &Printer {
+                json: self.json,
+                metrics,
+            },
+        ) {
+            Ok(serve::Stopped::Graceful) => exit_codes::OK,
+            Err(e) => {
+                super::output::error(e);
+                exit_codes::IO
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! `runner serve --metrics ADDR`: the host's counters in the Prometheus text format on
+//! `GET /metrics`, and `GET /healthz`, answered by a small HTTP responder on a thread.
+//!
+//! The metrics: `runner_serve_requests_total{verdict,outcome}` (ACCEPT with the run's
+//! outcome, REJECT, RETRY), `runner_serve_latency_seconds` (a histogram, from the
+//! request's `.md` appearing to its result published), `runner_serve_queue_depth`
+//! (requests seen in the inbox and not claimed yet) and
+//! `runner_serve_worker_failures_total{code}` (attempts that failed for a reason that is
+//! not the request's: the sandbox, the results directory, the guest).
+//!
+//! The responder reads one request line (at most 8 KiB, 2 s), answers and closes: it
+//! serves a scraper, not the public. Bind it to loopback unless a scraper elsewhere
+//! needs it.
+
+use super::Handled;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The host's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    latency: Histogram,
+    queue_depth: Gauge,
+    worker_failures: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let requests = Family::<Labels, Counter>::default();
+        // 1 ms to about 33 s.
+        let latency = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let queue_depth = Gauge::default();
+        let worker_failures = Family::<Labels, Counter>::default();
+        let mut registry = Registry::with_prefix("runner_serve");
+        registry.register(
+            "requests",
+            "Requests handled, by verdict (ACCEPT, REJECT, RETRY) and the run's outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "latency_seconds",
+            "From a request's .md appearing in the inbox to its result published",
+            latency.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Requests seen in the inbox and not claimed yet",
+            queue_depth.clone(),
+        );
+        registry.register(
+            "worker_failures",
+            "Attempts that failed for a reason that is not the request's, by reason code",
+            worker_failures.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            queue_depth,
+            worker_failures,
+        }
+    }
+
+    /// Counts one request handled.
+    pub fn observe(&self, handled: &Handled) {
+        let outcome = handled.outcome.unwrap_or(if handled.recovered {
+            "recovered"
+        } else {
+            "none"
+        });
+        self.requests
+            .get_or_create(&vec![
+                ("verdict", handled.verdict.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ])
+            .inc();
+        if let Some(latency) = handled.latency_sec {
+            self.latency.observe(latency);
+        }
+        if handled.verdict == "RETRY" {
+            for reason in &handled.reasons {
+                self.worker_failures
+                    .get_or_create(&vec![("code", reason.code.clone())])
+                    .inc();
+            }
+        }
+    }
+
+    pub fn set_queue_depth(&self, depth: usize) {
+        self.queue_depth
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if let Err(e) = encode(&mut text, &self.registry) {
+            text = format!("# the metrics could not be encoded: {e}\n");
+        }
+        text
+    }
+}
+
+/// Binds `addr` and answers `/metrics` and `/healthz` on a thread of its own; returns
+/// the bound address (a port 0 is chosen by the kernel).
+///
+/// # Ambient authority
+/// Listens on a TCP socket.
+pub fn serve_http(addr: SocketAddr, metrics: Arc<Metrics>) -> io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let _ = answer(stream, &metrics);
+            }
+        })?;
+    Ok(bound)
+}
+
+fn answer(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = String::new();
+    BufReader::new((&stream).take(8192)).read_line(&mut line)?;
+    let mut words = line.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (status, content_type, body) = match (method, target) {
+        ("GET", "/metrics") => (
+            "200 OK",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.render(),
+        ),
+        ("GET", "/healthz") => ("200 OK", "text/plain; charset=utf-8", "ok\n".to_owned()),
+        ("GET", _) => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "not found: try /metrics or /healthz\n".to_owned(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "only GET\n".to_owned(),
+        ),
+    };
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_requests_by_verdict_and_outcome() {
+        let m = Metrics::new();
+        let mut h = Handled::new(std::ffi::OsStr::new("TR-a.md"), "ACCEPT");
+        h.outcome = Some("completed");
+        h.latency_sec = Some(0.05);
+        m.observe(&h);
+        m.observe(&Handled {
+            reasons: vec![crate::request::Reason::new(
+                "result.write",
+                "disk full",
+                None,
+            )],
+            ..Handled::new(std::ffi::OsStr::new("TR-b.md"), "RETRY")
+        });
+        m.set_queue_depth(3);
+        let text = m.render();
+        assert!(
+            text.contains(r#"runner_serve_requests_total{verdict="ACCEPT",outcome="completed"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("runner_serve_latency_seconds_count 1"),
+            "{text}"
+        );
+        assert!(text.contains("runner_serve_queue_depth 3"), "{text}");
+        assert!(
+            text.contains(r#"runner_serve_worker_failures_total{code="result.write"} 1"#),
+            "{text}"
+        );
+    }
+}

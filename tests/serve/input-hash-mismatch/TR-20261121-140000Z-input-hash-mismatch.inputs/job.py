@@ -1,0 +1,1 @@
+print('not what was approved')
