@@ -419,8 +419,53 @@ fn report(m: &Measurement) {
     }
 }
 
+/// Lowest recall accepted overall and in any one category.
+const RECALL_FLOOR: f64 = 0.95;
+const CATEGORY_RECALL_FLOOR: f64 = 0.9;
+/// Highest false-positive rate accepted on the negatives, overall and per target.
+const FALSE_POSITIVE_CEILING: f64 = 0.02;
+const TARGET_FALSE_POSITIVE_CEILING: f64 = 0.05;
+/// The Monty test cases that may be refused: both hold literal invisible characters
+/// (U+2028, U+FEFF), which code can write as escapes instead.
+const MONTY_REFUSALS_ALLOWED: &[&str] = &["builtin__repr", "codecs__all"];
+
 #[test]
-fn content_rules_bench() {
+fn content_rules_meet_their_floors() {
     let m = measure();
     report(&m);
+    let all = total(&m.recall);
+    assert!(all.n >= 300, "only {} positives", all.n);
+    assert!(total(&m.false_positives).n >= 300, "too few negatives");
+    assert!(
+        all.rate() >= RECALL_FLOOR,
+        "recall {:.3} < {RECALL_FLOOR}",
+        all.rate()
+    );
+    for (category, t) in &m.recall {
+        assert!(
+            t.rate() >= CATEGORY_RECALL_FLOOR,
+            "{category}: recall {:.3} < {CATEGORY_RECALL_FLOOR}",
+            t.rate()
+        );
+    }
+    let neg = total(&m.false_positives);
+    assert!(
+        neg.rate() <= FALSE_POSITIVE_CEILING,
+        "false positives {:.3} > {FALSE_POSITIVE_CEILING}",
+        neg.rate()
+    );
+    for (target, t) in &m.false_positives {
+        assert!(
+            t.rate() <= TARGET_FALSE_POSITIVE_CEILING,
+            "{target}: false positives {:.3} > {TARGET_FALSE_POSITIVE_CEILING}",
+            t.rate()
+        );
+    }
+    let refused: Vec<&str> = m
+        .monty_refused
+        .iter()
+        .map(|l| l.split(':').next().unwrap_or_default())
+        .filter(|name| !MONTY_REFUSALS_ALLOWED.contains(name))
+        .collect();
+    assert!(refused.is_empty(), "Monty test cases refused: {refused:?}");
 }
