@@ -107,6 +107,13 @@ refresh-baseline: guests
     {{runner}} exec {{example}} --results examples/ci-replay/baseline
     RUNNER={{runner}} examples/ci-replay/reproduce.sh
 
+# Measure the forbidden-content rules with the real validators: recall per category on
+# tests/rules/positives.jsonl, false positives on tests/rules/negatives.jsonl, and refusals
+# on Monty's own test suite as monty `## Code` (README "Content rules"). The same test
+# runs in `just test`, where it fails below its floors.
+bench-rules:
+    cargo test --release --locked --workspace --ignore-rust-version --test content_rules -- --nocapture
+
 # Time request validation (a typical 5 KB request, an 8 MiB hostile one).
 bench-validate:
     cargo run --release --locked --example bench_validate

@@ -150,6 +150,135 @@ impl Deobfuscated {
     }
 }
 
+/// Other readings of a line that a person or a program would take from it, each folded
+/// like [`Deobfuscated::folded`]: runs of base64 that decode to text, the line
+/// URL-decoded when it holds percent escapes, and the line as markdown renders it (link
+/// targets dropped, code spans and emphasis unwrapped, a list or quote marker removed).
+/// Empty when the line has none of these. The scanner runs every rule over each.
+pub fn alternate_readings(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let plain: String = line.nfkc().filter(|c| !is_invisible(*c)).collect();
+    for decoded in base64_texts(&plain) {
+        out.push(Deobfuscated::of(&decoded).folded);
+    }
+    if let Some(decoded) = percent_decoded(&plain) {
+        out.push(Deobfuscated::of(&decoded).folded);
+    }
+    let rendered = markdown_plain(&plain);
+    if rendered != plain {
+        out.push(Deobfuscated::of(&rendered).folded);
+    }
+    out
+}
+
+/// Shortest run of base64 characters worth decoding: 16 characters are 12 bytes.
+const MIN_BASE64_RUN: usize = 16;
+
+/// The texts that runs of base64 (standard or URL-safe alphabet, padded or not) in
+/// `line` decode to, when they decode to printable UTF-8 text (binary is another rule's
+/// business: `forbidden.executable_payload` knows the encoded headers).
+fn base64_texts(line: &str) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let config = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    let engines = [
+        GeneralPurpose::new(&base64::alphabet::STANDARD, config),
+        GeneralPurpose::new(&base64::alphabet::URL_SAFE, config),
+    ];
+    let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
+    let mut out = Vec::new();
+    for run in line.split(|c: char| !is_b64(c)) {
+        if run.len() < MIN_BASE64_RUN {
+            continue;
+        }
+        let Some(bytes) = engines.iter().find_map(|e| e.decode(run).ok()) else {
+            continue;
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let printable = text
+            .chars()
+            .filter(|c| !c.is_control() || matches!(c, '\n' | '\t' | '\r'))
+            .count();
+        if printable * 10 >= text.chars().count() * 9 {
+            out.push(text);
+        }
+    }
+    out
+}
+
+/// `line` with its percent escapes decoded, when it has at least two of them (a lone
+/// `%20` in a URL is not an encoding of the line).
+fn percent_decoded(line: &str) -> Option<String> {
+    let bytes = line.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut escapes = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            out.push((hi * 16 + lo) as u8);
+            escapes += 1;
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    (escapes >= 2).then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `line` as markdown renders it, roughly: `[text](target)` becomes `text`, code-span
+/// backticks and `**`/`__` emphasis go, and a leading list or quote marker is removed.
+fn markdown_plain(line: &str) -> String {
+    let mut text = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        match after.find("](") {
+            Some(close) if !after[..close].contains('[') => {
+                let target_end = after[close + 2..].find(')');
+                text.push_str(&rest[..open]);
+                text.push_str(&after[..close]);
+                text.push(' ');
+                rest = match target_end {
+                    Some(end) => &after[close + 2 + end + 1..],
+                    None => &after[close + 2..],
+                };
+            }
+            _ => {
+                text.push_str(&rest[..=open]);
+                rest = after;
+            }
+        }
+    }
+    text.push_str(rest);
+    let text = text.replace('`', "").replace("**", "").replace("__", "");
+    let trimmed = text.trim_start();
+    let unmarked = trimmed
+        .strip_prefix("> ")
+        .or_else(|| {
+            trimmed
+                .strip_prefix(['-', '*', '+'])
+                .filter(|r| r.starts_with(' '))
+        })
+        .unwrap_or(trimmed);
+    let unnumbered = unmarked
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .strip_prefix(['.', ')'])
+        .filter(|r| r.starts_with(' ') && unmarked.starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or(unmarked);
+    unnumbered.trim_start().to_owned()
+}
+
 /// Finds runs of ≥3 single alphanumeric characters separated by non-alphanumerics
 /// (`p.i.p`, `c u r l`); returns each run joined, and the text with every run replaced
 /// by its joined word (when there is one).
@@ -258,6 +387,30 @@ mod tests {
         }
         assert!(Deobfuscated::of("a\u{200d}b").had_invisible);
         assert!(!Deobfuscated::of("plain").had_invisible);
+    }
+
+    #[test]
+    fn alternate_readings_decode_and_unwrap() {
+        let has = |line: &str, want: &str| {
+            let readings = alternate_readings(line);
+            assert!(
+                readings.iter().any(|r| r.contains(want)),
+                "{line:?}: {readings:?}"
+            );
+        };
+        has(
+            "step: Y2FyZ28gaW5zdGFsbCByaXBncmVw",
+            "cargo install ripgrep",
+        );
+        has("see gem%20install%20bundler", "gem install bundler");
+        has(
+            "[Enable the unit](https://x.example/) now",
+            "enable the unit",
+        );
+        has("- `systemctl enable x`", "systemctl enable x");
+        // Binary base64 and a plain line have no other reading.
+        assert!(alternate_readings("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ").is_empty());
+        assert!(alternate_readings("plain words, 100% sure").is_empty());
     }
 
     #[test]

@@ -153,6 +153,9 @@ struct ForbiddenRuleFile {
 
 /// The kinds of document a forbidden-content rule can apply to (`applies_to` in the
 /// policy). Governed packets are packets: their strings are scanned with the packet rules.
+/// `Code` is the `## Code` section of a monty request (the rest of that request is a
+/// `Request`): a program that merely names a host path or a `password=` keyword is not
+/// an attempt to reach the host, so code gets rules of its own.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize, schemars::JsonSchema,
 )]
@@ -161,16 +164,23 @@ pub enum RuleTarget {
     Request,
     Result,
     Packet,
+    Code,
 }
 
 impl RuleTarget {
-    pub const ALL: [RuleTarget; 3] = [RuleTarget::Request, RuleTarget::Result, RuleTarget::Packet];
+    pub const ALL: [RuleTarget; 4] = [
+        RuleTarget::Request,
+        RuleTarget::Result,
+        RuleTarget::Packet,
+        RuleTarget::Code,
+    ];
 
     fn index(self) -> usize {
         match self {
             RuleTarget::Request => 0,
             RuleTarget::Result => 1,
             RuleTarget::Packet => 2,
+            RuleTarget::Code => 3,
         }
     }
 }
@@ -203,7 +213,7 @@ pub struct Policy {
     /// Which worker confinement layers a run requires (`[confinement]`).
     pub confinement: ConfinementPolicy,
     /// The rules per [`RuleTarget`], in policy order.
-    rules_by_target: [Vec<ForbiddenRule>; 3],
+    rules_by_target: [Vec<ForbiddenRule>; 4],
     /// sha256 of the policy text as loaded (pinned in results and locks).
     pub sha256: String,
     /// Where it came from: `built-in` or a path.
@@ -400,6 +410,9 @@ mod tests {
         assert!(codes(RuleTarget::Request).contains(&"forbidden.host_path"));
         assert!(!codes(RuleTarget::Packet).contains(&"forbidden.host_path"));
         assert!(!codes(RuleTarget::Request).contains(&"forbidden.runnable_command"));
+        // Code names paths freely (they fail at run time); devices and secrets still count.
+        assert!(!codes(RuleTarget::Code).contains(&"forbidden.host_path"));
+        assert!(codes(RuleTarget::Code).contains(&"forbidden.privileged_device"));
         for t in RuleTarget::ALL {
             assert!(codes(t).contains(&"forbidden.secret"), "{t:?}");
             assert!(codes(t).contains(&"forbidden.package_install"), "{t:?}");

@@ -85,7 +85,7 @@ pub struct RuleView {
     /// The regular expression (Rust `regex` syntax, case-insensitive, multi-line).
     pub pattern: String,
     pub spaced: Vec<String>,
-    /// The document kinds it judges: `request`, `result`, `packet`.
+    /// The document kinds it judges: `request`, `result`, `packet`, `code`.
     pub applies_to: Vec<RuleTarget>,
 }
 

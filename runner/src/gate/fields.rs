@@ -189,9 +189,11 @@ pub fn labelled(section: &Section<'_>) -> Vec<Labelled> {
     out
 }
 
-/// Scans every line of `text` with `rules`, each finding a reason.
+/// Scans every line of `text`, and each pair of adjacent lines joined, with `rules`;
+/// each finding a reason.
 pub fn scan_forbidden(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
-    for f in forbidden::scan(frontmatter::lines(text), rules) {
+    let lines: Vec<_> = frontmatter::lines(text).collect();
+    for f in forbidden::scan_document(&lines, |_| rules) {
         r.add(&f.code, f.message, f.line);
     }
 }

@@ -4,7 +4,7 @@
 //! an approved request and are the usual way to hide text from a reviewer.
 
 use super::frontmatter::Line;
-use crate::normalize::{Deobfuscated, is_disallowed_control};
+use crate::normalize::{Deobfuscated, alternate_readings, is_disallowed_control};
 use crate::policy::ForbiddenRule;
 
 /// One match of a rule on one line.
@@ -30,6 +30,7 @@ pub fn scan<'a>(
             });
         }
         let view = Deobfuscated::of(line.text);
+        let readings = alternate_readings(line.text);
         if view.had_invisible {
             findings.push(Finding {
                 code: "text.invisible_character".into(),
@@ -50,7 +51,19 @@ pub fn scan<'a>(
                     .as_deref()
                     .is_some_and(|c| rule.pattern.is_match(c))
             };
-            if rule.pattern.is_match(&view.folded) || spaced_hit() || collapsed_hit() {
+            let reading_hit = || readings.iter().any(|r| rule.pattern.is_match(r));
+            // Several rules may share a code (one reason per code and line).
+            let already = || {
+                findings
+                    .iter()
+                    .any(|f: &Finding| f.line == line.number && f.code == rule.code)
+            };
+            if (rule.pattern.is_match(&view.folded)
+                || spaced_hit()
+                || collapsed_hit()
+                || reading_hit())
+                && !already()
+            {
                 findings.push(Finding {
                     code: rule.code.clone(),
                     message: rule.message.clone(),
@@ -60,6 +73,57 @@ pub fn scan<'a>(
         }
     }
     findings
+}
+
+/// Scans the lines of a document: each line alone ([`scan`]), then each pair of adjacent
+/// non-blank lines joined the way markdown joins a paragraph's lines ("pip" at the end
+/// of one line and "install" at the start of the next read as one phrase; a list item's
+/// marker is dropped, so a step split over two items reads as one). A finding of the
+/// pair is reported at its first line unless either line already has it. `rules_at`
+/// gives the rules for a line number (a monty request's code has rules of its own); a
+/// pair whose lines differ in rules is judged by the first line's.
+pub fn scan_document<'r>(
+    lines: &[Line<'_>],
+    rules_at: impl Fn(usize) -> &'r [ForbiddenRule],
+) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = Vec::new();
+    for line in lines {
+        findings.extend(scan([*line], rules_at(line.number)));
+    }
+    let has = |fs: &[Finding], code: &str, line: usize| {
+        fs.iter().any(|f| f.code == code && f.line == line)
+    };
+    for pair in lines.windows(2) {
+        let (first, second) = (pair[0], pair[1]);
+        if first.text.trim().is_empty() || second.text.trim().is_empty() {
+            continue;
+        }
+        let joined = format!("{} {}", first.text, without_list_marker(second.text));
+        for f in scan_joined(&joined, first.number, rules_at(first.number)) {
+            if !has(&findings, &f.code, first.number) && !has(&findings, &f.code, second.number) {
+                findings.push(f);
+            }
+        }
+    }
+    findings
+}
+
+/// The text of a list item without its marker (`- `, `* `, `+ `, `1. `, `2) `).
+fn without_list_marker(line: &str) -> &str {
+    let t = line.trim_start();
+    if let Some(rest) = t.strip_prefix(['-', '*', '+'])
+        && rest.starts_with(' ')
+    {
+        return rest.trim_start();
+    }
+    let digits = t.trim_start_matches(|c: char| c.is_ascii_digit());
+    if digits.len() < t.len()
+        && let Some(rest) = digits.strip_prefix(['.', ')'])
+        && rest.starts_with(' ')
+    {
+        return rest.trim_start();
+    }
+    line
 }
 
 /// Scans a value that may span lines as one line, reporting findings at `line`: YAML

@@ -13,8 +13,8 @@ use super::{ApprovedRequest, DeclaredInput, Reason, RequestLimits, RiskAssessmen
 use crate::backend::BackendKind;
 use crate::digest::{is_sha256_hex, sha256_hex};
 use crate::normalize;
-use crate::policy::Policy;
-use std::collections::BTreeMap;
+use crate::policy::{Policy, RuleTarget};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
 /// Front matter keys the schema defines.
@@ -91,40 +91,51 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     let text = normalized.as_str();
     let mut seen = Seen::default();
     let all_lines: Vec<Line<'_>> = frontmatter::lines(text).collect();
-    for f in forbidden::scan(all_lines.iter().copied(), &policy.forbidden) {
-        seen.report(&mut r, f);
-    }
-    // Markdown joins a paragraph's lines when it renders: "pip" at the end of one line
-    // and "install" at the start of the next read as one phrase.
-    for pair in all_lines.windows(2) {
-        if pair[0].text.trim().is_empty() || pair[1].text.trim().is_empty() {
-            continue;
-        }
-        let joined = format!("{} {}", pair[0].text, pair[1].text);
-        for f in forbidden::scan_joined(&joined, pair[0].number, &policy.forbidden) {
-            if !seen.has(&f.code, pair[0].number) && !seen.has(&f.code, pair[1].number) {
-                seen.report(&mut r, f);
-            }
-        }
-    }
+    let request_rules = policy.rules_for(RuleTarget::Request);
     let Some((split, root)) = document::front_matter(text, "request", &policy.request, &mut r)
     else {
+        for f in forbidden::scan_document(&all_lines, |_| request_rules) {
+            seen.report(&mut r, f);
+        }
         return Err(r.0);
     };
+    let fm = front_matter(&root, policy, &mut r);
+    let body = sections::parse(&split.body);
+    // A monty request's code is judged by the code rules: a program that names a host
+    // path or a `password=` keyword reaches nothing (every path outside /in and /out
+    // fails at run time); the rest of the request by the request rules.
+    let code_lines: HashSet<usize> = if fm.backend == BackendKind::Monty && fm.backend_known {
+        body.sections
+            .iter()
+            .filter(|s| s.title == "Code")
+            .flat_map(|s| s.lines.iter().map(|l| l.number))
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let code_rules = policy.rules_for(RuleTarget::Code);
+    let rules_at = |line: usize| {
+        if code_lines.contains(&line) {
+            code_rules
+        } else {
+            request_rules
+        }
+    };
+    for f in forbidden::scan_document(&all_lines, rules_at) {
+        seen.report(&mut r, f);
+    }
     // The YAML values as decoded: escapes and folded lines can hide what the raw
     // lines show innocently.
     let mut scalars = Vec::new();
     collect_scalars(&root, &mut scalars);
     for (value, line) in scalars {
-        for f in forbidden::scan_joined(&value, line, &policy.forbidden) {
+        for f in forbidden::scan_joined(&value, line, request_rules) {
             seen.report(&mut r, f);
         }
     }
-    let fm = front_matter(&root, policy, &mut r);
     for m in rendered::scan(&split.body) {
         r.add(m.code, m.message, m.line);
     }
-    let body = sections::parse(&split.body);
     let checked = body_rules(&body, &fm, policy, &mut r);
     document::text_outside_section(&body, &mut r);
     if !r.0.is_empty() {
@@ -185,10 +196,6 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
 struct Seen(std::collections::HashSet<(String, usize)>);
 
 impl Seen {
-    fn has(&self, code: &str, line: usize) -> bool {
-        self.0.contains(&(code.to_owned(), line))
-    }
-
     fn report(&mut self, r: &mut Reasons, f: forbidden::Finding) {
         if self.0.insert((f.code.clone(), f.line)) {
             r.add(&f.code, f.message, f.line);
