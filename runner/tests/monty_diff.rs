@@ -94,26 +94,6 @@ const REFUSED_INVISIBLE: &[(&str, &str)] = &[
     ("codecs__all", "text.invisible_character"), // U+FEFF in string literals
 ];
 
-/// Refused by content rules, issue 25 item 2 (precise rules for code, another change):
-/// drop these once that change is merged; a listed case that runs is compared as any
-/// other. Run with a copy of the policy without `forbidden.secret` and
-/// `forbidden.host_path`, twelve agree and `os_path__pure` is in [`CANNOT_AGREE`].
-const REFUSED_BY_CONTENT_RULES: &[(&str, &str)] = &[
-    ("hashlib__all", "forbidden.secret"),
-    ("hashlib__errors", "forbidden.secret"),
-    ("mount_fs__errors", "forbidden.host_path"),
-    ("mount_fs__ops", "forbidden.host_path"),
-    ("mount_fs__walk_glob", "forbidden.host_path"),
-    ("open__fs", "forbidden.host_path"),
-    ("os__cwd", "forbidden.host_path"),
-    ("os__functions", "forbidden.host_path"),
-    ("os_path__fs", "forbidden.host_path"),
-    ("os_path__pure", "forbidden.host_path"),
-    ("pathlib__pure", "forbidden.host_path"),
-    ("re__basic", "forbidden.host_path"),
-    ("tomllib__loads", "forbidden.host_path"),
-];
-
 /// One entry of `runner exec DIR --json`.
 #[derive(Debug, Deserialize)]
 struct Entry {
@@ -390,7 +370,6 @@ fn monty_test_suite_agrees_with_the_monty_cli() {
     let known: BTreeSet<&str> = CANNOT_AGREE
         .iter()
         .chain(REFUSED_INVISIBLE)
-        .chain(REFUSED_BY_CONTENT_RULES)
         .map(|(n, _)| *n)
         .collect();
     for name in &known {
@@ -416,8 +395,7 @@ fn monty_test_suite_agrees_with_the_monty_cli() {
         if entry.verdict != "ACCEPT" {
             refused += 1;
             let codes: BTreeSet<&str> = entry.reasons.iter().map(|r| r.code.as_str()).collect();
-            let allowed =
-                listed(REFUSED_INVISIBLE, name).or_else(|| listed(REFUSED_BY_CONTENT_RULES, name));
+            let allowed = listed(REFUSED_INVISIBLE, name);
             match allowed {
                 Some(code) if codes == BTreeSet::from([code]) => {}
                 _ => problems.push(format!("{name}: refused {codes:?}, listed as {allowed:?}")),
