@@ -40,6 +40,25 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// One version of a file, as the kernel tells it: device, inode, size, modification and
+/// change time. Any write, truncation, `chmod` or replacement changes the change time,
+/// which no unprivileged process can set back (`utimensat` sets only the other two).
+/// Recorded after a full hash, it lets a later check skip re-hashing the same version
+/// (the precompiled module's `.verified`, the guest store's `verified/`).
+pub fn file_stamp(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "dev={} ino={} size={} mtime={}.{:09} ctime={}.{:09}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

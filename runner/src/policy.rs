@@ -1,12 +1,13 @@
 //! The policy: limits maxima, request size cap, output caps, the guest registry and the
 //! forbidden-content rules, loaded from data (`policies/default.toml` is built in).
-//! Unknown keys are errors; every regular expression is compiled at load time so a bad
-//! rule fails before any request is judged, and every trusted approval key is parsed at
-//! load time so a bad key fails before any signature is checked.
+//! Unknown keys are errors; every regular expression of a policy file is compiled at load
+//! time so a bad rule fails before any request is judged (the built-in policy's are
+//! compiled when first used: see [`crate::rule_pattern`]), and every trusted approval key
+//! is parsed at load time so a bad key fails before any signature is checked.
 
 use crate::backend::confine::ConfinementPolicy;
 use crate::digest::sha256_hex;
-use regex::{Regex, RegexBuilder};
+use crate::rule_pattern::RulePattern;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -191,7 +192,7 @@ pub struct ForbiddenRule {
     /// Stable reason code, for example `forbidden.secret`.
     pub code: String,
     pub message: String,
-    pub pattern: Regex,
+    pub pattern: RulePattern,
     /// Words matched against runs of spaced-out letters.
     pub spaced: Vec<String>,
     /// The document kinds the rule judges.
@@ -227,7 +228,10 @@ impl Policy {
     pub fn builtin() -> Self {
         // The built-in text is checked by a unit test, so this cannot fail at run time.
         #[allow(clippy::expect_used)]
-        Self::parse(DEFAULT_POLICY_TOML, "built-in").expect("the built-in policy is valid")
+        Self::parse_rules(DEFAULT_POLICY_TOML, "built-in", |source| {
+            Ok::<_, std::convert::Infallible>(RulePattern::deferred(source))
+        })
+        .expect("the built-in policy is valid")
     }
 
     /// Loads a policy file.
@@ -243,6 +247,18 @@ impl Policy {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, PolicyError> {
+        Self::parse_rules(text, origin, |source| {
+            RulePattern::compile(source).map_err(|e| e.to_string())
+        })
+    }
+
+    /// [`Policy::parse`], each rule's pattern made by `pattern` (compiled now, or
+    /// deferred for the built-in policy).
+    fn parse_rules<P, E>(text: &str, origin: &str, pattern: P) -> Result<Self, PolicyError>
+    where
+        P: Fn(&str) -> Result<RulePattern, E>,
+        E: std::fmt::Display,
+    {
         let invalid = |message: String| PolicyError::Invalid {
             origin: origin.to_owned(),
             message,
@@ -262,11 +278,7 @@ impl Policy {
                     rule.code
                 )));
             }
-            let pattern = RegexBuilder::new(&rule.pattern)
-                .case_insensitive(true)
-                .multi_line(true)
-                .size_limit(1 << 22)
-                .build()
+            let pattern = pattern(&rule.pattern)
                 .map_err(|e| invalid(format!("forbidden rule {}: {e}", rule.code)))?;
             let spaced = rule.spaced.iter().map(|w| w.to_lowercase()).collect();
             let applies_to = match rule.applies_to {
@@ -318,6 +330,14 @@ impl Policy {
     /// the result validator applies, so a result the runner writes passes its own gate.
     pub fn rules_for(&self, target: RuleTarget) -> &[ForbiddenRule] {
         &self.rules_by_target[target.index()]
+    }
+
+    /// Compiles the rules for `target` now (the pipeline does it for the result rules
+    /// while a guest runs, so publishing does not wait for them).
+    pub fn warm(&self, target: RuleTarget) {
+        for rule in self.rules_for(target) {
+            rule.pattern.warm();
+        }
     }
 
     /// The guest a command's program word selects, if any.

@@ -98,6 +98,19 @@ impl RunDir {
     pub fn path(&self) -> &Path {
         self.root.path()
     }
+
+    /// Removes the guest's scratch `/tmp` from `/out` (the worker removes it when the
+    /// guest ends; a worker killed first leaves it): scratch is never an output.
+    /// `remove_dir_all` does not follow a symlink the guest may have put there.
+    ///
+    /// # Ambient authority
+    /// Removes a path under the run's own `out/`.
+    pub fn remove_scratch(&self) {
+        let scratch = self.out_dir.join(crate::backend::wasmtime::SCRATCH_IN_OUT);
+        if std::fs::symlink_metadata(&scratch).is_ok() {
+            let _ = std::fs::remove_dir_all(&scratch).or_else(|_| std::fs::remove_file(&scratch));
+        }
+    }
 }
 
 /// Where a run's declared inputs are read from ([`crate::beside`]: `--inputs DIR` is

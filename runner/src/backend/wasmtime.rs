@@ -361,27 +361,11 @@ fn verified_stamp_path(cwasm: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// One version of a file, as the kernel tells it: device, inode, size, modification and
-/// change time. Any write, truncation, `chmod` or replacement changes the change time,
-/// which no unprivileged process can set back (`utimensat` sets only the other two).
-fn file_stamp(meta: &Metadata) -> String {
-    format!(
-        "dev={} ino={} size={} mtime={}.{:09} ctime={}.{:09}",
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec()
-    )
-}
-
 /// Open the precompiled module and check it against its sidecar hash. The returned
 /// descriptor is the one that was checked.
 ///
 /// Hashing the module costs about 1 ms per MB (27 MB for the 3.12 guest), on every
-/// run. So a full check records the stamp of the version it hashed ([`file_stamp`] of
+/// run. So a full check records the stamp of the version it hashed ([`digest::file_stamp`] of
 /// this descriptor, with the sidecar hash) in `CWASM.verified`, and a later open whose
 /// descriptor has the same stamp and whose sidecar names the same hash skips the
 /// re-hash. A tampered module has a different stamp (its change time moved) and is
@@ -404,7 +388,7 @@ fn open_verified(cwasm: &Path) -> io::Result<File> {
     if !digest::is_sha256_hex(expected) {
         return Err(io::Error::other("sidecar hash is not a sha256"));
     }
-    let record = format!("{expected} {}\n", file_stamp(&file.metadata()?));
+    let record = format!("{expected} {}\n", digest::file_stamp(&file.metadata()?));
     let stamp_path = verified_stamp_path(cwasm);
     let mut recorded = String::new();
     if let Ok(stamp) = open_private(&stamp_path) {
@@ -811,6 +795,11 @@ pub fn run_guest(
     });
     let runtime_sec = started.elapsed().as_secs_f64();
     drop(ticker);
+    // Scratch shares /out's tmpfs, so a guest that filled it may have filled it through
+    // /tmp: judged before scratch is removed, as the supervisor judges /out after.
+    let out_full = scratch.is_some()
+        && runner_sandbox::confine::out_caps_enforced(&spec.out_dir, limits)
+        && runner_sandbox::confine::tmpfs_full(&spec.out_dir);
     if let Some(dir) = &scratch {
         // Scratch is not an output. A guest may have replaced the directory with a
         // file or a symlink: remove_dir_all does not follow links.
@@ -853,6 +842,12 @@ pub fn run_guest(
             _ => "stderr",
         };
         details.push(format!("{which} reached its cap"));
+        if overridable && outcome_kind != OutcomeKind::MemoryExceeded {
+            outcome_kind = OutcomeKind::OutputLimit;
+        }
+    }
+    if out_full {
+        details.push("/out (with the scratch /tmp) filled its tmpfs".into());
         if overridable && outcome_kind != OutcomeKind::MemoryExceeded {
             outcome_kind = OutcomeKind::OutputLimit;
         }

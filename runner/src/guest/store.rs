@@ -2,10 +2,12 @@
 //! `<guest dir>/<file_sha256>.wasm`. The directory is created 0700 and files 0600. A
 //! file enters the store only through [`commit`]: written to a temporary file in the
 //! same directory, fsynced, then renamed into place without replacing anything already
-//! there. The store is not trusted on read: [`locate`] re-hashes the file every time.
+//! there. The store is not trusted on read: [`locate`] hashes the file, and skips the
+//! hash only for the very version it hashed before (a stamp in `<guest dir>/verified/`,
+//! see [`Slot::locate`]).
 
 use super::{GuestAsset, GuestEntry, GuestError};
-use crate::digest::sha256_reader;
+use crate::digest::{file_stamp, sha256_reader};
 use nix::fcntl::OFlag;
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
@@ -62,6 +64,9 @@ pub(crate) struct Slot<'a> {
     pub dir: PathBuf,
     pub dest: PathBuf,
     pub sha256: &'a str,
+    /// Where the record of the file's last full hash lives: `<guest dir>/verified/<sha256>`
+    /// (outside the asset directories, which guests see).
+    pub stamp: PathBuf,
 }
 
 impl<'a> Slot<'a> {
@@ -71,6 +76,7 @@ impl<'a> Slot<'a> {
             dir: guest_dir.to_owned(),
             dest: guest_path(entry, guest_dir),
             sha256: &entry.file_sha256,
+            stamp: stamp_path(guest_dir, &entry.file_sha256),
         }
     }
 
@@ -80,14 +86,34 @@ impl<'a> Slot<'a> {
             dir: asset_dir(asset, guest_dir),
             dest: asset_path(asset, guest_dir),
             sha256: &asset.sha256,
+            stamp: stamp_path(guest_dir, &asset.sha256),
         }
     }
 
     /// The stored file, verified by sha256, or `None` when absent.
+    ///
+    /// A full hash records the version it hashed (`sha256` and [`file_stamp`] of the
+    /// open descriptor: device, inode, size, mtime, ctime) in the slot's stamp file; a
+    /// later call that finds the same version skips the hash (60 ms for the scientific
+    /// guest's stdlib zip, on every run before). Why that is safe: any write, truncation,
+    /// `chmod` or replacement moves the change time, which only the kernel sets, so a
+    /// changed file is hashed again. A version is recorded only once its change time is
+    /// [`QUIET`] old, so a same-size rewrite within one coarse clock tick of the hash
+    /// cannot share its stamp. The stamp lives in the runner's own 0700 cache directory:
+    /// whoever can rewrite it can rewrite the stored file and the runner binary too.
+    /// Storage corruption under an unchanged inode goes unseen until the stamp is
+    /// removed (`rm -r <guest dir>/verified` brings the full check back).
     fn locate(&self) -> Result<Option<PathBuf>, GuestError> {
         let Some(file) = open_stored(self.guest, &self.dest)? else {
             return Ok(None);
         };
+        let meta = file
+            .metadata()
+            .map_err(GuestError::io(self.guest, "inspect", &self.dest))?;
+        let record = format!("{} {}\n", self.sha256, file_stamp(&meta));
+        if read_stamp(&self.stamp).as_deref() == Some(record.as_str()) {
+            return Ok(Some(self.dest.clone()));
+        }
         let actual = sha256_reader(&file).map_err(GuestError::io(
             self.guest,
             "read stored file",
@@ -101,12 +127,17 @@ impl<'a> Slot<'a> {
                 actual,
             });
         }
+        if is_quiet(&meta) {
+            // Best effort: without the record the next call simply hashes again.
+            let _ = write_stamp(&self.stamp, &record);
+        }
         Ok(Some(self.dest.clone()))
     }
 }
 
-/// The verified asset file, or `None` when it has not been fetched. Re-hashed on every
-/// call, like [`locate`] (about 60 ms for the scientific guest's 54 MB stdlib zip).
+/// The verified asset file, or `None` when it has not been fetched. Hashed like
+/// [`locate`] (about 60 ms for the scientific guest's 54 MB stdlib zip), unless this
+/// version was hashed before ([`Slot::locate`]).
 ///
 /// # Ambient Authority
 /// Opens a file under `guest_dir`.
@@ -120,8 +151,9 @@ pub fn locate_asset(
 
 /// The verified guest file, or `None` when it has not been fetched.
 ///
-/// The file is re-hashed on every call (streaming; about 20 ms for the 26 MB CPython
-/// guest with SHA extensions, 80 ms without). A file
+/// The file is hashed (streaming; about 20 ms for the 26 MB CPython guest with SHA
+/// extensions, 80 ms without) unless this very version was hashed before (a stamp,
+/// see [`Slot::locate`]). A file
 /// whose sha256 differs from the manifest, or that is not a regular file, is an error:
 /// the store is never trusted just because a name matches.
 ///
@@ -152,6 +184,56 @@ pub fn locate_size_only(
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         _ => locate(entry, guest_dir),
     }
+}
+
+/// How old a file's change time must be before its stamp is recorded.
+const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `<guest dir>/verified/<sha256>`: the record of the last full hash of that file.
+fn stamp_path(guest_dir: &Path, sha256: &str) -> PathBuf {
+    guest_dir.join("verified").join(sha256)
+}
+
+/// Whether the file's last change is at least [`QUIET`] ago.
+fn is_quiet(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let changed = std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        );
+    std::time::SystemTime::now()
+        .duration_since(changed)
+        .is_ok_and(|age| age >= QUIET)
+}
+
+fn read_stamp(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .ok()?;
+    let mut text = String::new();
+    file.take(400).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Writes the stamp through a private temporary file and a rename (readers see the old
+/// record or the new one). Not synced: a lost record only costs one more hash.
+fn write_stamp(path: &Path, record: &str) -> io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other("no directory"))?;
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(PARTIAL_PREFIX)
+        .permissions(Permissions::from_mode(0o600))
+        .tempfile_in(dir)?;
+    tmp.write_all(record.as_bytes())?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Opens the stored file without following a symlink and without blocking on a FIFO;

@@ -264,14 +264,15 @@ fn collect_entry(
                 OpenOptions::new().write(true).create_new(true).mode(0o644),
             )
             .map_err(Failed::Dest)?;
-        // A read error is the guest's file's (a finding), a write or sync error the
-        // result's own (an error).
-        let copied = crate::stage::copy_hashing_sided(&mut file, &mut copy)
-            .map_err(|(side, e)| match side {
-                crate::stage::CopySide::Read => Failed::Source(e),
-                crate::stage::CopySide::Write => Failed::Dest(e),
-            })
-            .and_then(|hashed| copy.sync_all().map(|()| hashed).map_err(Failed::Dest));
+        // A read error is the guest's file's (a finding), a write error the result's
+        // own (an error). Publishing syncs the copy with the rest of the result.
+        let copied =
+            crate::stage::copy_hashing_sided(&mut file, &mut copy).map_err(
+                |(side, e)| match side {
+                    crate::stage::CopySide::Read => Failed::Source(e),
+                    crate::stage::CopySide::Write => Failed::Dest(e),
+                },
+            );
         let (sha256, bytes) = match copied {
             Ok(hashed) => hashed,
             Err(e) => {
