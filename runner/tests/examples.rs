@@ -456,7 +456,7 @@ fn the_readme_block_parser_and_exit_markers() {
                 not_run: None
             },
             Block {
-                line: 10,
+                line: 9,
                 lines: vec!["c".into()],
                 not_run: Some("needs a download".into())
             },
