@@ -29,7 +29,7 @@ pub const TABLE: &[(i32, &str)] = &[
     ),
     (
         REJECT,
-        "a document was rejected (reasons printed); for `exec`, nothing ran; `verify` found a difference; `gate` quarantined a file",
+        "a document was rejected (reasons printed); for `exec`, nothing ran; `verify` found a difference; `replay` refused; `gate` quarantined a file",
     ),
     (
         USAGE,
@@ -45,7 +45,7 @@ pub const TABLE: &[(i32, &str)] = &[
     ),
     (
         DRIFT,
-        "`replay --check`: an output (or an input) drifted from the lock",
+        "`replay --check`: an output (or an input) drifted from the lock, with `--across-upgrade` too (MATCH_ACROSS_UPGRADE is 0)",
     ),
     (INTERNAL, "internal error in the runner"),
 ];

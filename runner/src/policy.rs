@@ -217,6 +217,9 @@ pub struct Policy {
     rules_by_target: [Vec<ForbiddenRule>; 4],
     /// sha256 of the policy text as loaded (pinned in results and locks).
     pub sha256: String,
+    /// sha256 of what in the policy decides how an accepted request runs
+    /// ([`run_sha256`]): the hash `runner replay` compares.
+    pub run_sha256: String,
     /// Where it came from: `built-in` or a path.
     pub origin: String,
     /// The policy text as loaded, for `runner policy show`.
@@ -310,6 +313,8 @@ impl Policy {
                 .cloned()
                 .collect::<Vec<_>>()
         });
+        let confinement = file.confinement.unwrap_or_default();
+        let run_sha256 = run_sha256(&file.output, &file.guests, &confinement).map_err(invalid)?;
         Ok(Self {
             request: file.request,
             limits: file.limits,
@@ -317,9 +322,10 @@ impl Policy {
             guests: file.guests,
             forbidden: rules_by_target[RuleTarget::Request.index()].clone(),
             approval,
-            confinement: file.confinement.unwrap_or_default(),
+            confinement,
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
+            run_sha256,
             origin: origin.to_owned(),
             text: text.to_owned(),
         })
@@ -361,6 +367,35 @@ impl Policy {
 /// Parses and checks the trusted keys: names visible and single-line, every key an
 /// Ed25519 SPKI PEM, no key listed twice (one key under two names would make the
 /// signer's name ambiguous).
+/// The value of `run_policy_type` in the object [`run_sha256`] hashes.
+pub const RUN_POLICY_TYPE: &str = "runner.policy-run/v1";
+
+/// sha256 (64 hex) of the canonical JSON (RFC 8785) of the tables that decide how an
+/// accepted request runs and what it may produce: `[output]`, `[[guests]]` and the
+/// effective `[confinement]` (defaults filled in), with `run_policy_type`.
+///
+/// Left out, because they cannot change the outputs of a request that was accepted:
+/// comments and formatting; `[approval]` (who may approve); `[request]`, `[limits]`
+/// and `[[forbidden]]` (whether a request is accepted: a replay judges the request again
+/// under the policy in force, so a change there is a REJECT, never hidden drift; the
+/// forbidden rules also withhold excerpt lines of the result document, which replay
+/// does not compare). The request's own limits are pinned in the lock by themselves.
+fn run_sha256(
+    output: &OutputCaps,
+    guests: &[GuestMapping],
+    confinement: &ConfinementPolicy,
+) -> Result<String, String> {
+    let value = serde_json::json!({
+        "run_policy_type": RUN_POLICY_TYPE,
+        "output": output,
+        "guests": guests,
+        "confinement": confinement,
+    });
+    let text = crate::lock::jcs::to_string(&value)
+        .map_err(|e| format!("cannot canonicalize the run tables: {e}"))?;
+    Ok(sha256_hex(text.as_bytes()))
+}
+
 fn approval_policy(file: ApprovalFile) -> Result<ApprovalPolicy, String> {
     let mut trusted: Vec<TrustedKey> = Vec::with_capacity(file.trusted.len());
     for (i, entry) in file.trusted.into_iter().enumerate() {
@@ -397,6 +432,51 @@ fn approval_policy(file: ApprovalFile) -> Result<ApprovalPolicy, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run hash ignores what cannot change a run's outputs (comments, the
+    /// `[approval]` table, the acceptance rules) and follows what can (an output cap,
+    /// a guest mapping, a confinement layer); the text hash follows everything.
+    #[test]
+    fn run_sha256_follows_only_the_run_tables() {
+        let base = Policy::builtin();
+        let variant = |from: &str, to: &str| {
+            assert!(DEFAULT_POLICY_TOML.contains(from), "{from}");
+            Policy::parse(&DEFAULT_POLICY_TOML.replacen(from, to, 1), "variant").unwrap()
+        };
+        let same_run = [
+            variant("[request]", "# a comment\n[request]"),
+            variant(
+                "separation_of_duties = true",
+                "separation_of_duties = false",
+            ),
+            variant("max_bytes = 1048576", "max_bytes = 1048577"),
+            variant("max_time_limit_sec = 900", "max_time_limit_sec = 901"),
+            variant("code = \"forbidden.", "code = \"forbidden.x"),
+        ];
+        for p in &same_run {
+            assert_ne!(p.sha256, base.sha256);
+            assert_eq!(p.run_sha256, base.run_sha256);
+        }
+        let other_run = [
+            variant("out_max_files = 4096", "out_max_files = 4095"),
+            variant("excerpt_lines = 200", "excerpt_lines = 20"),
+            variant("\"python3.12\"]", "\"python3.12\", \"py\"]"),
+            variant("landlock = \"optional\"", "landlock = \"required\""),
+        ];
+        for p in &other_run {
+            assert_ne!(p.run_sha256, base.run_sha256);
+        }
+        // An absent [confinement] means the built-in table: the same run hash.
+        let start = DEFAULT_POLICY_TOML.find("[confinement]").unwrap();
+        let end = DEFAULT_POLICY_TOML.find("[[guests]]").unwrap();
+        let without = format!(
+            "{}{}",
+            &DEFAULT_POLICY_TOML[..start],
+            &DEFAULT_POLICY_TOML[end..]
+        );
+        let p = Policy::parse(&without, "no confinement table").unwrap();
+        assert_eq!(p.run_sha256, base.run_sha256);
+    }
 
     #[test]
     fn builtin_policy_parses() {

@@ -1,6 +1,28 @@
 //! Every worked example in `examples/` still works: each `TR-*.md` is accepted by the
-//! built binary, and an ERA request's declared inputs are exactly the files in the
-//! `inputs/` folder beside it, with the sha256 the request declares.
+//! built binary, an ERA request's declared inputs are exactly the files in the
+//! `inputs/` folder beside it, with the sha256 the request declares, and every command
+//! block of every `examples/*/README.md` runs as a user runs it.
+//!
+//! The convention for example READMEs (`every_example_readme_runs_as_written`):
+//!
+//! - Every fence opened with `sh`, `bash` or `shell` is a command block. All the blocks
+//!   of one README run in order in one `bash` (`set -euo pipefail`), so a variable set
+//!   in one block is seen by the next, from the root of a scratch copy of the
+//!   repository's `examples/` and `policies/` (the READMEs' commands are written from
+//!   the repository root), with `target/release` there a symlink to the built binaries'
+//!   directory and that directory first on `PATH`: `runner` is the built binary.
+//! - Every command must succeed, except one whose last line ends with `# exit N`: that
+//!   command must exit with N. `# exit N: TEXT` also requires TEXT in what it prints
+//!   (stdout and stderr); anything after `# exit N,` is prose.
+//! - A block whose fence reads `sh no-run: REASON` is not run. Each one is listed when
+//!   the test runs, and the list must equal [`NOT_RUN`]: nothing is skipped silently.
+//! - `text` blocks show output as the README's author saw it (paths, times and hashes
+//!   differ on every machine) and are not compared.
+//! - Every script `examples/*/*.sh` must be run by some block.
+//!
+//! A failure in `examples/ci-replay` names the command that refreshes its committed
+//! baseline (`just refresh-baseline`), which a change of policy, guest or runner makes
+//! stale.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -299,4 +321,286 @@ fn committed_ci_baseline_reproduces_as_written() {
     );
     assert!(printed.contains("MATCH"), "{printed}");
     assert!(!printed.contains("DRIFT"), "{printed}");
+}
+
+/// The blocks marked `no-run`, as `README path: first line of the block`.
+const NOT_RUN: &[&str] =
+    &["examples/pandas-groupby/README.md: runner guest fetch cpython-3.15-scientific"];
+
+/// A command block of a README: the line of its opening fence, its lines, and why it is
+/// not run (`None`: it runs).
+#[derive(Debug, PartialEq, Eq)]
+struct Block {
+    line: usize,
+    lines: Vec<String>,
+    not_run: Option<String>,
+}
+
+/// The command blocks of a markdown text.
+fn command_blocks(text: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Block> = None;
+    let mut in_other_fence = false;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_end();
+        if let Some(block) = current.as_mut() {
+            if trimmed == "```" {
+                blocks.extend(current.take());
+            } else {
+                block.lines.push(line.to_owned());
+            }
+            continue;
+        }
+        if in_other_fence {
+            in_other_fence = trimmed != "```";
+            continue;
+        }
+        let Some(info) = trimmed.strip_prefix("```") else {
+            continue;
+        };
+        let mut words = info.splitn(2, ' ');
+        let lang = words.next().unwrap_or("");
+        let rest = words.next().unwrap_or("").trim();
+        if ["sh", "bash", "shell"].contains(&lang) {
+            let not_run = rest.strip_prefix("no-run:").map(|r| r.trim().to_owned());
+            assert!(
+                rest.is_empty() || not_run.as_ref().is_some_and(|r| !r.is_empty()),
+                "line {}: a command fence takes nothing or `no-run: REASON`, not `{rest}`",
+                i + 1
+            );
+            current = Some(Block {
+                line: i + 1,
+                lines: Vec::new(),
+                not_run,
+            });
+        } else {
+            in_other_fence = true;
+        }
+    }
+    assert!(current.is_none(), "a command block is not closed");
+    blocks
+}
+
+/// `# exit N` (and `: TEXT`) at the end of a line: the line without it, N and TEXT.
+fn exit_marker(line: &str) -> Option<(&str, i32, Option<&str>)> {
+    let at = line.rfind("# exit ")?;
+    let after = &line[at + "# exit ".len()..];
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let code = digits.parse().ok()?;
+    let rest = &after[digits.len()..];
+    let text = rest
+        .strip_prefix(':')
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    Some((line[..at].trim_end(), code, text))
+}
+
+fn single_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The bash script that runs `blocks` of `readme` (a display name) as the convention
+/// says.
+fn script_for(readme: &str, blocks: &[Block]) -> String {
+    let mut script = String::from("set -euo pipefail\n");
+    for block in blocks.iter().filter(|b| b.not_run.is_none()) {
+        script.push_str(&format!("echo '>>> {readme}:{}' >&2\n", block.line));
+        let mut pending = String::new();
+        for (n, line) in block.lines.iter().enumerate() {
+            let at = block.line + 1 + n;
+            match exit_marker(line) {
+                Some((command, code, text)) => {
+                    let command = format!("{pending}{command}");
+                    pending.clear();
+                    script.push_str(&format!(
+                        "__out=$( {{ {command}\n}} 2>&1 ) && __rc=0 || __rc=$?\n\
+                         printf '%s\\n' \"$__out\"\n\
+                         if [ \"$__rc\" != {code} ]; then echo \"{readme}:{at}: expected exit {code}, got $__rc\" >&2; exit 97; fi\n"
+                    ));
+                    if let Some(text) = text {
+                        let want = single_quoted(text);
+                        script.push_str(&format!(
+                            "case \"$__out\" in *{want}*) ;; *) echo \"{readme}:{at}: expected the output to contain \"{want} >&2; exit 98;; esac\n"
+                        ));
+                    }
+                }
+                // A continued line waits for the rest of its command, in case the
+                // marker is on its last line.
+                None if line.trim_end().ends_with('\\') => {
+                    pending.push_str(line);
+                    pending.push('\n');
+                }
+                None => {
+                    script.push_str(&pending);
+                    pending.clear();
+                    script.push_str(line);
+                    script.push('\n');
+                }
+            }
+        }
+        script.push_str(&pending);
+    }
+    script
+}
+
+#[test]
+fn the_readme_block_parser_and_exit_markers() {
+    let text = "x\n```sh\na\nb # exit 5: DRIFT\n```\n```text\n```sh\n```\n```sh no-run: needs a download\nc\n```\n```toml\nd\n```\n";
+    let blocks = command_blocks(text);
+    assert_eq!(
+        blocks,
+        vec![
+            Block {
+                line: 2,
+                lines: vec!["a".into(), "b # exit 5: DRIFT".into()],
+                not_run: None
+            },
+            Block {
+                line: 9,
+                lines: vec!["c".into()],
+                not_run: Some("needs a download".into())
+            },
+        ]
+    );
+    assert_eq!(
+        exit_marker("b   # exit 5: DRIFT"),
+        Some(("b", 5, Some("DRIFT")))
+    );
+    assert_eq!(exit_marker("b # exit 1, no result"), Some(("b", 1, None)));
+    assert_eq!(exit_marker("b # exit 0"), Some(("b", 0, None)));
+    assert_eq!(exit_marker("b # exits"), None);
+    // The generated script enforces the marker, and the text.
+    let run = |text: &str| {
+        let script = script_for("T", &command_blocks(text));
+        Command::new("bash")
+            .args(["-c", &script])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(run("```sh\nfalse # exit 1\necho ok\n```\n"), Some(0));
+    assert_eq!(run("```sh\nfalse # exit 2\n```\n"), Some(97));
+    assert_eq!(run("```sh\necho MATCH # exit 0: MATCH\n```\n"), Some(0));
+    assert_eq!(run("```sh\necho DRIFT # exit 0: MATCH\n```\n"), Some(98));
+    assert_eq!(run("```sh\nfalse\necho not reached\n```\n"), Some(1));
+    assert_eq!(
+        run("```sh\nx=1\n```\n```sh\n[ \"$x\" = 1 ]\n```\n"),
+        Some(0)
+    );
+    assert_eq!(run("```sh\nexit 3 \\\n  # exit 3\n```\n"), Some(0));
+}
+
+fn example_readmes() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(examples_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("README.md"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Every command block of every example README, in a scratch copy, as the convention in
+/// the module documentation says.
+#[test]
+fn every_example_readme_runs_as_written() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_runner"))
+        .parent()
+        .expect("binary directory")
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut failures = Vec::new();
+    let mut not_run = Vec::new();
+    let mut all_commands = String::new();
+    let readmes = example_readmes();
+    assert!(readmes.len() >= 3, "{readmes:?}");
+    for readme in readmes {
+        let name = readme
+            .strip_prefix(&repo)
+            .unwrap_or(&readme)
+            .display()
+            .to_string()
+            .trim_start_matches("runner/../")
+            .to_owned();
+        let blocks = command_blocks(&std::fs::read_to_string(&readme).unwrap());
+        for b in &blocks {
+            match &b.not_run {
+                Some(why) => {
+                    eprintln!("not run: {name}:{} ({why})", b.line);
+                    not_run.push(format!(
+                        "{name}: {}",
+                        b.lines.first().map_or("", |l| l.trim())
+                    ));
+                }
+                None => b.lines.iter().for_each(|l| {
+                    all_commands.push_str(l);
+                    all_commands.push('\n');
+                }),
+            }
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        for dir in ["examples", "policies"] {
+            let status = Command::new("cp")
+                .arg("-R")
+                .arg(repo.join(dir))
+                .arg(scratch.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "copying {dir}");
+        }
+        std::fs::create_dir(scratch.path().join("target")).unwrap();
+        std::os::unix::fs::symlink(&bin_dir, scratch.path().join("target/release")).unwrap();
+        let out = Command::new("bash")
+            .args(["-c", &script_for(&name, &blocks)])
+            .current_dir(scratch.path())
+            .env("PATH", &path)
+            .env("TMPDIR", scratch.path())
+            .env_remove("RUNNER")
+            .env_remove("RUNNER_LOG")
+            .env_remove("RUNNER_LOG_FORMAT")
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let hint = if name.contains("ci-replay") {
+                "\nthe committed baseline may be stale: after a deliberate change of policy, \
+                 guest or runner, re-make it with `just refresh-baseline` (in its own commit)"
+            } else {
+                ""
+            };
+            failures.push(format!(
+                "{name}: exit {:?}{hint}\n--- stdout\n{}--- stderr\n{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(
+        not_run, NOT_RUN,
+        "the blocks marked `no-run` are not the ones listed in NOT_RUN"
+    );
+    // Every example script is run by some block.
+    let scripts = walk(&examples_dir(), &|p: &Path| {
+        p.extension().is_some_and(|x| x == "sh")
+    });
+    assert!(!scripts.is_empty());
+    for script in scripts {
+        let rel = script
+            .strip_prefix(examples_dir())
+            .unwrap()
+            .display()
+            .to_string();
+        assert!(
+            all_commands.contains(&format!("examples/{rel}")),
+            "examples/{rel} is not run by any README block"
+        );
+    }
 }

@@ -406,3 +406,163 @@ fn runner_sha256(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// The built-in policy with `from` replaced by `to`, written into `dir`.
+fn policy_variant(dir: &Path, name: &str, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"),
+    )
+    .unwrap();
+    assert!(text.contains(from), "{from}");
+    let path = dir.join(name);
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    path
+}
+
+fn replay_under(policy: &Path, result: &Path, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["--policy", policy.to_str().unwrap()];
+    args.extend_from_slice(&["replay"]);
+    let out = runner()
+        .args(&args)
+        .arg(result)
+        .args(["--json", "--check"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "replay printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), v)
+}
+
+fn pins(v: &Value) -> Vec<String> {
+    v["changed_pins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pin"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A policy whose run tables changed (an output cap) and outputs that do not:
+/// refused by default; `--across-upgrade` runs it, MATCH_ACROSS_UPGRADE, exit 0, names
+/// the policy's old and new hashes, and its lock records the baseline and verifies.
+#[test]
+fn replay_across_an_upgrade_with_equal_outputs_matches_and_records_its_baseline() {
+    let dir = example_copy();
+    let result = exec(dir.path(), &[]);
+    let baseline: Value =
+        serde_json::from_slice(&std::fs::read(result.with_extension("lock.json")).unwrap())
+            .unwrap();
+    let upgraded = policy_variant(
+        dir.path(),
+        "upgraded.toml",
+        "out_max_files = 4096",
+        "out_max_files = 4000",
+    );
+    let (code, v) = replay_under(&upgraded, &result, &[]);
+    assert_eq!((code, v["verdict"].as_str()), (1, Some("REFUSED")), "{v}");
+    assert!(
+        v["refused"][0].as_str().unwrap().starts_with("policy:"),
+        "{v}"
+    );
+
+    let new = dir.path().join("new-baseline");
+    let (code, v) = replay_under(
+        &upgraded,
+        &result,
+        &["--across-upgrade", "--results", new.to_str().unwrap()],
+    );
+    assert_eq!(
+        (code, v["verdict"].as_str()),
+        (0, Some("MATCH_ACROSS_UPGRADE")),
+        "{v}"
+    );
+    assert!(verdicts(&v).iter().all(|(_, verdict)| verdict == "MATCH"));
+    assert_eq!(pins(&v), ["policy", "policy_text", "limits"], "{v}");
+    let policy_pin = &v["changed_pins"][0];
+    assert_eq!(policy_pin["expected"], baseline["policy"]["run_sha256"]);
+    assert_ne!(policy_pin["actual"], policy_pin["expected"]);
+    assert_eq!(v["changed_pins"][2]["actual"], "out_files=4000");
+
+    // The new lock names its baseline and the changed pins, and `verify` accepts it.
+    let new_result = PathBuf::from(v["result_path"].as_str().unwrap());
+    let lock: Value =
+        serde_json::from_slice(&std::fs::read(new_result.with_extension("lock.json")).unwrap())
+            .unwrap();
+    assert_eq!(lock["replay_of"]["lock_sha256"], baseline["lock_sha256"]);
+    assert_eq!(lock["replay_of"]["result_id"], baseline["result_id"]);
+    assert_eq!(lock["replay_of"]["mode"], "across-upgrade");
+    assert_eq!(lock["replay_of"]["changed_pins"], v["changed_pins"]);
+    assert_eq!(lock["policy"]["run_sha256"], policy_pin["actual"]);
+    let (code, report) = verify(
+        &new_result,
+        &["--request", dir.path().join(REQUEST).to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{report}");
+    // And the new baseline replays strictly under the upgraded policy.
+    let (code, v) = replay_under(
+        &upgraded,
+        &new_result,
+        &["--request", dir.path().join(REQUEST).to_str().unwrap()],
+    );
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("MATCH")), "{v}");
+
+    // Inputs that changed are drift across an upgrade too, and nothing runs.
+    let data = dir.path().join("inputs/data.csv");
+    let mut csv = std::fs::read_to_string(&data).unwrap();
+    csv.push_str("west,2026-11-01,9.0,0.0\n");
+    std::fs::write(&data, csv).unwrap();
+    let (code, v) = replay_under(&upgraded, &result, &["--across-upgrade"]);
+    assert_eq!((code, v["verdict"].as_str()), (5, Some("DRIFT")), "{v}");
+    assert_eq!(
+        verdicts(&v),
+        vec![("input /in/data.csv".to_owned(), "DRIFT".to_owned())]
+    );
+    assert!(v["result_path"].is_null());
+}
+
+/// A policy change that changes an output (a stdout cap below what the analysis prints):
+/// DRIFT, exit 5 with --check, naming the outputs and the changed pins.
+#[test]
+fn replay_across_an_upgrade_that_changes_an_output_is_drift() {
+    let dir = example_copy();
+    let result = exec(dir.path(), &[]);
+    let tight = policy_variant(
+        dir.path(),
+        "tight.toml",
+        "stdout_max_bytes = 16777216",
+        "stdout_max_bytes = 16",
+    );
+    let (code, v) = replay_under(&tight, &result, &["--across-upgrade"]);
+    assert_eq!((code, v["verdict"].as_str()), (5, Some("DRIFT")), "{v}");
+    let drifted: Vec<String> = verdicts(&v)
+        .into_iter()
+        .filter(|(_, verdict)| verdict == "DRIFT")
+        .map(|(name, _)| name)
+        .collect();
+    assert!(drifted.contains(&"stdout".to_owned()), "{v}");
+    assert!(drifted.contains(&"outcome".to_owned()), "{v}");
+    assert_eq!(pins(&v), ["policy", "policy_text", "limits"], "{v}");
+}
+
+/// What cannot change a run's outputs does not refuse a strict replay: another
+/// `[approval]` table changes the policy text's hash, not its run tables' hash. The
+/// report still shows the text's old and new hash; the verdict stays MATCH.
+#[test]
+fn an_approval_table_change_does_not_refuse_a_strict_replay() {
+    let dir = example_copy();
+    let result = exec(dir.path(), &[]);
+    let policy = policy_variant(
+        dir.path(),
+        "approval.toml",
+        "separation_of_duties = true",
+        "separation_of_duties = true\n# reviewed 2026-11-25",
+    );
+    let (code, v) = replay_under(&policy, &result, &[]);
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("MATCH")), "{v}");
+    assert_eq!(pins(&v), ["policy_text"], "{v}");
+}

@@ -39,6 +39,10 @@ pub struct PolicyReport {
     pub origin: String,
     /// sha256 of the policy text (64 lowercase hex), as pinned in results and locks.
     pub sha256: String,
+    /// sha256 (64 lowercase hex) of the canonical JSON of the tables that decide how an
+    /// accepted request runs (`[output]`, `[[guests]]`, `[confinement]`): pinned in
+    /// locks as `policy.run_sha256`, and what `runner replay` compares.
+    pub run_sha256: String,
     /// The parsed policy, defaults filled in.
     pub effective: EffectivePolicy,
     /// The policy file's text as loaded.
@@ -112,6 +116,7 @@ pub fn report(policy: &Policy) -> PolicyReport {
     PolicyReport {
         origin: policy.origin.clone(),
         sha256: policy.sha256.clone(),
+        run_sha256: policy.run_sha256.clone(),
         effective: EffectivePolicy {
             request: policy.request.clone(),
             limits: policy.limits.clone(),
@@ -148,8 +153,8 @@ impl PolicyCommand {
                     return super::print_json(&report(policy));
                 }
                 output::note(format!(
-                    "# policy: {} (sha256 {})",
-                    policy.origin, policy.sha256
+                    "# policy: {} (sha256 {}, run tables {})",
+                    policy.origin, policy.sha256, policy.run_sha256
                 ));
                 let mut text = policy.text.clone();
                 if !text.ends_with('\n') {

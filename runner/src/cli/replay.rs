@@ -1,16 +1,19 @@
 //! `runner replay TS-….md [--inputs DIR] [--results DIR] [--request FILE] [--check]
-//! [--json]`: re-run the request a lock pins, with the pinned guest and policy, and
-//! compare every output (stdout, stderr, each artifact, exit code, outcome). The work is
+//! [--across-upgrade] [--json]`: re-run the request a lock pins and compare every output
+//! (stdout, stderr, each artifact, exit code, outcome). The work is
 //! [`crate::pipeline::Pipeline::replay`]'s; this is its command line and its report.
 //!
-//! A replay refuses to run, naming each difference, when the request, policy, runner,
-//! engine or guest available now is not the one pinned: a replay on something else is
-//! not a replay. Inputs whose hash differs from the pin are reported as drift and
-//! nothing runs (the request's approval covers only the pinned bytes).
+//! By default a replay refuses to run, naming each difference, when the request, the
+//! policy's run tables, the runner, engine or guest available now is not the one
+//! pinned: a replay on something else is not a replay. `--across-upgrade` runs it
+//! anyway and reports each changed pin beside the comparison (`MATCH_ACROSS_UPGRADE` or
+//! `DRIFT`). Inputs whose hash differs from the pin are reported as drift and nothing
+//! runs (the request's approval covers only the pinned bytes).
 
 use crate::exit_codes;
+use crate::lock::PinChange;
 use crate::pipeline::Pipeline;
-use crate::pipeline::replay::{ReplayError, ReplaySource, Replayed};
+use crate::pipeline::replay::{ReplayError, ReplayMode, ReplaySource, Replayed};
 use crate::policy::Policy;
 use crate::result::ResultsRoot;
 use serde::Serialize;
@@ -23,8 +26,10 @@ pub use crate::pipeline::replay::{OutputComparison, compare};
 Examples:
   runner replay examples/ci-replay/baseline/TS-*.md --check
   runner replay results/TS-20261121-100000Z-csv-stats.md --request TR-20261121-100000Z-csv-stats.md --json
+  runner replay baseline/TS-*.md --check --across-upgrade --results new-baseline
 
-Exit codes: 0 replayed (MATCH, or DRIFT without --check), 1 refused, 5 drift with --check.")]
+Exit codes: 0 replayed (MATCH or MATCH_ACROSS_UPGRADE, or DRIFT without --check),
+1 refused, 5 drift with --check.")]
 pub struct ReplayCommand {
     /// The result to reproduce (`TS-….md`); its lock is read from beside it. Example:
     /// `results/TS-20261121-100000Z-csv-stats.md`.
@@ -45,9 +50,18 @@ pub struct ReplayCommand {
     /// Exit with code 5 when any output drifted. Example: `--check`.
     #[arg(long)]
     pub check: bool,
-    /// Print `{"verdict": "MATCH"|"DRIFT"|"REFUSED", "result_path", "outputs": [{"name",
-    /// "expected", "actual", "verdict"}], "refused"}` (schema: schemas/replay.json).
-    /// Example: `--json`.
+    /// Replay even when the policy's run tables, the runner, the engine or the guest
+    /// differ from the pins (after an upgrade), and report each changed pin, old and
+    /// new; the verdict is then MATCH_ACROSS_UPGRADE (every output matched) or DRIFT.
+    /// A changed request is still refused, changed inputs are still drift. The replay's
+    /// lock records the baseline it was compared against (`replay_of`). Example:
+    /// `--check --across-upgrade --results new-baseline`.
+    #[arg(long)]
+    pub across_upgrade: bool,
+    /// Print `{"verdict": "MATCH"|"MATCH_ACROSS_UPGRADE"|"DRIFT"|"REFUSED",
+    /// "result_path", "outputs": [{"name", "expected", "actual", "verdict"}],
+    /// "changed_pins": [{"pin", "expected", "actual"}], "refused"}` (schema:
+    /// schemas/replay.json). Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
@@ -55,10 +69,18 @@ pub struct ReplayCommand {
 /// What `replay --json` prints.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ReplayReport {
-    #[schemars(extend("enum" = ["MATCH", "DRIFT", "REFUSED"]))]
+    /// `MATCH`: every output matched under the pinned runner, engine, guest and policy
+    /// run tables. `MATCH_ACROSS_UPGRADE` (only with `--across-upgrade`): every output
+    /// matched, and at least one of those pins changed (`changed_pins`). `DRIFT`: an
+    /// output or an input differs. `REFUSED`: nothing ran (`refused` says why).
+    #[schemars(extend("enum" = ["MATCH", "MATCH_ACROSS_UPGRADE", "DRIFT", "REFUSED"]))]
     pub verdict: &'static str,
     pub result_path: Option<String>,
     pub outputs: Vec<OutputComparison>,
+    /// Each pin of the baseline's lock that differs from what is in force now: `policy`
+    /// (the run tables' `run_sha256`), `policy_text` (the whole text; reported, never
+    /// refused), `runner`, `engine`, `guest`, `limits`.
+    pub changed_pins: Vec<PinChange>,
     /// Why the replay was refused (empty when it ran).
     pub refused: Vec<String>,
 }
@@ -68,6 +90,8 @@ impl ReplayCommand {
         let (code, report) = match self.replay(policy) {
             Ok(report) => {
                 let drift = report.verdict == "DRIFT";
+                // MATCH_ACROSS_UPGRADE exits 0: the outputs agree, which is what
+                // --check checks; the changed pins are in the report.
                 (
                     if drift && self.check {
                         exit_codes::DRIFT
@@ -83,6 +107,7 @@ impl ReplayCommand {
                     verdict: "REFUSED",
                     result_path: None,
                     outputs: Vec::new(),
+                    changed_pins: Vec::new(),
                     refused,
                 },
             ),
@@ -105,6 +130,12 @@ impl ReplayCommand {
                 println!(
                     "  {:5}  {}  expected {}  actual {}",
                     o.verdict, o.name, o.expected, o.actual
+                );
+            }
+            for p in &report.changed_pins {
+                println!(
+                    "  CHANGED  {}  pinned {}  now {}",
+                    p.pin, p.expected, p.actual
                 );
             }
             for r in &report.refused {
@@ -136,15 +167,20 @@ impl ReplayCommand {
         if !self.json {
             pipeline = pipeline.with_progress(super::output::progress_reporter());
         }
+        let mode = if self.across_upgrade {
+            ReplayMode::AcrossUpgrade
+        } else {
+            ReplayMode::Strict
+        };
         let source = ReplaySource {
             result: &self.result,
             request: self.request.as_deref(),
             inputs: self.inputs.as_deref(),
         };
         let replayed: Replayed = pipeline
-            .replay(&source, &ResultsRoot::named(&results_dir))
+            .replay(&source, &ResultsRoot::named(&results_dir), mode)
             .map_err(failed)?;
-        let verdict = if replayed.matched() { "MATCH" } else { "DRIFT" };
+        let verdict = replayed.verdict();
         let result_path = match (&self.results, replayed.result_path) {
             (Some(_), Some(path)) => Some(path.display().to_string()),
             _ => None,
@@ -153,6 +189,7 @@ impl ReplayCommand {
             verdict,
             result_path,
             outputs: replayed.outputs,
+            changed_pins: replayed.changed_pins,
             refused: Vec::new(),
         })
     }

@@ -50,7 +50,37 @@ pub struct Lock {
     pub outputs: OutputsPin,
     /// `sha256:` of the result document's normalized text.
     pub result_sha256: String,
+    /// The baseline a replay was compared against (`runner replay`); absent in the lock
+    /// of a plain `runner exec`, and in locks written before replays recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<ReplayOf>,
     pub lock_sha256: String,
+}
+
+/// What a replay's run was compared against: the baseline's lock, and each pin of the
+/// baseline that differed from what the replay ran under (empty for a strict replay).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayOf {
+    /// The baseline's `result_id`.
+    pub result_id: String,
+    /// The baseline's `lock_sha256`.
+    pub lock_sha256: String,
+    /// `strict` (every run pin equal) or `across-upgrade` (`--across-upgrade`).
+    pub mode: String,
+    pub changed_pins: Vec<PinChange>,
+}
+
+/// One pin whose value in the baseline's lock (`expected`) is not the one in force
+/// (`actual`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PinChange {
+    /// `policy` (the run-affecting tables, `policy.run_sha256`), `policy_text` (the
+    /// whole text, `policy.sha256`), `runner`, `engine`, `guest` or `limits`.
+    pub pin: String,
+    pub expected: String,
+    pub actual: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +111,13 @@ pub struct ApprovalKeyPin {
 pub struct PolicyPin {
     /// `built-in` or the path given with `--policy`.
     pub origin: String,
+    /// sha256 of the policy's text, comments included.
     pub sha256: String,
+    /// sha256 of what in the policy decides how an accepted request runs
+    /// ([`crate::policy::Policy::run_sha256`]); what replay compares. Absent in locks
+    /// written before it existed (replay then compares `sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -315,6 +351,7 @@ pub(crate) mod tests {
             policy: PolicyPin {
                 origin: "built-in".into(),
                 sha256: tag(&"b".repeat(64)),
+                run_sha256: Some(tag(&"2".repeat(64))),
             },
             backend: "ERA".into(),
             runtime: RuntimePin {
@@ -360,6 +397,16 @@ pub(crate) mod tests {
                 outcome: "completed".into(),
             },
             result_sha256: tag(&"1".repeat(64)),
+            replay_of: Some(ReplayOf {
+                result_id: "TS-20261120-100000Z-TR-x".into(),
+                lock_sha256: tag(&"3".repeat(64)),
+                mode: "across-upgrade".into(),
+                changed_pins: vec![PinChange {
+                    pin: "policy".into(),
+                    expected: tag(&"4".repeat(64)),
+                    actual: tag(&"2".repeat(64)),
+                }],
+            }),
             lock_sha256: String::new(),
         }
     }
@@ -431,6 +478,31 @@ pub(crate) mod tests {
             Lock::parse(jcs::to_string(&v).unwrap().as_bytes()),
             Err(LockError::Shape(_))
         ));
+        // The keys added later may be absent (older locks), never null.
+        let (_, text) = sample().seal().unwrap();
+        let sealed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for (parent, key) in [("", "replay_of"), ("/policy", "run_sha256")] {
+            let mut n = sealed.clone();
+            n.pointer_mut(parent)
+                .unwrap()
+                .as_object_mut()
+                .unwrap()
+                .remove(key);
+            n.as_object_mut().unwrap().remove("lock_sha256");
+            n["lock_sha256"] = serde_json::json!(jcs::digest(&n).unwrap());
+            let old = Lock::parse(jcs::to_string(&n).unwrap().as_bytes()).unwrap();
+            assert_eq!(
+                Lock::parse(jcs::to_string(&old).unwrap().as_bytes()),
+                Ok(old)
+            );
+            n.pointer_mut(parent).unwrap()[key] = serde_json::Value::Null;
+            n.as_object_mut().unwrap().remove("lock_sha256");
+            n["lock_sha256"] = serde_json::json!(jcs::digest(&n).unwrap());
+            assert!(matches!(
+                Lock::parse(jcs::to_string(&n).unwrap().as_bytes()),
+                Err(LockError::Shape(_))
+            ));
+        }
         // Pretty-printed: not canonical.
         let pretty = serde_json::to_string_pretty(
             &serde_json::from_str::<serde_json::Value>(&text).unwrap(),

@@ -51,6 +51,8 @@ pub struct RunPlan {
     pub request_text: String,
     /// The trusted key whose signature approved the request (`None`: unsigned).
     pub approval_key: Option<ApprovalKey>,
+    /// Set by a replay: the baseline its lock records it was compared against.
+    pub replay_of: Option<crate::lock::ReplayOf>,
 }
 
 /// What one run left behind.
@@ -124,6 +126,7 @@ impl Pipeline {
             approved: judged.request,
             request_text,
             approval_key: judged.approval_key,
+            replay_of: None,
         })
     }
 

@@ -153,6 +153,7 @@ fn draft_lock(ctx: &Context<'_>, created: &str, outcome: &Outcome, collected: &C
         policy: PolicyPin {
             origin: ctx.policy.origin.clone(),
             sha256: lock::tag(&ctx.policy.sha256),
+            run_sha256: Some(lock::tag(&ctx.policy.run_sha256)),
         },
         backend: backend_name(ctx).to_owned(),
         runtime: RuntimePin {
@@ -184,6 +185,7 @@ fn draft_lock(ctx: &Context<'_>, created: &str, outcome: &Outcome, collected: &C
             outcome: outcome.kind.as_str().to_owned(),
         },
         result_sha256: String::new(),
+        replay_of: ctx.plan.replay_of.clone(),
         lock_sha256: String::new(),
     }
 }

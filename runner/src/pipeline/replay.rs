@@ -1,15 +1,23 @@
-//! Replay: re-run the request a lock pins, with the pinned guest and policy, and compare
-//! every output (stdout, stderr, each artifact, exit code, outcome).
+//! Replay: re-run the request a lock pins and compare every output (stdout, stderr,
+//! each artifact, exit code, outcome).
 //!
-//! A replay refuses to run, naming each difference, when the request, policy, runner,
-//! engine or guest available now is not the one pinned: a replay on something else is
-//! not a replay. Inputs whose hash differs from the pin are reported as drift and
-//! nothing runs (the request's approval covers only the pinned bytes).
+//! Strict (the default): a replay refuses to run, naming each difference, when the
+//! runner, engine, guest or the run-affecting part of the policy (`policy.run_sha256`)
+//! available now is not the one pinned: a replay on something else is not a replay.
+//! Across an upgrade ([`ReplayMode::AcrossUpgrade`]): it runs under what is in force
+//! now and reports each pin that changed (old and new) beside the comparison; the
+//! verdict is then `MATCH_ACROSS_UPGRADE` or `DRIFT`, never a plain `MATCH`. In both
+//! modes a changed request is refused (it is another analysis), the policy in force
+//! judges the request again, and inputs whose hash differs from the pin are drift with
+//! nothing run (the request's approval covers only the pinned bytes). The replay's own
+//! lock records the baseline it was compared against ([`ReplayOf`]).
 
-use super::{Pipeline, RunError, RunPlan};
+use super::{Pipeline, RunError, RunPlan, limits_for};
 use crate::exit_codes;
 use crate::lock::verify::{find_request, result_location};
-use crate::lock::{Lock, OutputsPin, lock_file_name, tag, text_sha256_tagged};
+use crate::lock::{
+    LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag, text_sha256_tagged,
+};
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use serde::Serialize;
@@ -25,11 +33,35 @@ pub struct OutputComparison {
     pub verdict: &'static str,
 }
 
+/// Whether a replay may run when pins differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayMode {
+    /// Refuse when any run pin differs (the default).
+    Strict,
+    /// Run under what is in force now, and report which pins changed.
+    AcrossUpgrade,
+}
+
+impl ReplayMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::AcrossUpgrade => "across-upgrade",
+        }
+    }
+}
+
+/// The pin name of the whole policy text: reported, never a reason to refuse (when the
+/// lock has `policy.run_sha256`, which is what replay compares).
+pub const POLICY_TEXT_PIN: &str = "policy_text";
+
 /// What a replay found.
 pub struct Replayed {
     /// Every compared output (or, when inputs drifted, every drifted input: then
     /// nothing ran).
     pub outputs: Vec<OutputComparison>,
+    /// Each pin of the baseline that differs from what is in force now.
+    pub changed_pins: Vec<PinChange>,
     /// The replay's own result (`None` when nothing ran).
     pub result_path: Option<PathBuf>,
 }
@@ -37,6 +69,21 @@ pub struct Replayed {
 impl Replayed {
     pub fn matched(&self) -> bool {
         self.outputs.iter().all(|o| o.verdict == "MATCH")
+    }
+
+    /// Whether a pin that can change a run changed (the whole policy text alone cannot).
+    pub fn upgraded(&self) -> bool {
+        self.changed_pins.iter().any(|p| p.pin != POLICY_TEXT_PIN)
+    }
+
+    /// `MATCH`, `MATCH_ACROSS_UPGRADE` (every output matched, a run pin changed) or
+    /// `DRIFT`.
+    pub fn verdict(&self) -> &'static str {
+        match (self.matched(), self.upgraded()) {
+            (false, _) => "DRIFT",
+            (true, true) => "MATCH_ACROSS_UPGRADE",
+            (true, false) => "MATCH",
+        }
     }
 }
 
@@ -90,6 +137,7 @@ impl Pipeline {
         &self,
         source: &ReplaySource<'_>,
         results: &ResultsRoot,
+        mode: ReplayMode,
     ) -> Result<Replayed, ReplayError> {
         let refuse = |msg: String| ReplayError::Refused(vec![msg]);
         let (id, dir) = result_location(source.result);
@@ -112,12 +160,22 @@ impl Pipeline {
                     lock.request.request_id
                 ))
             })?;
-        let plan = self.judge(&request_path)?;
-        let mut refused = self.pin_differences(&lock, &plan);
+        let mut plan = self.judge(&request_path)?;
+        let changed_pins = self.pin_differences(&lock, &plan);
+        let mut refused = Vec::new();
+        if mode == ReplayMode::Strict {
+            refused.extend(
+                changed_pins
+                    .iter()
+                    .filter(|p| p.pin != POLICY_TEXT_PIN)
+                    .map(|p| self.refusal(&lock, p)),
+            );
+        }
         let request_sha = text_sha256_tagged(&plan.request_text);
         if request_sha != lock.request.sha256 {
             refused.push(format!(
-                "the request {} has sha256 {request_sha}; the lock pins {}",
+                "the request {} has sha256 {request_sha}; the lock pins {} (another request \
+                 is another analysis, in any mode)",
                 request_path.display(),
                 lock.request.sha256
             ));
@@ -130,55 +188,128 @@ impl Pipeline {
         if !drift.is_empty() {
             return Ok(Replayed {
                 outputs: drift,
+                changed_pins,
                 result_path: None,
             });
         }
+        plan.replay_of = Some(ReplayOf {
+            result_id: lock.result_id.clone(),
+            lock_sha256: lock.lock_sha256.clone(),
+            mode: mode.as_str().to_owned(),
+            changed_pins: changed_pins.clone(),
+        });
         let summary = self.run(&plan, &inputs, results)?;
         Ok(Replayed {
             outputs: compare(&lock, &summary.lock),
+            changed_pins,
             result_path: Some(summary.result_path),
         })
     }
 
-    /// What is pinned and not what is available now.
-    fn pin_differences(&self, lock: &Lock, plan: &RunPlan) -> Vec<String> {
+    /// Each pin of `lock` that is not what is in force now: the policy's run tables
+    /// (`policy`; for a lock older than `run_sha256`, its whole text), the whole policy
+    /// text (`policy_text`, reported only), the runner, the engine, the guest, and the
+    /// limits the run gets (the request's, capped by the policy's `[output]`).
+    fn pin_differences(&self, lock: &Lock, plan: &RunPlan) -> Vec<PinChange> {
         let policy = self.policy();
         let mut out = Vec::new();
-        let policy_sha = tag(&policy.sha256);
-        if policy_sha != lock.policy.sha256 {
-            out.push(format!(
-                "policy: the lock pins {} ({}), the policy in force is {policy_sha} ({})",
-                lock.policy.sha256, lock.policy.origin, policy.origin
-            ));
+        let mut change = |pin: &str, expected: String, actual: String| {
+            if expected != actual {
+                out.push(PinChange {
+                    pin: pin.to_owned(),
+                    expected,
+                    actual,
+                });
+            }
+        };
+        let text_sha = tag(&policy.sha256);
+        match &lock.policy.run_sha256 {
+            Some(pinned) => {
+                change("policy", pinned.clone(), tag(&policy.run_sha256));
+                change(POLICY_TEXT_PIN, lock.policy.sha256.clone(), text_sha);
+            }
+            // A lock from before run_sha256: the whole text is all it pins.
+            None => change("policy", lock.policy.sha256.clone(), text_sha),
         }
-        if lock.runtime.runner_version != crate::RUNNER_VERSION {
-            out.push(format!(
-                "runner: the lock pins {}, this is {}",
-                lock.runtime.runner_version,
-                crate::RUNNER_VERSION
-            ));
-        }
+        change(
+            "runner",
+            lock.runtime.runner_version.clone(),
+            crate::RUNNER_VERSION.to_owned(),
+        );
         let (engine, version) = plan.engine_identity();
-        if lock.runtime.engine != engine || lock.runtime.engine_version != version {
-            out.push(format!(
-                "engine: the lock pins {} {}, available is {engine} {version}",
-                lock.runtime.engine, lock.runtime.engine_version
-            ));
-        }
-        match (&lock.runtime.guest, plan.guest_pin()) {
-            (None, None) => {}
-            (Some(pinned), Some((name, sha)))
-                if pinned.name == name && pinned.sha256 == tag(&sha) => {}
-            (pinned, available) => out.push(format!(
-                "guest: the lock pins {}, available is {}",
-                pinned
-                    .as_ref()
-                    .map_or("none".to_owned(), |g| format!("{} {}", g.name, g.sha256)),
-                available.map_or("none".to_owned(), |(n, s)| format!("{n} sha256:{s}"))
-            )),
-        }
+        change(
+            "engine",
+            format!("{} {}", lock.runtime.engine, lock.runtime.engine_version),
+            format!("{engine} {version}"),
+        );
+        change(
+            "guest",
+            lock.runtime
+                .guest
+                .as_ref()
+                .map_or("none".to_owned(), |g| format!("{} {}", g.name, g.sha256)),
+            plan.guest_pin()
+                .map_or("none".to_owned(), |(n, s)| format!("{n} {}", tag(&s))),
+        );
+        let now = LimitsPin::from(&limits_for(&plan.approved, policy));
+        let (expected, actual) = limits_difference(&lock.limits, &now);
+        change("limits", expected, actual);
         out
     }
+
+    /// The line a strict replay refuses with for `pin`.
+    fn refusal(&self, lock: &Lock, pin: &PinChange) -> String {
+        match pin.pin.as_str() {
+            "policy" if lock.policy.run_sha256.is_none() => format!(
+                "policy: the lock pins {} ({}), the policy in force is {} ({}); the lock \
+                 predates policy.run_sha256, so the whole policy text is compared \
+                 (--across-upgrade replays it anyway)",
+                pin.expected,
+                lock.policy.origin,
+                pin.actual,
+                self.policy().origin
+            ),
+            "policy" => format!(
+                "policy: the lock pins run tables {} ({}), the policy in force has {} ({})",
+                pin.expected,
+                lock.policy.origin,
+                pin.actual,
+                self.policy().origin
+            ),
+            "runner" | "engine" | "guest" => format!(
+                "{}: the lock pins {}, available is {}",
+                pin.pin, pin.expected, pin.actual
+            ),
+            _ => format!(
+                "{}: the lock pins {}, in force is {}",
+                pin.pin, pin.expected, pin.actual
+            ),
+        }
+    }
+}
+
+/// The fields of two limits pins that differ, as `name=value` lists (both empty when
+/// they are equal).
+fn limits_difference(a: &LimitsPin, b: &LimitsPin) -> (String, String) {
+    let fields = |l: &LimitsPin| {
+        [
+            ("memory_bytes", l.memory_bytes),
+            ("wall_ms", l.wall_ms),
+            ("cpu_ms", l.cpu_ms),
+            ("stdout_bytes", l.stdout_bytes),
+            ("stderr_bytes", l.stderr_bytes),
+            ("out_bytes", l.out_bytes),
+            ("out_files", l.out_files),
+        ]
+    };
+    let (mut expected, mut actual) = (Vec::new(), Vec::new());
+    for ((name, x), (_, y)) in fields(a).into_iter().zip(fields(b)) {
+        if x != y {
+            expected.push(format!("{name}={x}"));
+            actual.push(format!("{name}={y}"));
+        }
+    }
+    (expected.join(" "), actual.join(" "))
 }
 
 /// Inputs whose bytes differ from the pin, each as a DRIFT entry.
