@@ -721,3 +721,54 @@ fn throughput_on_a_mixed_inbox_of_1000_files() {
     );
     assert!(rate > 20.0, "throughput collapsed: {rate} files/s");
 }
+
+/// A request travels with its signature, and under a policy requiring signatures the
+/// gate checks it as `runner exec` would: the genuine signed request is accepted with
+/// its `.md.sig` beside it; the same text altered after signing (the attack: reuse a
+/// signature on a rewritten request) is quarantined with its signature.
+#[test]
+fn a_request_travels_with_its_signature_and_a_forged_one_is_quarantined() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/approval");
+    let stem = "TR-20261121-090000Z-word-count";
+    let forged = "TR-20261121-090000Z-word-count-forged";
+    let text = std::fs::read_to_string(example.join(format!("{stem}.md"))).unwrap();
+    let sig = example.join(format!("{stem}.md.sig"));
+    let b = dirs();
+    std::fs::write(b.inbox.join(format!("{stem}.md")), &text).unwrap();
+    std::fs::copy(&sig, b.inbox.join(format!("{stem}.md.sig"))).unwrap();
+    std::fs::write(
+        b.inbox.join(format!("{forged}.md")),
+        text.replace("ten most frequent", "eleven most frequent"),
+    )
+    .unwrap();
+    std::fs::copy(&sig, b.inbox.join(format!("{forged}.md.sig"))).unwrap();
+    let mut cmd = gate_cmd(&b, false);
+    cmd.arg("--policy").arg(example.join("policy.toml"));
+    let out = cmd.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: stderr {}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(v["accepted"], 1, "{v}");
+    assert_eq!(v["quarantined"], 1, "{v}");
+    assert_eq!(
+        names(&b.accepted),
+        vec![format!("{stem}.md"), format!("{stem}.md.sig")]
+    );
+    let q = names(&b.quarantine);
+    assert!(q.contains(&format!("{forged}.md.sig")), "{q:?}");
+    let reasons = reasons_json(&b.quarantine, &format!("{forged}.md"));
+    assert!(
+        reasons.to_string().contains("approval."),
+        "the forged request is refused for its approval: {reasons}"
+    );
+    assert!(names(&b.inbox).is_empty(), "{:?}", names(&b.inbox));
+    // What was accepted still verifies where it landed.
+    let check = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .args(["--policy"])
+        .arg(example.join("policy.toml"))
+        .arg("validate")
+        .arg(b.accepted.join(format!("{stem}.md")))
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+}

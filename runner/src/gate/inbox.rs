@@ -8,13 +8,15 @@
 //!   is never split: the directory `X/`, the replay lock `X.lock.json`, the in-toto
 //!   statement `X.intoto.json` and its DSSE envelope `X.intoto.dsse.json` beside `X.md`
 //!   travel with `X.md`, to `accepted` or to quarantine with it (`runner verify` needs
-//!   all of them beside the result). A companion with no `X.md` beside it is a document
+//!   all of them beside the result); so does a request's signature `X.md.sig`. A companion with no `X.md` beside it is a document
 //!   of its own and is judged like any other file (an orphan lock, statement or
 //!   envelope is quarantined as `kind.unknown`); a directory with no `X.md` beside it
 //!   stays where it is. Symlinks, FIFOs and devices are never followed or read: they
 //!   are quarantined as they are (`io.not_regular`).
 //! * **Verdict.** The one validator ([`super::judge_file`]), read strictly: a note (no
-//!   catalog, no artifact directory) keeps a document out of `accepted`.
+//!   catalog, no artifact directory) keeps a document out of `accepted`. A request's
+//!   approval is checked as `runner exec` checks it (its `.md.sig`, separation of
+//!   duties), so a request that could not run never lands in `accepted`.
 //!   A result's verdict covers its document and its artifacts (re-hashed from `X/`).
 //!   The lock, statement and envelope are moved, not judged: a tampered one travels
 //!   wherever its result goes, and `runner verify` is the check that re-derives them
@@ -44,7 +46,7 @@ use super::moves::{
     self, TMP_PREFIX, is_exists, move_noreplace, remove_any, same_tree, write_replace,
     write_replace_unsynced as write_unsynced,
 };
-use super::{Context, Follow, Judgement, ReadError, Verdict, report};
+use super::{Context, DocKind, Follow, Judgement, ReadError, Verdict, report};
 use crate::request::Reason;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
@@ -72,7 +74,16 @@ pub const ENVELOPE_SUFFIX: &str = ".intoto.dsse.json";
 /// one behind splits the set and `runner verify` then rejects the result, so each moves
 /// with it, in this order, before the document. No suffix ends another, so a file is
 /// the companion of at most one result.
-pub const COMPANION_SUFFIXES: [&str; 3] = [LOCK_SUFFIX, STATEMENT_SUFFIX, ENVELOPE_SUFFIX];
+/// A request's detached approval signature, `X.md.sig` beside `X.md`: it travels with its
+/// request, so the request stays verifiable wherever the gate files it.
+pub const SIGNATURE_SUFFIX: &str = ".md.sig";
+
+pub const COMPANION_SUFFIXES: [&str; 4] = [
+    LOCK_SUFFIX,
+    STATEMENT_SUFFIX,
+    ENVELOPE_SUFFIX,
+    SIGNATURE_SUFFIX,
+];
 
 /// A failure that stops the gate before it sorts anything.
 #[derive(Debug, thiserror::Error)]
@@ -393,7 +404,7 @@ impl Gate<'_> {
         let path = self.inbox.join(name);
         match super::judge_file(&path, self.ctx, Follow::NoSymlinks) {
             Ok((j, bytes)) => {
-                let j = j.strict();
+                let j = self.completed(j, &path, &bytes).strict();
                 // The text is kept only to quote lines in a reason report.
                 let text = (j.verdict == Verdict::Reject)
                     .then(|| String::from_utf8_lossy(&bytes).into_owned());
@@ -411,6 +422,27 @@ impl Gate<'_> {
                 None,
             ),
         }
+    }
+
+    /// What the gate checks beyond the document's own validator, with its companions in
+    /// the inbox beside it: a request's approval (its `.md.sig` verified and separation
+    /// of duties, as `runner exec` judges it). Only a document that passed its validator
+    /// is checked further. (A result's lock is not verified here yet: issue 20.)
+    fn completed(&self, mut j: Judgement, path: &Path, bytes: &[u8]) -> Judgement {
+        if j.verdict != Verdict::Accept {
+            return j;
+        }
+        let extra = match j.kind {
+            Some(DocKind::ToolRequest) => crate::approval::judge(path, bytes, self.ctx.policy)
+                .err()
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        if !extra.is_empty() {
+            j.reasons.extend(extra);
+            j.verdict = Verdict::Reject;
+        }
+        j
     }
 
     /// Sorts a batch: judges every document (in parallel), picks every destination
@@ -964,8 +996,8 @@ pub fn safe_name(name: &OsStr) -> (String, String) {
 mod tests {
     use super::*;
 
-    /// The gate's companion suffixes are the names `runner exec` writes, so a renamed
-    /// one fails here rather than being split off at the gate (a new file in the set
+    /// The gate's companion suffixes are the names `runner exec` writes (and the
+    /// signature `runner approve` writes), so a renamed one fails here rather than being split off at the gate (a new file in the set
     /// fails `tests/gate_results.rs`, which pins what `exec` writes for one run).
     #[test]
     fn companion_suffixes_are_the_names_exec_writes() {
@@ -976,6 +1008,9 @@ mod tests {
                 crate::lock::lock_file_name(id),
                 statement_file_name(id),
                 envelope_file_name(id),
+                crate::approval::signature_path(Path::new(&format!("{id}.md")))
+                    .display()
+                    .to_string(),
             ],
             COMPANION_SUFFIXES.map(|s| format!("{id}{s}"))
         );
