@@ -148,6 +148,14 @@ impl Host {
     }
 
     fn signal(&self, signal: &str) {
+        if signal != "KILL" {
+            // A host takes SIGTERM/SIGINT as "drain and stop" once it has blocked them
+            // for its signal thread, which it has when it says it is serving; before
+            // that the default action ends it (nothing is claimed yet).
+            wait_for(Duration::from_secs(30), "the host serving", || {
+                self.stderr().contains("serving ")
+            });
+        }
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.child.id().to_string())
@@ -647,7 +655,9 @@ fn http_get(addr: &str, path: &str) -> String {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    // One write: the request as a client sends it.
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     response

@@ -8,9 +8,9 @@
 //! `runner_serve_worker_failures_total{code}` (attempts that failed for a reason that is
 //! not the request's: the sandbox, the results directory, the guest).
 //!
-//! The responder reads one request line (at most 8 KiB, 2 s), answers and closes: it
-//! serves a scraper, not the public. Bind it to loopback unless a scraper elsewhere
-//! needs it.
+//! The responder reads one request (line and headers, at most 8 KiB, 2 s), answers and
+//! closes: it serves a scraper, not the public. Bind it to loopback unless a scraper
+//! elsewhere needs it.
 
 use super::Handled;
 use prometheus_client::encoding::text::encode;
@@ -140,7 +140,14 @@ fn answer(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
     stream.set_write_timeout(Some(Duration::from_secs(2)))?;
     let mut line = String::new();
-    BufReader::new((&stream).take(8192)).read_line(&mut line)?;
+    let mut reader = BufReader::new((&stream).take(8192));
+    reader.read_line(&mut line)?;
+    // Read the headers too (to the blank line, within the same 8 KiB): closing with a
+    // client's bytes unread would reset the connection before it reads the answer.
+    let mut header = String::new();
+    while reader.read_line(&mut header)? > 0 && !header.trim_end().is_empty() {
+        header.clear();
+    }
     let mut words = line.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let (status, content_type, body) = match (method, target) {
