@@ -74,9 +74,15 @@ pub(super) fn publish(
     let now = time::OffsetDateTime::now_utc();
     let created = crate::result::utc_timestamp(now);
     let base = crate::result::result_id(now, ctx.plan.approved.request_id());
-    let draft = draft_lock(ctx, &created, outcome, &collected);
+    // The streams are hashed once: the lock pins these hashes, the document shows them,
+    // and a document is rendered again for each name tried.
+    let streams = StreamHashes {
+        stdout: sha256_hex(&outcome.stdout),
+        stderr: sha256_hex(&outcome.stderr),
+    };
+    let draft = draft_lock(ctx, &created, outcome, &streams, &collected);
     let render = |id: &str| {
-        let document = render_document(ctx, id, &created, outcome, &collected, &findings);
+        let document = render_document(ctx, id, &created, outcome, &streams, &collected, &findings);
         // The lock, the statement and (when asked) its signature, or no result at all:
         // a run asked to sign never publishes unsigned.
         let (lock, lock_text) = Lock {
@@ -124,11 +130,23 @@ fn file_pin(path: &str, sha256: &str, bytes: u64) -> FilePin {
 
 /// Everything the lock pins except the result's own id and hash (known only once the
 /// document has its name).
-fn draft_lock(ctx: &Context<'_>, created: &str, outcome: &Outcome, collected: &Collected) -> Lock {
+/// The sha256 hex of the run's stdout and stderr.
+struct StreamHashes {
+    stdout: String,
+    stderr: String,
+}
+
+fn draft_lock(
+    ctx: &Context<'_>,
+    created: &str,
+    outcome: &Outcome,
+    streams: &StreamHashes,
+    collected: &Collected,
+) -> Lock {
     let approved = &ctx.plan.approved;
     let (engine, engine_version) = ctx.plan.engine_identity();
-    let stream = |bytes: &[u8]| StreamPin {
-        sha256: lock::tag(&sha256_hex(bytes)),
+    let stream = |bytes: &[u8], sha256: &str| StreamPin {
+        sha256: lock::tag(sha256),
         bytes: bytes.len() as u64,
     };
     Lock {
@@ -173,8 +191,8 @@ fn draft_lock(ctx: &Context<'_>, created: &str, outcome: &Outcome, collected: &C
             .map(|i| file_pin(&i.path, &i.sha256, i.bytes))
             .collect(),
         outputs: OutputsPin {
-            stdout: stream(&outcome.stdout),
-            stderr: stream(&outcome.stderr),
+            stdout: stream(&outcome.stdout, &streams.stdout),
+            stderr: stream(&outcome.stderr, &streams.stderr),
             artifacts_count: 0,
             artifacts: collected
                 .artifacts
@@ -196,6 +214,7 @@ fn render_document(
     id: &str,
     created: &str,
     outcome: &Outcome,
+    streams: &StreamHashes,
     collected: &Collected,
     findings: &[String],
 ) -> String {
@@ -220,8 +239,8 @@ fn render_document(
         expected_outputs: approved.outputs(),
         stdout: &outcome.stdout,
         stderr: &outcome.stderr,
-        stdout_sha256: &sha256_hex(&outcome.stdout),
-        stderr_sha256: &sha256_hex(&outcome.stderr),
+        stdout_sha256: &streams.stdout,
+        stderr_sha256: &streams.stderr,
         stdout_capped: outcome.stdout_capped,
         stderr_capped: outcome.stderr_capped,
         provenance: Provenance {
