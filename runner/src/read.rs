@@ -39,3 +39,43 @@ pub fn read_document(path: &Path, cap: u64) -> std::io::Result<Read2> {
     }
     Ok(Read2::Bytes(bytes))
 }
+
+/// Reads `path` as a regular file that is not a symlink (refused with `ELOOP`), up to
+/// `cap` bytes: more is an error. For files found beside a document (a lock, a
+/// statement, an envelope), which whoever wrote the directory may have replaced.
+///
+/// # Ambient authority
+/// Opens `path` on the host filesystem.
+pub fn read_regular_nofollow(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(nix::libc::ELOOP) {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a symlink, never followed",
+                )
+            } else {
+                e
+            }
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(cap) as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {cap} bytes"),
+        ));
+    }
+    Ok(bytes)
+}

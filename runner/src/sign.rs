@@ -157,6 +157,19 @@ pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, SignError> {
     serde_json::from_slice(bytes).map_err(|e| SignError::Envelope(e.to_string()))
 }
 
+/// The payload of `envelope`, whose payload type must be `expected_type`, with no
+/// signature checked: for comparing what an envelope carries when no key is at hand.
+pub fn payload(envelope: &Envelope, expected_type: &str) -> Result<Vec<u8>, SignError> {
+    if envelope.payload_type != expected_type {
+        return Err(SignError::Envelope(format!(
+            "payload type is `{}`, expected `{expected_type}`",
+            envelope.payload_type
+        )));
+    }
+    B64.decode(&envelope.payload)
+        .map_err(|e| SignError::Envelope(format!("payload is not base64: {e}")))
+}
+
 /// Verifies `envelope` with `key` and returns its payload. The payload type must be
 /// `expected_type`; one signature by `key` (matched by key id) must verify strictly.
 pub fn verify(
@@ -164,15 +177,7 @@ pub fn verify(
     expected_type: &str,
     key: &VerifyingKey,
 ) -> Result<Vec<u8>, SignError> {
-    if envelope.payload_type != expected_type {
-        return Err(SignError::Envelope(format!(
-            "payload type is `{}`, expected `{expected_type}`",
-            envelope.payload_type
-        )));
-    }
-    let payload = B64
-        .decode(&envelope.payload)
-        .map_err(|e| SignError::Envelope(format!("payload is not base64: {e}")))?;
+    let payload = payload(envelope, expected_type)?;
     let id = key_id(key);
     let message = pae(&envelope.payload_type, &payload);
     for s in envelope.signatures.iter().filter(|s| s.keyid == id) {

@@ -7,7 +7,7 @@
 
 mod gate_support;
 
-use gate_support::corpus_dir;
+use gate_support::{corpus_dir, put_exec_set};
 use runner::gate::research_packet::content_hashes;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -144,8 +144,9 @@ fn sorts_a_mixed_inbox_with_reports_and_companions() {
     std::fs::write(b.inbox.join("TR-good.md"), unique_request(1)).unwrap();
     std::fs::write(b.inbox.join("RP-good.md"), unique_packet(1)).unwrap();
     std::fs::write(b.inbox.join("PKT-good.json"), unique_governed(1)).unwrap();
-    put_result(&b.inbox, "accept-csv-stats-real-exec", "TS-good");
-    std::fs::write(b.inbox.join("TS-good.lock.json"), "{}\n").unwrap();
+    put_exec_set(&b.inbox, "TS-good");
+    // A result as exec wrote it but without its lock and statement: not whole.
+    put_result(&b.inbox, "accept-csv-stats-real-exec", "TS-nolock");
     put_result(&b.inbox, "artifact-one-byte-tampered", "TS-tampered");
     std::fs::copy(
         fixture("packets", "systemd-unit-in-code-block.md"),
@@ -170,9 +171,9 @@ fn sorts_a_mixed_inbox_with_reports_and_companions() {
 
     let (v, out) = gate(&b, true);
     assert_eq!(out.status.code(), Some(1), "some were quarantined: {v}");
-    assert_eq!(v["documents"], 11, "{v}");
+    assert_eq!(v["documents"], 12, "{v}");
     assert_eq!(v["accepted"], 4, "{v}");
-    assert_eq!(v["quarantined"], 7, "{v}");
+    assert_eq!(v["quarantined"], 8, "{v}");
     assert_eq!(v["failed"], 0, "{v}");
     assert_eq!(v["skipped"], 2, "{v}");
     assert!(v["files_per_sec"].as_f64().unwrap() > 0.0);
@@ -184,6 +185,7 @@ fn sorts_a_mixed_inbox_with_reports_and_companions() {
             "RP-good.md",
             "TR-good.md",
             "TS-good",
+            "TS-good.intoto.json",
             "TS-good.lock.json",
             "TS-good.md"
         ]
@@ -198,6 +200,7 @@ fn sorts_a_mixed_inbox_with_reports_and_companions() {
         "PKT-sql.json",
         "RP-systemd.md",
         "TS-tampered.md",
+        "TS-nolock.md",
         "link.md",
         "notes.txt",
         "pipe.md",
@@ -250,6 +253,15 @@ fn sorts_a_mixed_inbox_with_reports_and_companions() {
             assert!(md.contains(&format!("line {l}:")), "{md}");
         }
     }
+    let t = reasons_json(&b.quarantine, "TS-nolock.md");
+    assert_eq!(t["reasons"][0]["code"], "lock.missing", "{t}");
+    assert!(
+        t["reasons"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("TS-nolock.lock.json"),
+        "{t}"
+    );
     let t = reasons_json(&b.quarantine, "TS-tampered.md");
     assert_eq!(t["reasons"][0]["code"], "artifacts.hash_mismatch", "{t}");
     let s = reasons_json(&b.quarantine, "PKT-sql.json");
@@ -299,11 +311,11 @@ fn notes_keep_documents_out_of_accepted() {
 #[test]
 fn name_collisions_never_overwrite() {
     let b = dirs();
-    put_result(&b.inbox, "accept-csv-stats-real-exec", "TS-same");
+    put_exec_set(&b.inbox, "TS-same");
     std::fs::write(b.inbox.join("RP-same.md"), unique_packet(1)).unwrap();
     std::fs::write(b.inbox.join("bad.md"), "first\n").unwrap();
     gate(&b, true);
-    put_result(&b.inbox, "accept-csv-stats-real-exec", "TS-same");
+    put_exec_set(&b.inbox, "TS-same");
     std::fs::write(b.inbox.join("RP-same.md"), unique_packet(2)).unwrap();
     std::fs::write(b.inbox.join("bad.md"), "second\n").unwrap();
     let (v, _) = gate(&b, true);
@@ -315,7 +327,11 @@ fn name_collisions_never_overwrite() {
             "RP-same.md",
             "TS-same",
             "TS-same-2",
+            "TS-same-2.intoto.json",
+            "TS-same-2.lock.json",
             "TS-same-2.md",
+            "TS-same.intoto.json",
+            "TS-same.lock.json",
             "TS-same.md"
         ]
     );
@@ -363,7 +379,7 @@ fn an_interrupted_run_is_recovered() {
     std::fs::write(b.quarantine.join("bad.md.reasons.md"), "stale").unwrap();
     std::fs::write(b.quarantine.join("bad.md.reasons.json"), "stale").unwrap();
     // A result's directory reached accepted, its document did not.
-    put_result(&b.inbox, "accept-csv-stats-real-exec", "TS-half");
+    put_exec_set(&b.inbox, "TS-half");
     std::fs::rename(b.inbox.join("TS-half"), b.accepted.join("TS-half")).unwrap();
     let intent = serde_json::json!({
         "intent": "runner.gate-intent/v1",
@@ -382,7 +398,15 @@ fn an_interrupted_run_is_recovered() {
 
     let (v, _) = gate(&b, true);
     assert_eq!(v["recovered"], 1, "{v}");
-    assert_eq!(names(&b.accepted), ["TS-half", "TS-half.md"]);
+    assert_eq!(
+        names(&b.accepted),
+        [
+            "TS-half",
+            "TS-half.intoto.json",
+            "TS-half.lock.json",
+            "TS-half.md"
+        ]
+    );
     assert_eq!(
         names(&b.accepted.join("TS-half")),
         ["out", "stderr", "stdout"]
@@ -416,7 +440,7 @@ fn moves_across_filesystems() {
     );
     let accepted = other.path().join("accepted");
     let quarantine = other.path().join("quarantine");
-    put_result(&b.inbox, "accept-csv-stats-real-exec", "TS-x");
+    put_exec_set(&b.inbox, "TS-x");
     std::fs::write(b.inbox.join("RP-1.md"), unique_packet(1)).unwrap();
     std::fs::write(b.inbox.join("bad.md"), "nope\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
@@ -433,7 +457,16 @@ fn moves_across_filesystems() {
     assert_eq!(v["accepted"], 2, "{v}");
     assert_eq!(v["quarantined"], 1, "{v}");
     assert_eq!(names(&b.inbox), Vec::<String>::new());
-    assert_eq!(names(&accepted), ["RP-1.md", "TS-x", "TS-x.md"]);
+    assert_eq!(
+        names(&accepted),
+        [
+            "RP-1.md",
+            "TS-x",
+            "TS-x.intoto.json",
+            "TS-x.lock.json",
+            "TS-x.md"
+        ]
+    );
     assert_eq!(
         std::fs::read_to_string(accepted.join("RP-1.md")).unwrap(),
         unique_packet(1)
@@ -511,7 +544,7 @@ fn fill_mixed_inbox(inbox: &Path, n: usize) -> usize {
             3 => {
                 std::fs::write(inbox.join(format!("PKT-{i:04}.json")), unique_governed(i)).unwrap()
             }
-            4 => put_result(inbox, "accept-csv-stats-real-exec", &format!("TS-{i:04}")),
+            4 => put_exec_set(inbox, &format!("TS-{i:04}")),
             5 => put_result(inbox, "stdout-one-byte-tampered", &format!("TS-{i:04}")),
             6 => std::fs::copy(
                 fixture("packets", "obfuscated-curl-pipe-sh-zero-width.md"),
@@ -656,7 +689,10 @@ fn sigkill_mid_batch_loses_nothing_and_a_rerun_finishes() {
             } else {
                 b.quarantine.join(n)
             };
-            p.is_file() && !n.ends_with(".reasons.md") && !n.ends_with(".reasons.json")
+            p.is_file()
+                && ![".reasons.md", ".reasons.json", ".lock.json", ".intoto.json"]
+                    .iter()
+                    .any(|suffix| n.ends_with(suffix))
         })
         .count();
     assert_eq!(docs, documents);

@@ -467,11 +467,6 @@ impl SetInInbox {
         (v, out.status.code().unwrap())
     }
 
-    /// The set's names with the result id written `X`, to compare runs.
-    fn generic(&self, names: &[String]) -> Vec<String> {
-        names.iter().map(|n| n.replace(&self.id, "X")).collect()
-    }
-
     /// The companions' names (`X.md` is the document), as the summary lists them.
     fn companions(&self, label: &str) -> Vec<String> {
         self.set
@@ -576,36 +571,46 @@ fn gate_quarantines_a_rejected_result_with_its_whole_set() {
     }
 }
 
-/// The gate judges a result and its artifacts; it does not verify the replay lock (the
-/// README says so: that is `runner verify`'s job). A tampered statement or envelope is
-/// therefore judged exactly as a tampered lock is: the set moves whole, wherever the
-/// result's own verdict sends it, and `runner verify` there names what was tampered.
-/// Should the gate ever check the lock, this test makes it check the statement and the
-/// envelope too.
+/// Issue 20, item 3: the gate verifies the replay lock (as `runner verify` does) before
+/// it accepts a result, and the statement and envelope beside it. A set with one byte
+/// flipped in its lock, its statement or its envelope is quarantined whole, with
+/// `lock.mismatch` naming what differed, and `runner verify` there names the same part.
 #[test]
-fn gate_judges_a_tampered_statement_or_envelope_as_a_tampered_lock() {
+fn gate_quarantines_a_set_whose_lock_statement_or_envelope_was_tampered() {
     let tampered = [
         (".lock.json", "lock"),
         (".intoto.json", "in-toto statement"),
         (".intoto.dsse.json", "statement signature"),
     ];
-    let mut outcomes = Vec::new();
     for (suffix, named) in tampered {
         let s = set_in_inbox(true);
         flip_middle_byte(&s.inbox.join(format!("{}{suffix}", s.id)));
         let (v, code) = s.gate();
-        let (accepted, quarantine) = (dir_names(&s.accepted), dir_names(&s.quarantine));
+        assert_eq!(code, 1, "{suffix}: {v}");
         assert_eq!(dir_names(&s.inbox), Vec::<String>::new(), "{suffix}: {v}");
-        let whole_in = if accepted.is_empty() {
-            &s.quarantine
-        } else {
-            &s.accepted
-        };
-        assert!(
-            s.set.iter().all(|n| dir_names(whole_in).contains(n)) && v["documents"] == 1,
-            "{suffix}: the set moved whole, as one document: {v}"
+        assert_eq!(
+            dir_names(&s.accepted),
+            Vec::<String>::new(),
+            "{suffix}: {v}"
         );
-        let (verified, _) = s.verify_in(whole_in);
+        assert!(
+            s.set.iter().all(|n| dir_names(&s.quarantine).contains(n)) && v["documents"] == 1,
+            "{suffix}: the set moved whole to quarantine, as one document: {v}"
+        );
+        let entry = &v["entries"][0];
+        assert_eq!(
+            entry["codes"],
+            serde_json::json!(["lock.mismatch"]),
+            "{suffix}: {v}"
+        );
+        let report =
+            std::fs::read_to_string(s.quarantine.join(format!("{}.md.reasons.json", s.id)))
+                .unwrap();
+        assert!(
+            report.contains(named),
+            "{suffix}: the report names the {named}: {report}"
+        );
+        let (verified, _) = s.verify_in(&s.quarantine);
         assert_eq!(verified["verdict"], "REJECT", "{suffix}: {verified}");
         assert!(
             verified["differences"]
@@ -615,23 +620,31 @@ fn gate_judges_a_tampered_statement_or_envelope_as_a_tampered_lock() {
                 .any(|d| d["what"] == named),
             "{suffix}: verify names the {named}: {verified}"
         );
-        outcomes.push((
-            suffix,
-            (
-                code,
-                v["entries"][0]["verdict"].clone(),
-                s.generic(&accepted),
-                s.generic(&quarantine),
-            ),
-        ));
     }
-    let (_, lock_outcome) = &outcomes[0];
-    for (suffix, outcome) in &outcomes[1..] {
-        assert_eq!(
-            outcome, lock_outcome,
-            "a tampered {suffix} is judged as a tampered lock is (exit code, verdict, accepted, quarantine)"
-        );
-    }
+}
+
+/// A lock swapped for another run's: canonical, its rollup re-derives, it names this
+/// result, but it pins another stdout. Every file is well-formed on its own; only
+/// comparing the lock's pins with the files tells them apart, so the gate must.
+#[test]
+fn gate_quarantines_a_result_beside_another_runs_lock() {
+    let a = set_in_inbox(false);
+    let lock_path = a.inbox.join(format!("{}.lock.json", a.id));
+    let mut lock = runner::lock::Lock::parse(&std::fs::read(&lock_path).unwrap()).unwrap();
+    lock.outputs.stdout.sha256 = runner::lock::sha256_tagged(b"another run's stdout");
+    let (_, text) = lock.seal().unwrap();
+    std::fs::write(&lock_path, text).unwrap();
+    let (v, code) = a.gate();
+    assert_eq!(code, 1, "{v}");
+    let codes = v["entries"][0]["codes"].as_array().unwrap();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| c == "lock.mismatch"),
+        "the file, the front matter and the statement each differ from the lock: {v}"
+    );
+    let report =
+        std::fs::read_to_string(a.quarantine.join(format!("{}.md.reasons.json", a.id))).unwrap();
+    assert!(report.contains("stdout sha256"), "{report}");
+    assert_eq!(dir_names(&a.accepted), Vec::<String>::new(), "{v}");
 }
 
 /// A companion without its result (`X.intoto.json`, `X.intoto.dsse.json` with no

@@ -3,7 +3,6 @@
 //! request, and require equality. Fails closed; never repairs.
 
 use crate::exit_codes;
-use crate::lock::statement::{self, PAYLOAD_TYPE};
 use crate::lock::verify::{self, Difference, Verification};
 use crate::sign;
 use std::path::PathBuf;
@@ -73,72 +72,21 @@ impl VerifyCommand {
     /// The statement beside the result must be the one the lock implies; with a key,
     /// its envelope must verify and carry exactly that statement.
     fn check_statement(&self, v: &mut Verification) {
-        let Some(lock) = v.lock.clone() else { return };
-        let (id, dir) = verify::result_location(&self.result);
-        let result_file = format!("{id}.md");
-        let expected = match statement::statement_text(&lock, &result_file) {
-            Ok(t) => t,
-            Err(e) => {
-                v.differences.push(Difference {
-                    what: "statement".into(),
-                    expected: "encodable".into(),
-                    actual: e.to_string(),
-                });
-                v.verdict = "REJECT";
-                return;
-            }
+        let key = match &self.public_key {
+            None => None,
+            Some(path) => match sign::load_verifying_key(path) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    v.differences.push(Difference {
+                        what: "public key".into(),
+                        expected: "an Ed25519 public key".into(),
+                        actual: e.to_string(),
+                    });
+                    v.verdict = "REJECT";
+                    return;
+                }
+            },
         };
-        let mut push = |what: &str, expected: &str, actual: String| {
-            v.differences.push(Difference {
-                what: what.into(),
-                expected: expected.into(),
-                actual,
-            });
-        };
-        match std::fs::read(dir.join(statement::statement_file_name(&id))) {
-            Ok(bytes) if bytes == expected.as_bytes() => v.checked.push("in-toto statement".into()),
-            Ok(_) => push(
-                "in-toto statement",
-                "the statement the lock implies",
-                "different bytes".into(),
-            ),
-            Err(e) => push("in-toto statement", "present", e.to_string()),
-        }
-        if let Some(key_path) = &self.public_key {
-            let key = match sign::load_verifying_key(key_path) {
-                Ok(k) => k,
-                Err(e) => return push("public key", "an Ed25519 public key", e.to_string()),
-            };
-            match std::fs::read(dir.join(statement::envelope_file_name(&id))) {
-                Err(e) => push(
-                    "statement signature",
-                    "a DSSE envelope beside the result",
-                    e.to_string(),
-                ),
-                Ok(bytes) => match sign::parse_envelope(&bytes)
-                    .and_then(|env| sign::verify(&env, PAYLOAD_TYPE, &key))
-                {
-                    Ok(payload) if payload == expected.as_bytes() => v
-                        .checked
-                        .push(format!("statement signature by {}", sign::key_id(&key))),
-                    Ok(_) => push(
-                        "statement signature",
-                        "a signature over this run's statement",
-                        "a valid signature over another statement".into(),
-                    ),
-                    Err(e) => push(
-                        "statement signature",
-                        "a valid signature by the given key",
-                        e.to_string(),
-                    ),
-                },
-            }
-        } else if dir.join(statement::envelope_file_name(&id)).exists() {
-            v.not_checked
-                .push("statement signature (no --public-key given)".into());
-        }
-        if !v.differences.is_empty() {
-            v.verdict = "REJECT";
-        }
+        verify::check_statement(v, &self.result, key.as_ref());
     }
 }

@@ -404,7 +404,7 @@ impl Gate<'_> {
         let path = self.inbox.join(name);
         match super::judge_file(&path, self.ctx, Follow::NoSymlinks) {
             Ok((j, bytes)) => {
-                let j = self.completed(j, &path, &bytes).strict();
+                let j = self.completed(j.strict(), &path, &bytes);
                 // The text is kept only to quote lines in a reason report.
                 let text = (j.verdict == Verdict::Reject)
                     .then(|| String::from_utf8_lossy(&bytes).into_owned());
@@ -426,8 +426,9 @@ impl Gate<'_> {
 
     /// What the gate checks beyond the document's own validator, with its companions in
     /// the inbox beside it: a request's approval (its `.md.sig` verified and separation
-    /// of duties, as `runner exec` judges it). Only a document that passed its validator
-    /// is checked further. (A result's lock is not verified here yet: issue 20.)
+    /// of duties, as `runner exec` judges it); a result's replay lock, statement and
+    /// envelope ([`result_set_reasons`]). Only a document that passed its validator is
+    /// checked further.
     fn completed(&self, mut j: Judgement, path: &Path, bytes: &[u8]) -> Judgement {
         if j.verdict != Verdict::Accept {
             return j;
@@ -436,6 +437,7 @@ impl Gate<'_> {
             Some(DocKind::ToolRequest) => crate::approval::judge(path, bytes, self.ctx.policy)
                 .err()
                 .unwrap_or_default(),
+            Some(DocKind::ToolResult) => result_set_reasons(path),
             _ => Vec::new(),
         };
         if !extra.is_empty() {
@@ -928,6 +930,43 @@ struct Plan {
 const BATCH: usize = 256;
 /// Most `-N` suffixes tried for one name.
 const MAX_TRIES: usize = 1000;
+
+/// Why a result's set is not whole and consistent: its lock `X.lock.json` must be there
+/// and re-derive (`lock.missing`, `lock.mismatch`), as `runner verify` checks it, and the
+/// in-toto statement (and envelope, when there is one) must be the ones the lock implies
+/// (`lock.mismatch`). Everything `runner exec` writes for one run travels together, so
+/// a result without its lock is not one the gate can vouch for.
+fn result_set_reasons(path: &Path) -> Vec<Reason> {
+    let v = crate::lock::verify::verify_set(path);
+    let (id, dir) = crate::lock::verify::result_location(path);
+    let lock_name = crate::lock::lock_file_name(&id);
+    if v.lock.is_none() && dir.join(&lock_name).symlink_metadata().is_err() {
+        let why = v
+            .differences
+            .first()
+            .map_or_else(String::new, |d| format!(": {}", d.actual));
+        return vec![Reason::new(
+            "lock.missing",
+            format!(
+                "a result crosses the gate with its replay lock `{lock_name}` beside it, as `runner exec` writes it; it is missing{why}"
+            ),
+            None,
+        )];
+    }
+    v.differences
+        .iter()
+        .map(|d| {
+            Reason::new(
+                "lock.mismatch",
+                format!(
+                    "{} differs from the replay lock: expected {}, found {}",
+                    d.what, d.expected, d.actual
+                ),
+                None,
+            )
+        })
+        .collect()
+}
 
 /// The `X` of a companion's name (`X.lock.json`, `X.intoto.json`,
 /// `X.intoto.dsse.json`), whether or not `X.md` exists.

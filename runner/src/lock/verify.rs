@@ -2,11 +2,14 @@
 //! disk and require equality (L2, L8). Never repairs anything. Each difference names
 //! what differed, what was expected and what was found.
 
+use super::statement;
 use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
 use crate::request::frontmatter;
 use crate::request::yaml::{self, Node};
+use crate::sign;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -89,18 +92,59 @@ pub fn find_request(results_dir: &Path, request_id: &str, pinned_sha256: &str) -
         .find(|p| std::fs::read_to_string(p).is_ok_and(|t| text_sha256_tagged(&t) == pinned_sha256))
 }
 
-/// Verifies `result` (a `TS-….md`) against its lock and the files beside it.
+/// The most a lock, a statement or an envelope may hold: a lock of 100,000 artifacts
+/// (the most `/out` may hold) is about 20 MB.
+const MAX_COMPANION_BYTES: u64 = 64 << 20;
+
+/// Where [`verify_with`] finds the request a lock pins.
+#[derive(Debug, Clone, Copy)]
+pub enum RequestLookup<'a> {
+    /// The file the operator named.
+    Given(&'a Path),
+    /// Looked for beside the results directory ([`find_request`]).
+    Beside,
+    /// Not looked for (the gate: a result crosses it without its request); the
+    /// verification lists the request as not checked.
+    Skip,
+}
+
+/// Verifies `result` (a `TS-….md`) against its lock and the files beside it, and the
+/// request `request` names (or the one found beside the results).
 ///
 /// # Ambient authority
 /// Reads the result, its lock, its artifact directory and the request from the host
 /// filesystem: the paths the operator named, or the layout `runner exec` writes.
 pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
+    verify_with(
+        result,
+        request.map_or(RequestLookup::Beside, RequestLookup::Given),
+    )
+}
+
+/// What the gate checks of a result set before it accepts it: the lock (as
+/// [`verify`] does, but with no request to look for) and the statement and envelope
+/// beside it ([`check_statement`], with no key).
+///
+/// # Ambient authority
+/// As [`verify`]: reads the set beside `result`.
+pub fn verify_set(result: &Path) -> Verification {
+    let mut v = verify_with(result, RequestLookup::Skip);
+    check_statement(&mut v, result, None);
+    v
+}
+
+/// Verifies `result` against its lock, finding the request as `lookup` says. Never
+/// follows a symlink where a lock or an artifact should be.
+///
+/// # Ambient authority
+/// As [`verify`].
+pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
     let mut differences = Vec::new();
     let mut checked = Vec::new();
     let mut not_checked = Vec::new();
     let (id, dir) = result_location(result);
     let lock_path = dir.join(lock_file_name(&id));
-    let lock = match std::fs::read(&lock_path) {
+    let lock = match crate::read::read_regular_nofollow(&lock_path, MAX_COMPANION_BYTES) {
         Err(e) => {
             differences.push(diff(
                 format!("lock {}", lock_path.display()),
@@ -124,7 +168,7 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
             }
         },
     };
-    let result_text = match std::fs::read(result) {
+    let result_text = match crate::read::read_regular_nofollow(result, MAX_COMPANION_BYTES) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => Some(t),
             Err(_) => {
@@ -232,9 +276,17 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
             }
         }
     }
-    let request_path = request
-        .map(Path::to_owned)
-        .or_else(|| find_request(&dir, &lock.request.request_id, &lock.request.sha256));
+    let request_path = match lookup {
+        RequestLookup::Given(p) => Some(p.to_owned()),
+        RequestLookup::Beside => find_request(&dir, &lock.request.request_id, &lock.request.sha256),
+        RequestLookup::Skip => {
+            not_checked.push(format!(
+                "request {} (it does not travel with the result)",
+                lock.request.request_id
+            ));
+            return finish(differences, checked, not_checked, Some(lock));
+        }
+    };
     match request_path {
         Some(p) => match std::fs::read(&p) {
             Ok(bytes) => {
@@ -263,6 +315,95 @@ pub fn verify(result: &Path, request: Option<&Path>) -> Verification {
         )),
     }
     finish(differences, checked, not_checked, Some(lock))
+}
+
+/// The statement beside `result` must be the one its lock implies. With `key`, the
+/// DSSE envelope beside it must carry exactly that statement under a valid signature by
+/// `key`; without a key, an envelope that is there must still carry exactly that
+/// statement (its signature is then listed as not checked). Turns the verdict to REJECT
+/// on any difference.
+///
+/// # Ambient authority
+/// Reads the statement and envelope beside `result`.
+pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&VerifyingKey>) {
+    let Some(lock) = v.lock.as_ref() else { return };
+    let (id, dir) = result_location(result);
+    let expected = match statement::statement_text(lock, &format!("{id}.md")) {
+        Ok(t) => t,
+        Err(e) => {
+            v.differences
+                .push(diff("statement", "encodable", e.to_string()));
+            v.verdict = "REJECT";
+            return;
+        }
+    };
+    let read =
+        |name: String| crate::read::read_regular_nofollow(&dir.join(name), MAX_COMPANION_BYTES);
+    match read(statement::statement_file_name(&id)) {
+        Ok(bytes) if bytes == expected.as_bytes() => v.checked.push("in-toto statement".into()),
+        Ok(_) => v.differences.push(diff(
+            "in-toto statement",
+            "the statement the lock implies",
+            "different bytes",
+        )),
+        Err(e) => v
+            .differences
+            .push(diff("in-toto statement", "present", e.to_string())),
+    }
+    let envelope = read(statement::envelope_file_name(&id));
+    match (key, envelope) {
+        (Some(_), Err(e)) => v.differences.push(diff(
+            "statement signature",
+            "a DSSE envelope beside the result",
+            e.to_string(),
+        )),
+        (Some(key), Ok(bytes)) => match sign::parse_envelope(&bytes)
+            .and_then(|env| sign::verify(&env, statement::PAYLOAD_TYPE, key))
+        {
+            Ok(payload) if payload == expected.as_bytes() => v
+                .checked
+                .push(format!("statement signature by {}", sign::key_id(key))),
+            Ok(_) => v.differences.push(diff(
+                "statement signature",
+                "a signature over this run's statement",
+                "a valid signature over another statement",
+            )),
+            Err(e) => v.differences.push(diff(
+                "statement signature",
+                "a valid signature by the given key",
+                e.to_string(),
+            )),
+        },
+        (None, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+        (None, Err(e)) => v.differences.push(diff(
+            "statement signature",
+            "a readable DSSE envelope (or none)",
+            e.to_string(),
+        )),
+        (None, Ok(bytes)) => match sign::parse_envelope(&bytes)
+            .and_then(|env| sign::payload(&env, statement::PAYLOAD_TYPE))
+        {
+            Ok(payload) if payload == expected.as_bytes() => {
+                v.checked
+                    .push("statement envelope carries this run's statement".into());
+                v.not_checked
+                    .push("statement signature (no public key given)".into());
+            }
+            Ok(_) => v.differences.push(diff(
+                "statement signature",
+                "an envelope over this run's statement",
+                "an envelope over another statement",
+            )),
+            Err(e) => v.differences.push(diff(
+                "statement signature",
+                "a DSSE envelope over this run's statement",
+                e.to_string(),
+            )),
+        },
+    }
+    if !v.differences.is_empty() {
+        v.verdict = "REJECT";
+    }
 }
 
 fn finish(

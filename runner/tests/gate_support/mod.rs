@@ -399,3 +399,76 @@ pub fn dir_names(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+// ------------------------------------------------------------------ whole result sets
+
+/// The monty example: it runs without a guest download.
+pub const MONTY_EXAMPLE: &str = "examples/monty-primes/TR-20261121-101500Z-monty-primes.md";
+
+/// One real run of the monty example, as `runner exec` wrote it (document, directory,
+/// lock, statement), made once per test process: (results directory, result id).
+pub fn monty_run() -> &'static (tempfile::TempDir, String) {
+    static RUN: std::sync::OnceLock<(tempfile::TempDir, String)> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+            .arg("exec")
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("..")
+                    .join(MONTY_EXAMPLE),
+            )
+            .arg("--json")
+            .arg("--results")
+            .arg(tmp.path())
+            .output()
+            .expect("runner exec runs");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "runner exec of the monty example: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc = PathBuf::from(report["result_path"].as_str().unwrap());
+        let id = doc.file_stem().unwrap().to_string_lossy().into_owned();
+        (tmp, id)
+    })
+}
+
+/// Writes into `dir` the set of [`monty_run`] under the result id `name`: the document
+/// with its id replaced, its directory, and the lock and statement `runner exec` would
+/// have written for that id (re-sealed with the library's own lock writer). What the
+/// gate sees is then a genuine, consistent set with a name of the test's choosing.
+pub fn put_exec_set(dir: &Path, name: &str) {
+    use runner::lock::{Lock, lock_file_name, statement, text_sha256_tagged};
+    let (run, id) = monty_run();
+    let text = std::fs::read_to_string(run.path().join(format!("{id}.md")))
+        .unwrap()
+        .replace(id.as_str(), name);
+    let mut lock = Lock::parse(&std::fs::read(run.path().join(lock_file_name(id))).unwrap())
+        .expect("exec wrote a valid lock");
+    lock.result_id = name.to_owned();
+    lock.result_sha256 = text_sha256_tagged(&text);
+    let (lock, lock_text) = lock.seal().unwrap();
+    let statement = statement::statement_text(&lock, &format!("{name}.md")).unwrap();
+    let artifacts = dir.join(name);
+    std::fs::create_dir_all(&artifacts).unwrap();
+    copy_dir(&run.path().join(id), &artifacts);
+    std::fs::write(dir.join(lock_file_name(name)), lock_text).unwrap();
+    std::fs::write(dir.join(statement::statement_file_name(name)), statement).unwrap();
+    std::fs::write(dir.join(format!("{name}.md")), text).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
