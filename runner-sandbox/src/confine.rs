@@ -19,6 +19,7 @@ use nix::sys::signal::{SigHandler, Signal};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -388,17 +389,23 @@ pub enum Layer {
     /// connect; no signals to, or abstract Unix sockets of, processes outside. Needs
     /// no privileges, only a kernel with Landlock enabled (Linux 5.13+).
     Landlock,
+    /// A user and group of the worker's own ([`worker_id`]), no supplementary groups:
+    /// files the runner owns are out of its reach by plain file permissions, Landlock or
+    /// not. Needs a root runner (it owns the run directories, and only root can change
+    /// its uid).
+    OwnUid,
 }
 
 impl Layer {
     /// Every layer, in the order [`confine_worker`] applies them.
-    pub const ALL: [Layer; 8] = [
-        Layer::Pdeathsig,
+    pub const ALL: [Layer; 9] = [
         Layer::Rlimits,
         Layer::NetNamespace,
-        Layer::Capabilities,
         Layer::CapabilityBoundingSet,
         Layer::NoNewPrivs,
+        Layer::OwnUid,
+        Layer::Pdeathsig,
+        Layer::Capabilities,
         Layer::Landlock,
         Layer::Seccomp,
     ];
@@ -414,6 +421,7 @@ impl Layer {
             Layer::NoNewPrivs => "no_new_privs",
             Layer::Seccomp => "seccomp",
             Layer::Landlock => "landlock",
+            Layer::OwnUid => "own_uid",
         }
     }
 }
@@ -441,6 +449,7 @@ pub struct ConfinementPolicy {
     pub no_new_privs: Requirement,
     pub seccomp: Requirement,
     pub landlock: Requirement,
+    pub own_uid: Requirement,
 }
 
 impl Default for ConfinementPolicy {
@@ -456,6 +465,7 @@ impl Default for ConfinementPolicy {
             no_new_privs: Requirement::Required,
             seccomp: Requirement::Required,
             landlock: Requirement::Optional,
+            own_uid: Requirement::Optional,
         }
     }
 }
@@ -471,6 +481,7 @@ impl ConfinementPolicy {
             Layer::NoNewPrivs => self.no_new_privs,
             Layer::Seccomp => self.seccomp,
             Layer::Landlock => self.landlock,
+            Layer::OwnUid => self.own_uid,
         }
     }
 }
@@ -576,11 +587,12 @@ pub fn confine_worker(
     let mut c = WorkerConfinement::default();
     let errno = |r: nix::Result<()>| r.map_err(|e| e.to_string());
 
-    c.record(
-        Layer::Pdeathsig,
-        "pdeathsig=SIGKILL".into(),
-        errno(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)),
-    );
+    // Death with the parent first, so no step below can leave an orphan; set again
+    // after the uid changes, which clears it.
+    let pdeathsig = || errno(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL));
+    if let Err(e) = pdeathsig() {
+        c.record(Layer::Pdeathsig, "pdeathsig=SIGKILL".into(), Err(e));
+    }
     c.record(
         Layer::Rlimits,
         "rlimit_core=0".into(),
@@ -645,16 +657,30 @@ pub fn confine_worker(
         clear_bounding_set(),
     );
     c.record(
-        Layer::Capabilities,
-        "capabilities=0".into(),
-        drop_capabilities(),
-    );
-    c.record(
         Layer::NoNewPrivs,
         "no_new_privs".into(),
         errno(nix::sys::prctl::set_no_new_privs()),
     );
-    let (name, result) = match restrict_with_landlock(fs) {
+    // Landlock's rules open their paths, which the worker's own uid could not reach
+    // (the guest's assets lie in the runner's private cache): made while still the
+    // runner's uid, enforced once the capabilities are checked (which reads
+    // /proc/self, out of reach under Landlock).
+    let ruleset = landlock_ruleset(fs);
+    let (name, result) = match become_own_user(fs) {
+        Ok(id) => (format!("own_uid={id}"), Ok(())),
+        Err(e) => ("own_uid".to_owned(), Err(e)),
+    };
+    c.record(Layer::OwnUid, name, result);
+    c.record(Layer::Pdeathsig, "pdeathsig=SIGKILL".into(), pdeathsig());
+    // After the uid change (which empties the permitted and effective sets of a root
+    // process by itself): the inheritable and ambient sets remain to clear, and the
+    // check that all five are empty.
+    c.record(
+        Layer::Capabilities,
+        "capabilities=0".into(),
+        drop_capabilities(),
+    );
+    let (name, result) = match ruleset.and_then(enforce_landlock) {
         Ok(name) => (name, Ok(())),
         Err(e) => ("landlock".to_owned(), Err(e)),
     };
@@ -667,6 +693,89 @@ pub fn confine_worker(
     c
 }
 
+/// The first uid (and gid) of the range workers of a root runner run as: a worker gets
+/// `WORKER_ID_BASE + its pid` ([`worker_id`]), so no two live workers share one, and
+/// none is a uid the host's users or services have (the range starts above the
+/// conventional subordinate-id ranges of `/etc/subuid` and ends below 2^31).
+pub const WORKER_ID_BASE: u32 = 0x6000_0000;
+
+/// The uid and gid of the worker with process id `pid`: [`WORKER_ID_BASE`] + `pid`
+/// (Linux pids are below 2^22).
+pub fn worker_id(pid: u32) -> u32 {
+    WORKER_ID_BASE + (pid & 0x3f_ffff)
+}
+
+/// Applies [`Layer::OwnUid`]: gives the writable run directories (`/out`, the capture
+/// directory; their top level only, which the runner made for this run) to the worker's
+/// own id, drops every supplementary group, then sets the real, effective and saved gid
+/// and uid to it. What the worker still reads (`/in`, guest assets) it reaches through
+/// descriptors opened before this (preopens, mounts), and those files are readable by
+/// anyone who can reach them; everything the runner owns elsewhere is closed to it by
+/// file permissions alone. `Ok` with the id; `Err` when the runner is not root (then
+/// the worker keeps the runner's uid).
+fn become_own_user(fs: &FsAccess) -> Result<u32, String> {
+    use nix::unistd::{Gid, Uid};
+    if !nix::unistd::geteuid().is_root() {
+        return Err(
+            "the runner is not root, so the worker keeps the runner's uid (files the runner owns stay writable to it but for Landlock)".into(),
+        );
+    }
+    let Some(root) = &fs.run_root else {
+        return Err("no run directory to give to the worker's own uid".into());
+    };
+    // Whatever the worker opens by path after the change lies under the run directory:
+    // every directory above it must let anyone through.
+    for ancestor in root.ancestors().skip(1) {
+        let mode = std::fs::metadata(ancestor)
+            .map_err(|e| format!("{}: {e}", ancestor.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o001 == 0 {
+            return Err(format!(
+                "the run directory {} lies under {} (mode {:o}), which other users cannot traverse: set TMPDIR to a directory they can",
+                root.display(),
+                ancestor.display(),
+                mode & 0o7777
+            ));
+        }
+    }
+    let id = worker_id(std::process::id());
+    let (uid, gid) = (Uid::from_raw(id), Gid::from_raw(id));
+    let give = |path: &Path, owner: Option<Uid>, mode: u32| {
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            path,
+            owner,
+            Some(gid),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .and_then(|()| {
+            nix::sys::stat::fchmodat(
+                nix::fcntl::AT_FDCWD,
+                path,
+                nix::sys::stat::Mode::from_bits_truncate(mode),
+                nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+            )
+        })
+        .map_err(|e| format!("give {} to {id}: {e}", path.display()))
+    };
+    // The run directory: the worker's group may pass through it, nothing more. Its
+    // read directories (/in): the group may read them, not write. Its write
+    // directories: the worker's own.
+    give(root, None, 0o710)?;
+    let in_run = |p: &&PathBuf| p.parent() == Some(root.as_path());
+    for dir in fs.read.iter().filter(in_run) {
+        give(dir, None, 0o750)?;
+    }
+    for dir in &fs.write {
+        give(dir, Some(uid), 0o700)?;
+    }
+    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups([]): {e}"))?;
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setresgid({id}): {e}"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setresuid({id}): {e}"))?;
+    Ok(id)
+}
+
 /// The host directories a confined worker may still reach by path: read-only (`/in`,
 /// a guest's asset directories) and read-write (`/out`, where the worker writes the
 /// captures). Everything else on the host is out of reach once [`Layer::Landlock`]
@@ -675,6 +784,10 @@ pub fn confine_worker(
 pub struct FsAccess {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
+    /// The run's own directory, parent of its `/in`, `/out` and capture directory,
+    /// which [`Layer::OwnUid`] opens to the worker's own uid; `None`: that layer does
+    /// not apply.
+    pub run_root: Option<PathBuf>,
 }
 
 impl FsAccess {
@@ -685,9 +798,13 @@ impl FsAccess {
         if let crate::Program::Guest(guest) = &spec.program {
             read.extend(guest.runtime.mounts.iter().map(|m| m.host.clone()));
         }
+        let run_root = spec.out_dir.parent().filter(|root| {
+            spec.in_dir.parent() == Some(*root) && spec.capture_dir.parent() == Some(*root)
+        });
         Self {
             read,
             write: vec![spec.out_dir.clone(), spec.capture_dir.clone()],
+            run_root: run_root.map(Path::to_owned),
         }
     }
 }
@@ -699,10 +816,10 @@ impl FsAccess {
 /// the ABI the kernel enforced (`landlock(abi=7)`), a kernel that enforces nothing is
 /// `Err`. A directory that cannot be opened is `Err` (a rule silently missing would
 /// only make the run fail later, less clearly).
-fn restrict_with_landlock(fs: &FsAccess) -> Result<String, String> {
+fn landlock_ruleset(fs: &FsAccess) -> Result<landlock::RulesetCreated, String> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, RulesetStatus, Scope,
+        RulesetCreatedAttr, Scope,
     };
     require_single_thread()?;
     let abi = ABI::V9;
@@ -725,7 +842,14 @@ fn restrict_with_landlock(fs: &FsAccess) -> Result<String, String> {
                 .map_err(err)?;
         }
     }
-    let status = ruleset.restrict_self().map_err(err)?;
+    Ok(ruleset)
+}
+
+/// Enforces a ruleset of [`landlock_ruleset`] on the calling process. `Ok` names the ABI
+/// the kernel enforced (`landlock(abi=7)`); a kernel that enforces nothing is `Err`.
+fn enforce_landlock(ruleset: landlock::RulesetCreated) -> Result<String, String> {
+    use landlock::RulesetStatus;
+    let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
     let kernel = kernel_landlock_abi();
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(format!("landlock(abi={kernel})")),
@@ -1036,6 +1160,11 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
             .chain([PathBuf::from("/proc/self")])
             .collect(),
         write: write_dir.iter().cloned().collect(),
+        run_root: write_dir
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|root| read_dir.as_deref().and_then(Path::parent) == Some(*root))
+            .map(Path::to_owned),
     };
     let started = std::time::Instant::now();
     let c = confine_worker(&limits, Some(2 << 30), &fs_access);
@@ -1085,6 +1214,9 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
             "ambient": field("CapAmb"),
         },
         "seccomp": field("Seccomp"),
+        "uid": field("Uid"),
+        "gid": field("Gid"),
+        "groups": field("Groups"),
         "interfaces": interfaces,
         "routes": routes,
         "syscalls": probe_syscalls(),
@@ -1138,6 +1270,18 @@ fn probe_filesystem(read_dir: Option<&Path>, write_dir: Option<&Path>) -> serde_
         report["create_in_write_dir"] = create(&w.join("new")).into();
         report["mkdir_in_write_dir"] = errno(fs::create_dir(w.join("sub"))).into();
         report["remove_in_write_dir"] = errno(fs::remove_file(w.join("new"))).into();
+        // A file the runner owns (the test puts one there, mode 0644): Landlock allows
+        // writing in this directory, so only the worker's own uid can refuse it.
+        let foreign = w.join("runner-owned");
+        if foreign.exists() {
+            report["write_runner_owned_in_write_dir"] =
+                errno(OpenOptions::new().append(true).open(&foreign).map(drop)).into();
+            report["chmod_runner_owned_in_write_dir"] = errno(fs::set_permissions(
+                &foreign,
+                fs::Permissions::from_mode(0o666),
+            ))
+            .into();
+        }
     }
     report
 }

@@ -74,8 +74,17 @@ fn probe_output(cmd: &mut Command) -> (Output, Value) {
     (out, report)
 }
 
+/// The probe as the runner's user, with a run's directories (`read/`, `write/`) so
+/// every layer has what it applies to.
 fn probe() -> Value {
-    let (out, report) = probe_output(runner().arg("__confinement-probe"));
+    let dir = tempfile::tempdir().unwrap();
+    let (read, write) = probe_dirs(dir.path());
+    let (out, report) = probe_output(
+        runner()
+            .arg("__confinement-probe")
+            .env("RUNNER_PROBE_READ_DIR", &read)
+            .env("RUNNER_PROBE_WRITE_DIR", &write),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -294,6 +303,18 @@ fn monty_request(dir: &Path) -> PathBuf {
     req
 }
 
+/// The csv-stats ERA example (request and its `inputs/`) copied into `dir`.
+fn era_request(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/csv-stats");
+    std::fs::create_dir_all(dir.join("inputs")).unwrap();
+    for name in ["data.csv", "stats.py"] {
+        std::fs::copy(src.join("inputs").join(name), dir.join("inputs").join(name)).unwrap();
+    }
+    let req = dir.join("TR-20261121-100000Z-csv-stats.md");
+    std::fs::copy(src.join("TR-20261121-100000Z-csv-stats.md"), &req).unwrap();
+    req
+}
+
 fn results_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -374,6 +395,106 @@ mod needs_root {
         );
     }
 
+    /// Issue 20, item 2: under a root runner the worker runs as a uid and gid of its
+    /// own with no supplementary groups, owns its write directory, and cannot write
+    /// (or chmod) a file the runner owns there, where Landlock would let it: the refusal
+    /// is the file permissions' alone.
+    #[test]
+    fn the_worker_runs_as_its_own_uid_and_cannot_touch_runner_owned_files() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "changing uid needs root (CI runs as root); leave the group out with `cargo test -- --skip needs_root`"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let policy = policy_requiring(dir.path(), "own_uid");
+        let (read, write) = probe_dirs(dir.path());
+        let foreign = write.join("runner-owned");
+        std::fs::write(&foreign, "the runner's\n").unwrap();
+        std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (out, r) = probe_output(
+            runner()
+                .arg("__confinement-probe")
+                .arg(&policy)
+                .env("RUNNER_PROBE_READ_DIR", &read)
+                .env("RUNNER_PROBE_WRITE_DIR", &write),
+        );
+        assert!(
+            out.status.success(),
+            "own_uid is required here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ids = |field: &str| -> Vec<u32> {
+            r[field]
+                .as_str()
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|n| n.parse().unwrap())
+                .collect()
+        };
+        let (uid, gid) = (ids("uid"), ids("gid"));
+        assert_eq!(uid.len(), 4, "real, effective, saved, filesystem: {r}");
+        assert!(
+            uid.iter()
+                .all(|&u| u == uid[0] && u >= runner_sandbox::confine::WORKER_ID_BASE),
+            "every uid is the worker's own: {r}"
+        );
+        assert_eq!(gid, uid, "and so is every gid: {r}");
+        assert_eq!(r["groups"], "", "no supplementary group: {r}");
+        assert!(
+            strings(&r["applied"]).contains(&format!("own_uid={}", uid[0]).as_str()),
+            "{r}"
+        );
+        let fs = &r["filesystem"];
+        assert_eq!(fs["write_runner_owned_in_write_dir"], "EACCES", "{fs}");
+        assert_eq!(fs["chmod_runner_owned_in_write_dir"], "EPERM", "{fs}");
+        assert_eq!(
+            std::fs::read_to_string(&foreign).unwrap(),
+            "the runner's\n",
+            "untouched"
+        );
+        // Its own directories still work: /out is its own, /in readable, not writable.
+        assert_filesystem_walled(&r);
+        for (attempt, expected) in [
+            ("create_in_write_dir", "ok"),
+            ("read_in_read_dir", "ok"),
+            ("create_in_read_dir", "EACCES"),
+        ] {
+            assert_eq!(fs[attempt], expected, "{attempt}: {fs}");
+        }
+        // The capabilities are gone after the change too.
+        assert_eq!(r["capabilities"]["permitted"], "0000000000000000", "{r}");
+    }
+
+    /// A whole run under the worker's own uid, both backends: the guest reads /in,
+    /// writes /out (and, on the ERA guest, its scratch /tmp), and the result says
+    /// `own_uid=N` in its Confinement line.
+    #[test]
+    fn exec_under_required_own_uid_runs_both_backends_and_says_so() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "changing uid needs root (CI runs as root); leave the group out with `cargo test -- --skip needs_root`"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let policy = policy_requiring(dir.path(), "own_uid");
+        for request in [monty_request(dir.path()), era_request(dir.path())] {
+            let results = dir.path().join("results");
+            let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+                .arg("exec")
+                .arg(&request)
+                .arg("--policy")
+                .arg(&policy)
+                .arg("--results")
+                .arg(&results)
+                .output()
+                .unwrap();
+            let doc = the_one_result(&out, &results);
+            let line = confinement_line(&doc);
+            assert!(line.contains("own_uid="), "{}: {line}", request.display());
+            assert!(doc.contains("exit_code: 0"), "{doc}");
+            std::fs::remove_dir_all(&results).unwrap();
+        }
+    }
+
     #[test]
     fn the_worker_holds_no_capabilities() {
         assert!(
@@ -425,7 +546,7 @@ mod needs_root {
             .collect();
         assert_eq!(
             failed,
-            vec!["net_namespace", "capability_bounding_set"],
+            vec!["net_namespace", "capability_bounding_set", "own_uid"],
             "exactly the layers that need root: {r}"
         );
         let provenance = strings(&r["provenance"]);

@@ -714,6 +714,48 @@ fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
+/// What a run opens on the host before its guest starts: the WASI context with every
+/// preopened directory (`/in`, `/out`, the guest's assets, the scratch directory), the
+/// capture pipes and the scratch directory's path. The worker sets this up before it
+/// confines itself, so a worker that gives up the runner's uid still holds directories
+/// its own uid could not open by path (the guest's assets in the runner's cache).
+pub struct GuestSetup {
+    wasi: WasiP1Ctx,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    scratch: Option<PathBuf>,
+}
+
+impl GuestSetup {
+    /// Opens everything `guest` sees, for a run of `spec`.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Creates the scratch directory under `spec.out_dir`; opens `spec.in_dir`,
+    /// `spec.out_dir` and the guest's asset directories.
+    pub fn open(guest: &GuestProgram, spec: &SandboxSpec) -> Result<Self, BackendError> {
+        let limits = &spec.limits;
+        let stdout = MemoryOutputPipe::new(to_usize(limits.stdout_bytes));
+        let stderr = MemoryOutputPipe::new(to_usize(limits.stderr_bytes));
+        let scratch = match guest.runtime.scratch {
+            Some(_) => Some(create_scratch(spec)?),
+            None => None,
+        };
+        let wasi = build_wasi(guest, spec, scratch.as_deref(), &stdout, &stderr)?;
+        Ok(Self {
+            wasi,
+            stdout,
+            stderr,
+            scratch,
+        })
+    }
+
+    /// The scratch directory (under `/out`), when the guest has one.
+    pub fn scratch(&self) -> Option<&Path> {
+        self.scratch.as_deref()
+    }
+}
+
 /// Run `guest` (its module already loaded) to completion or until a limit stops it, on
 /// the calling thread, and describe how it ended. An `Err` means the run could not be
 /// set up (a preopen could not be opened, no runtime); everything the guest does is an
@@ -729,14 +771,26 @@ pub fn run_guest(
     spec: &SandboxSpec,
     options: &RunOptions,
 ) -> Result<Outcome, BackendError> {
+    let setup = GuestSetup::open(guest, spec)?;
+    run_set_up_guest(engine, module, guest, spec, options, setup)
+}
+
+/// [`run_guest`] with what the guest sees already opened ([`GuestSetup::open`]).
+pub fn run_set_up_guest(
+    engine: &Engine,
+    module: &Module,
+    guest: &GuestProgram,
+    spec: &SandboxSpec,
+    options: &RunOptions,
+    setup: GuestSetup,
+) -> Result<Outcome, BackendError> {
     let limits = &spec.limits;
-    let stdout = MemoryOutputPipe::new(to_usize(limits.stdout_bytes));
-    let stderr = MemoryOutputPipe::new(to_usize(limits.stderr_bytes));
-    let scratch = match guest.runtime.scratch {
-        Some(_) => Some(create_scratch(spec)?),
-        None => None,
-    };
-    let wasi = build_wasi(guest, spec, scratch.as_deref(), &stdout, &stderr)?;
+    let GuestSetup {
+        wasi,
+        stdout,
+        stderr,
+        scratch,
+    } = setup;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -8,7 +8,7 @@
 //!   load), at most [`MAX_REQUEST_BYTES`];
 //! - the worker loads and verifies the module, confines itself
 //!   ([`confine::confine_worker`]), runs the guest in-process
-//!   ([`super::wasmtime::run_guest`]), writes the captured output to
+//!   ([`super::wasmtime::run_set_up_guest`]), writes the captured output to
 //!   `capture_dir/stdout` and `capture_dir/stderr`;
 //! - stdout: one [`WorkerReply`] JSON line, the outcome *without* the stdout/stderr
 //!   bytes (the runner reads them back from the capture files), at most
@@ -26,8 +26,8 @@
 
 use super::confine;
 use super::wasmtime::{
-    CpuBudget, CpuClock, RunOptions, engine_name, ensure_compiled, load_module, new_engine,
-    run_guest, worker_address_space_limit,
+    CpuBudget, CpuClock, GuestSetup, RunOptions, engine_name, ensure_compiled, load_module,
+    new_engine, run_set_up_guest, worker_address_space_limit,
 };
 use super::{Backend, BackendError, GuestProgram, Outcome, Program, SandboxSpec};
 // The protocol and the supervision are the sandbox's, shared with the Monty worker.
@@ -102,11 +102,13 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
         error,
         module_rejected: true,
     })?;
-    let confinement = confine::confine_worker(
-        &spec.limits,
-        Some(worker_address_space_limit()),
-        &confine::FsAccess::for_spec(spec),
-    );
+    // Everything the guest sees is opened before confining: the worker may give up the
+    // runner's uid, and its own could not open the guest's assets by path.
+    let setup = GuestSetup::open(guest, spec)?;
+    let mut fs_access = confine::FsAccess::for_spec(spec);
+    fs_access.write.extend(setup.scratch().map(Path::to_owned));
+    let confinement =
+        confine::confine_worker(&spec.limits, Some(worker_address_space_limit()), &fs_access);
     for skipped in &confinement.skipped {
         eprintln!("runner worker: confinement layer not applied: {skipped}");
     }
@@ -119,7 +121,7 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
             limit: cpu_check_limit(spec.limits.cpu),
         }),
     };
-    let mut outcome = run_guest(&engine, &module, guest, spec, &options)?;
+    let mut outcome = run_set_up_guest(&engine, &module, guest, spec, &options, setup)?;
     drop(module);
     if confine::take_fsize_refusal() {
         note_fsize_refusal(&mut outcome, &spec.limits);

@@ -117,12 +117,48 @@ pub fn runtime_for(entry: &GuestEntry, guest_dir: &Path) -> Result<GuestRuntime,
                 ),
             ));
         }
+        let host = asset_dir(asset, guest_dir);
+        open_to_workers(entry, &host)?;
         runtime.mounts.push(ReadOnlyMount {
-            host: asset_dir(asset, guest_dir),
+            host,
             guest: asset.mount_dir().to_owned(),
         });
     }
     Ok(runtime)
+}
+
+/// Makes an asset directory and the files in it readable by anyone who can reach them
+/// (0755, 0644): a worker under its own uid reads them through the directory its WASI
+/// context opened before it gave up the runner's uid. The cache's own directories stay
+/// private (0700), so no other user of the host reaches them.
+///
+/// # Ambient Authority
+/// Changes the modes of `dir` and its files.
+fn open_to_workers(entry: &GuestEntry, dir: &Path) -> Result<(), GuestError> {
+    use std::os::unix::fs::PermissionsExt;
+    let fix = |path: &Path, mode: u32| -> Result<(), GuestError> {
+        let meta = std::fs::symlink_metadata(path).map_err(GuestError::io(
+            &entry.name,
+            "inspect asset",
+            path,
+        ))?;
+        if meta.file_type().is_symlink() || meta.permissions().mode() & 0o777 == mode {
+            return Ok(());
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
+            GuestError::io(&entry.name, "open asset to the worker", path),
+        )
+    };
+    fix(dir, 0o755)?;
+    let entries =
+        std::fs::read_dir(dir).map_err(GuestError::io(&entry.name, "list assets", dir))?;
+    for e in entries {
+        let e = e.map_err(GuestError::io(&entry.name, "list assets", dir))?;
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            fix(&e.path(), 0o644)?;
+        }
+    }
+    Ok(())
 }
 
 fn not_fetched(entry: &GuestEntry) -> GuestError {
