@@ -61,6 +61,7 @@ fn serve() -> Result<Outcome, BackendError> {
     let spec = request.spec;
     let limits = spec.limits.clone();
     let fs = confine::FsAccess::for_spec(&spec);
+    let determinism = spec.determinism.clone();
     let Program::Monty(program) = spec.program else {
         return Err(BackendError::Worker(
             "the monty worker runs monty programs only".into(),
@@ -93,13 +94,14 @@ fn serve() -> Result<Outcome, BackendError> {
                 .name("monty".into())
                 .stack_size(INTERPRETER_STACK)
                 .spawn(move || {
-                    session::run(
+                    session::run_determined(
                         program.code,
                         bound,
                         mounts,
                         &run_limits,
                         capture,
                         session::Arm::AllocatorCap,
+                        &determinism,
                     )
                 })
                 .map_err(|e| BackendError::Worker(format!("cannot start the interpreter: {e}")))?;

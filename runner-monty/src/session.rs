@@ -10,6 +10,7 @@ use monty_types::{
     OsFunctionCall, OsPolicy, PrintWriter, ResourceLimits, ResourceTracker, SleepMode,
     memory_limit_with_headroom,
 };
+use runner_sandbox::determinism::{Determinism, STREAM_SECURE, seeded_stream};
 use runner_sandbox::{Limits, Outcome, OutcomeKind};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -101,13 +102,35 @@ pub enum Arm {
 
 /// Run `code` to its end and describe how it ended. `stdout`/`stderr` in the outcome
 /// hold the capture; the caller writes them out.
+#[cfg(test)]
 pub fn run(
+    code: String,
+    inputs: BoundInputs,
+    mounts: MountTable,
+    limits: &Limits,
+    capture: Capture,
+    arm: Arm,
+) -> Outcome {
+    run_determined(
+        code,
+        inputs,
+        mounts,
+        limits,
+        capture,
+        arm,
+        &Determinism::default(),
+    )
+}
+
+/// [`run`] with the run's clocks and entropy (see [`os_policy`]).
+pub fn run_determined(
     code: String,
     inputs: BoundInputs,
     mut mounts: MountTable,
     limits: &Limits,
     mut capture: Capture,
     arm: Arm,
+    determinism: &Determinism,
 ) -> Outcome {
     let started = Instant::now();
     let deadline = started + limits.wall;
@@ -121,6 +144,7 @@ pub fn run(
         deadline,
         arm,
         &mut notes,
+        determinism,
     );
     let runtime_sec = started.elapsed().as_secs_f64();
     classify(ended, capture, &notes, limits, runtime_sec)
@@ -136,12 +160,14 @@ fn execute(
     deadline: Instant,
     arm: Arm,
     notes: &mut HostNotes,
+    determinism: &Determinism,
 ) -> Result<(), MontyException> {
-    let policy = OsPolicy {
-        // Sleeps come back to the host, which waits no longer than the deadline.
-        sleep: SleepMode::System(limits.wall),
-        ..OsPolicy::default()
-    };
+    let policy = os_policy(limits, determinism);
+    // `os.urandom` suspends to the host: with a recorded seed it reads the ChaCha20
+    // stream the ERA guest's `random_get` reads.
+    let mut urandom = determinism
+        .seed_bytes()
+        .map(|seed| seeded_stream(&seed, STREAM_SECURE));
     let mut program = MontyRun::new(code, SCRIPT_NAME, inputs.names, CompileOptions::default())?
         .with_os_policy(policy);
     program.set_cwd(CWD);
@@ -197,7 +223,18 @@ fn execute(
                             call.resume(MontyObject::none(), print)
                         }
                     }
-                    None => call.resume_with(print, |fc| answer_os_call(mounts, fc, notes)),
+                    None => match (&call.function_call, urandom.as_mut()) {
+                        // Capped by the memory limit: the reply is the guest's memory.
+                        (OsFunctionCall::Urandom(args), Some(rng))
+                            if args.size <= limits.memory_bytes =>
+                        {
+                            use rand_core::Rng;
+                            let mut bytes = vec![0u8; usize::try_from(args.size).unwrap_or(0)];
+                            rng.fill_bytes(&mut bytes);
+                            call.resume(MontyObject::bytes(bytes), print)
+                        }
+                        _ => call.resume_with(print, |fc| answer_os_call(mounts, fc, notes)),
+                    },
                 }
             }
             // No host names or functions are offered: an unknown name is a NameError,
@@ -219,6 +256,29 @@ fn execute(
             ),
         }?;
     }
+}
+
+/// Monty's session policy: sleeps come back to the host (which waits no longer than the
+/// deadline); with a virtual clock, every clock reads the recorded start (Monty offers a
+/// fixed instant or a host call per read, and the fixed instant is what it documents for
+/// reproducible sessions); with a recorded seed, an unseeded `random` starts as
+/// `random.seed(<the seed's bytes>)` leaves it.
+pub fn os_policy(limits: &Limits, determinism: &Determinism) -> OsPolicy {
+    use monty_types::{DateTimeSource, RandomSeed, RandomStart};
+    let mut policy = OsPolicy {
+        sleep: SleepMode::System(limits.wall),
+        ..OsPolicy::default()
+    };
+    if let Some(clock) = determinism.clock {
+        policy.datetime = DateTimeSource::Fixed {
+            unix_seconds: i64::try_from(clock.start_unix_us / 1_000_000).unwrap_or(i64::MAX),
+            microsecond: u32::try_from(clock.start_unix_us % 1_000_000).unwrap_or(0),
+        };
+    }
+    if let Some(seed) = determinism.seed_bytes() {
+        policy.random_start = RandomStart::Seed(RandomSeed::Bytes(seed.to_vec()));
+    }
+    policy
 }
 
 /// Answer a filesystem call from the mounts; anything else (`os.getenv`, an import of

@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod confine;
 pub mod cpu;
+pub mod determinism;
 pub mod monty;
 pub mod runtime;
 pub mod worker;
@@ -89,6 +90,10 @@ pub struct SandboxSpec {
     /// policy's `[confinement]`); absent in the JSON: the built-in policy's table.
     #[serde(default)]
     pub confinement: confine::ConfinementPolicy,
+    /// The guest's clocks and entropy (the policy's `[determinism]`, or a lock's record
+    /// in a replay); absent in the JSON: the host's own.
+    #[serde(default)]
+    pub determinism: determinism::Determinism,
 }
 
 /// How a run ended. Exactly one of these fires; it is recorded in the result.

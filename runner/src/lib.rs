@@ -10,6 +10,7 @@ pub mod approval;
 pub mod backend;
 pub mod beside;
 pub mod cli;
+pub mod determinism;
 pub mod digest;
 pub mod exit_codes;
 pub mod gate;

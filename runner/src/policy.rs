@@ -6,6 +6,7 @@
 //! is parsed at load time so a bad key fails before any signature is checked.
 
 use crate::backend::confine::ConfinementPolicy;
+use crate::determinism::DeterminismPolicy;
 use crate::digest::sha256_hex;
 use crate::rule_pattern::RulePattern;
 use serde::Deserialize;
@@ -42,6 +43,9 @@ struct PolicyFile {
     /// every layer stated.
     #[serde(default)]
     confinement: Option<ConfinementPolicy>,
+    /// Absent: virtual clocks and a recorded seed ([`DeterminismPolicy::default`]).
+    #[serde(default)]
+    determinism: Option<DeterminismPolicy>,
 }
 
 /// The `[approval]` table as written. Both switches are required when the table is
@@ -213,6 +217,8 @@ pub struct Policy {
     pub approval: ApprovalPolicy,
     /// Which worker confinement layers a run requires (`[confinement]`).
     pub confinement: ConfinementPolicy,
+    /// The guest's clocks and entropy (`[determinism]`).
+    pub determinism: DeterminismPolicy,
     /// The rules per [`RuleTarget`], in policy order.
     rules_by_target: [Vec<ForbiddenRule>; 4],
     /// sha256 of the policy text as loaded (pinned in results and locks).
@@ -314,7 +320,9 @@ impl Policy {
                 .collect::<Vec<_>>()
         });
         let confinement = file.confinement.unwrap_or_default();
-        let run_sha256 = run_sha256(&file.output, &file.guests, &confinement).map_err(invalid)?;
+        let determinism = file.determinism.unwrap_or_default();
+        let run_sha256 =
+            run_sha256(&file.output, &file.guests, &confinement, &determinism).map_err(invalid)?;
         Ok(Self {
             request: file.request,
             limits: file.limits,
@@ -323,6 +331,7 @@ impl Policy {
             forbidden: rules_by_target[RuleTarget::Request.index()].clone(),
             approval,
             confinement,
+            determinism,
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             run_sha256,
@@ -372,7 +381,8 @@ pub const RUN_POLICY_TYPE: &str = "runner.policy-run/v1";
 
 /// sha256 (64 hex) of the canonical JSON (RFC 8785) of the tables that decide how an
 /// accepted request runs and what it may produce: `[output]`, `[[guests]]` and the
-/// effective `[confinement]` (defaults filled in), with `run_policy_type`.
+/// effective `[confinement]` (defaults filled in) and `[determinism]` (when not the
+/// default), with `run_policy_type`.
 ///
 /// Left out, because they cannot change the outputs of a request that was accepted:
 /// comments and formatting; `[approval]` (who may approve); `[request]`, `[limits]`
@@ -384,13 +394,22 @@ fn run_sha256(
     output: &OutputCaps,
     guests: &[GuestMapping],
     confinement: &ConfinementPolicy,
+    determinism: &DeterminismPolicy,
 ) -> Result<String, String> {
-    let value = serde_json::json!({
+    let mut value = serde_json::json!({
         "run_policy_type": RUN_POLICY_TYPE,
         "output": output,
         "guests": guests,
         "confinement": confinement,
     });
+    // Hashed only when it is not the default, so that the run hash of a policy that
+    // leaves `[determinism]` at its default is the one locks pinned before the table
+    // existed (they still replay strictly).
+    if *determinism != DeterminismPolicy::default()
+        && let Some(map) = value.as_object_mut()
+    {
+        map.insert("determinism".into(), serde_json::json!(determinism));
+    }
     let text = crate::lock::jcs::to_string(&value)
         .map_err(|e| format!("cannot canonicalize the run tables: {e}"))?;
     Ok(sha256_hex(text.as_bytes()))
@@ -453,6 +472,11 @@ mod tests {
             variant("max_time_limit_sec = 900", "max_time_limit_sec = 901"),
             variant("code = \"forbidden.", "code = \"forbidden.x"),
         ];
+        let explicit_default = variant(
+            "[confinement]",
+            "[determinism]\nclock = \"virtual\"\nentropy = \"seeded\"\n[confinement]",
+        );
+        assert_eq!(explicit_default.run_sha256, base.run_sha256);
         for p in &same_run {
             assert_ne!(p.sha256, base.sha256);
             assert_eq!(p.run_sha256, base.run_sha256);
@@ -462,6 +486,10 @@ mod tests {
             variant("excerpt_lines = 200", "excerpt_lines = 20"),
             variant("\"python3.12\"]", "\"python3.12\", \"py\"]"),
             variant("landlock = \"optional\"", "landlock = \"required\""),
+            variant(
+                "[confinement]",
+                "[determinism]\nclock = \"virtual\"\nentropy = \"host\"\n[confinement]",
+            ),
         ];
         for p in &other_run {
             assert_ne!(p.run_sha256, base.run_sha256);
@@ -486,6 +514,29 @@ mod tests {
         assert!(p.guest_for_program("bash").is_none());
         assert!(p.guest_for_language("Python").is_some());
         assert!(p.forbidden.iter().any(|r| r.code == "forbidden.secret"));
+    }
+
+    #[test]
+    fn determinism_table_defaults_and_must_be_stated_whole() {
+        use crate::determinism::{ClockSource, DeterminismPolicy, EntropySource};
+        assert_eq!(Policy::builtin().determinism, DeterminismPolicy::default());
+        let with = |body: &str| format!("{DEFAULT_POLICY_TOML}\n[determinism]\n{body}");
+        let p = Policy::parse(&with("clock = \"host\"\nentropy = \"host\"\n"), "t").unwrap();
+        assert_eq!(
+            (p.determinism.clock, p.determinism.entropy),
+            (ClockSource::Host, EntropySource::Host)
+        );
+        for (body, named) in [
+            ("clock = \"host\"\n", "entropy"),
+            ("clock = \"fuel\"\nentropy = \"host\"\n", "fuel"),
+            (
+                "clock = \"host\"\nentropy = \"host\"\nseed = \"00\"\n",
+                "seed",
+            ),
+        ] {
+            let err = Policy::parse(&with(body), "t").unwrap_err().to_string();
+            assert!(err.contains(named), "{err}");
+        }
     }
 
     #[test]

@@ -298,6 +298,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
                 approved_by: "operator-ada",
                 approved_utc: "2026-11-21T10:00:00Z",
                 approval_key: None,
+                determinism: "host clocks; host entropy",
             },
             findings: &[],
             excerpt_lines: policy.output.excerpt_lines,

@@ -367,8 +367,20 @@ fn replay_matches_then_reports_drift_precisely() {
 
 #[test]
 fn replay_reports_drift_on_the_output_that_changes_and_match_on_the_rest() {
-    // A script whose stdout is random on every run, and whose artifact is not.
+    // A script whose stdout is random on every run (under a policy taking the host's
+    // entropy: a recorded seed would replay it), and whose artifact is not.
     let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("host-entropy.toml");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &policy,
+        format!("{text}\n[determinism]\nclock = \"virtual\"\nentropy = \"host\"\n"),
+    )
+    .unwrap();
+    let policy_arg = ["--policy", policy.to_str().unwrap()];
     std::fs::create_dir(dir.path().join("inputs")).unwrap();
     let script = b"import random\nprint(random.random())\nopen('/out/fixed.txt', 'w').write('same every time\\n')\n";
     std::fs::write(dir.path().join("inputs/noisy.py"), script).unwrap();
@@ -382,9 +394,13 @@ fn replay_reports_drift_on_the_output_that_changes_and_match_on_the_rest() {
         .replace("python -u stats.py --in /in/data.csv --out /out/summary.json", "python -u noisy.py")
         .replace("- `/in/data.csv` sha256: cb57b76eef265b42ce1f31b6ac92750cf272c9ce5353b55bbbfe66ce8aaeb89f (readings: station, date, temp_c, rain_mm)\n", "");
     std::fs::write(dir.path().join(REQUEST), request).unwrap();
-    let result = exec(dir.path(), &[]);
-    let (code, v) = replay(&result, &[]);
+    let result = exec(dir.path(), &policy_arg);
+    let (code, v) = replay(&result, &policy_arg);
     assert_eq!(code, 5, "{v}");
+    assert!(
+        v["notes"][0].as_str().unwrap().contains("host's entropy"),
+        "{v}"
+    );
     let got = verdicts(&v);
     let want: Vec<(String, String)> = [
         ("stdout", "DRIFT"),

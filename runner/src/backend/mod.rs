@@ -7,12 +7,14 @@
 //! The validator, staging, result writer and hashing know nothing of which backend ran.
 
 pub mod monty;
+pub mod wasi_determinism;
 pub mod wasmtime;
 pub mod worker;
 
 // The run's data model and the confinement live in `runner-sandbox`, which both workers
 // link; the wasmtime engine does not, so the Monty worker never links it.
 pub use runner_sandbox::confine;
+pub use runner_sandbox::determinism::Determinism;
 pub use runner_sandbox::{
     BackendError, GuestProgram, Limits, MontyProgram, Outcome, OutcomeKind, Program, SandboxSpec,
 };

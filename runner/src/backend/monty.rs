@@ -157,6 +157,7 @@ mod tests {
                 out_files: 16,
             },
             confinement: Default::default(),
+            determinism: Default::default(),
         }
     }
 

@@ -629,6 +629,7 @@ fn build_wasi(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
+    super::wasi_determinism::apply(&mut builder, &spec.determinism);
     let mut dirs: Vec<(PathBuf, &str, FsPerms)> = preopens(spec).into();
     for mount in &guest.runtime.mounts {
         dirs.push((mount.host.clone(), &mount.guest, FsPerms::ReadOnly));
@@ -1087,6 +1088,7 @@ pub(crate) mod testkit {
                 capture_dir: root.path().join("capture"),
                 limits,
                 confinement: Default::default(),
+                determinism: Default::default(),
             };
             Self { root, spec }
         }

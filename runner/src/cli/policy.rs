@@ -40,7 +40,8 @@ pub struct PolicyReport {
     /// sha256 of the policy text (64 lowercase hex), as pinned in results and locks.
     pub sha256: String,
     /// sha256 (64 lowercase hex) of the canonical JSON of the tables that decide how an
-    /// accepted request runs (`[output]`, `[[guests]]`, `[confinement]`): pinned in
+    /// accepted request runs (`[output]`, `[[guests]]`, `[confinement]`, and
+    /// `[determinism]` when not the default): pinned in
     /// locks as `policy.run_sha256`, and what `runner replay` compares.
     pub run_sha256: String,
     /// The parsed policy, defaults filled in.
@@ -61,6 +62,9 @@ pub struct EffectivePolicy {
     /// `[confinement]`: each worker confinement layer, `required` or `optional` (see
     /// `policies/default.toml`).
     pub confinement: serde_json::Map<String, serde_json::Value>,
+    /// `[determinism]`: the guest's clocks (`virtual` or `host`) and entropy (`seeded`
+    /// or `host`); absent from the file: both virtual and seeded.
+    pub determinism: crate::determinism::DeterminismPolicy,
     /// Forbidden-content rules: those judging requests first, then those for results
     /// only, then those for packets only, each group in policy order.
     pub forbidden: Vec<RuleView>,
@@ -139,6 +143,7 @@ pub fn report(policy: &Policy) -> PolicyReport {
                 Ok(serde_json::Value::Object(map)) => map,
                 _ => serde_json::Map::new(),
             },
+            determinism: policy.determinism,
             forbidden,
         },
         text: policy.text.clone(),

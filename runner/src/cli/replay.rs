@@ -60,7 +60,7 @@ pub struct ReplayCommand {
     pub across_upgrade: bool,
     /// Print `{"verdict": "MATCH"|"MATCH_ACROSS_UPGRADE"|"DRIFT"|"REFUSED",
     /// "result_path", "outputs": [{"name", "expected", "actual", "verdict"}],
-    /// "changed_pins": [{"pin", "expected", "actual"}], "refused"}` (schema:
+    /// "changed_pins": [{"pin", "expected", "actual"}], "refused", "notes"}` (schema:
     /// schemas/replay.json). Example: `--json`.
     #[arg(long)]
     pub json: bool,
@@ -83,6 +83,10 @@ pub struct ReplayReport {
     pub changed_pins: Vec<PinChange>,
     /// Why the replay was refused (empty when it ran).
     pub refused: Vec<String>,
+    /// What the baseline saw that its lock does not record (the host's clocks or
+    /// entropy, by the policy's `[determinism]`), so that output depending on it
+    /// cannot be reproduced: one line each, empty when everything was recorded.
+    pub notes: Vec<String>,
 }
 
 impl ReplayCommand {
@@ -109,6 +113,7 @@ impl ReplayCommand {
                     outputs: Vec::new(),
                     changed_pins: Vec::new(),
                     refused,
+                    notes: Vec::new(),
                 },
             ),
         };
@@ -140,6 +145,9 @@ impl ReplayCommand {
             }
             for r in &report.refused {
                 println!("  refused: {r}");
+            }
+            for n in &report.notes {
+                println!("  note: {n}");
             }
             if let Some(p) = &report.result_path {
                 println!("  replay result: {p}");
@@ -191,6 +199,7 @@ impl ReplayCommand {
             outputs: replayed.outputs,
             changed_pins: replayed.changed_pins,
             refused: Vec::new(),
+            notes: replayed.notes,
         })
     }
 }

@@ -54,6 +54,10 @@ pub struct Lock {
     /// of a plain `runner exec`, and in locks written before replays recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<ReplayOf>,
+    /// The guest's clocks and entropy (issue 23): what a replay runs with. Absent in
+    /// locks written before runs recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub determinism: Option<crate::determinism::DeterminismPin>,
     pub lock_sha256: String,
 }
 
@@ -407,6 +411,13 @@ pub(crate) mod tests {
                     actual: tag(&"2".repeat(64)),
                 }],
             }),
+            determinism: Some(crate::determinism::DeterminismPin {
+                clock: "virtual-fixed-step/v1".into(),
+                clock_start_unix_us: Some(1_763_719_200_000_000),
+                clock_step_ns: Some(1000),
+                entropy: "chacha20-seeded/v1".into(),
+                seed: Some("5".repeat(64)),
+            }),
             lock_sha256: String::new(),
         }
     }
@@ -481,7 +492,11 @@ pub(crate) mod tests {
         // The keys added later may be absent (older locks), never null.
         let (_, text) = sample().seal().unwrap();
         let sealed: serde_json::Value = serde_json::from_str(&text).unwrap();
-        for (parent, key) in [("", "replay_of"), ("/policy", "run_sha256")] {
+        for (parent, key) in [
+            ("", "replay_of"),
+            ("/policy", "run_sha256"),
+            ("", "determinism"),
+        ] {
             let mut n = sealed.clone();
             n.pointer_mut(parent)
                 .unwrap()

@@ -36,7 +36,7 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             json!({"uri": format!("guest:{}", g.name), "digest": {"sha256": hex(&g.sha256)}}),
         );
     }
-    json!({
+    let mut statement = json!({
         "_type": STATEMENT_TYPE,
         "subject": subject,
         "predicateType": PREDICATE_TYPE,
@@ -58,7 +58,15 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             },
             "lock": {"digest": {"sha256": hex(&lock.lock_sha256)}},
         }
-    })
+    });
+    // The clocks and entropy the guest saw; absent, as in the lock, for a run recorded
+    // before them, so such a statement still re-derives.
+    if let (Some(pin), Some(predicate)) =
+        (&lock.determinism, statement["predicate"].as_object_mut())
+    {
+        predicate.insert("determinism".into(), json!(pin));
+    }
+    statement
 }
 
 /// Canonical text of the statement.
@@ -91,6 +99,14 @@ mod tests {
         assert_eq!(
             s["predicate"]["approval"]["key"]["keyid"],
             format!("sha256:{}", "9".repeat(64))
+        );
+        assert_eq!(s["predicate"]["determinism"]["seed"], "5".repeat(64));
+        let mut old = lock.clone();
+        old.determinism = None;
+        assert!(
+            statement(&old, "TS-x.md")["predicate"]
+                .get("determinism")
+                .is_none()
         );
         assert_eq!(
             s["predicate"]["lock"]["digest"]["sha256"],

@@ -53,6 +53,9 @@ pub struct RunPlan {
     pub approval_key: Option<ApprovalKey>,
     /// Set by a replay: the baseline its lock records it was compared against.
     pub replay_of: Option<crate::lock::ReplayOf>,
+    /// Set by a replay: the clocks and entropy the baseline recorded. `None`: fresh
+    /// values under the policy's `[determinism]`.
+    pub determinism: Option<crate::backend::Determinism>,
 }
 
 /// What one run left behind.
@@ -127,6 +130,7 @@ impl Pipeline {
             request_text,
             approval_key: judged.approval_key,
             replay_of: None,
+            determinism: None,
         })
     }
 
@@ -152,6 +156,14 @@ impl Pipeline {
         // The results directory is opened (a symlinked default refused) before anything
         // runs: a run whose result could not be published must not happen.
         let staging = Staging::new(results).map_err(SetupError::ResultsDir)?;
+        let determinism = match &plan.determinism {
+            Some(recorded) => recorded.clone(),
+            None => self
+                .policy
+                .determinism
+                .fresh()
+                .map_err(SetupError::Determinism)?,
+        };
         let run = RunDir::create(None).map_err(SetupError::RunDir)?;
         let staged = stage::stage_inputs(plan.approved.inputs(), inputs, &run)
             .map_err(SetupError::Inputs)?;
@@ -174,6 +186,7 @@ impl Pipeline {
             capture_dir: run.capture_dir.clone(),
             limits: mount_limits,
             confinement: self.policy.confinement.clone(),
+            determinism,
         };
         let backend: &dyn Backend = prepared.backend.as_ref();
         // While the worker runs, a second thread compiles the rules publishing needs
@@ -198,6 +211,7 @@ impl Pipeline {
                 limits: &limits,
                 guest: prepared.guest.as_ref(),
                 sign_key: self.sign_key.as_ref(),
+                determinism: &spec.determinism,
             },
             &run,
             staging,

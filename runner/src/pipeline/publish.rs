@@ -30,6 +30,8 @@ pub(super) struct Context<'a> {
     pub limits: &'a Limits,
     pub guest: Option<&'a (String, String)>,
     pub sign_key: Option<&'a SigningKey>,
+    /// The clocks and entropy the guest ran with.
+    pub determinism: &'a crate::backend::Determinism,
 }
 
 /// Collects `/out`, stores the streams, and publishes the result document with its
@@ -204,6 +206,7 @@ fn draft_lock(
         },
         result_sha256: String::new(),
         replay_of: ctx.plan.replay_of.clone(),
+        determinism: Some(ctx.determinism.into()),
         lock_sha256: String::new(),
     }
 }
@@ -260,6 +263,7 @@ fn render_document(
                 .approval_key
                 .as_ref()
                 .map(|k| (k.key_id.as_str(), k.name.as_str())),
+            determinism: &crate::determinism::describe(ctx.determinism),
         },
         findings,
         excerpt_lines: ctx.policy.output.excerpt_lines,

@@ -13,6 +13,7 @@
 //! lock records the baseline it was compared against ([`ReplayOf`]).
 
 use super::{Pipeline, RunError, RunPlan, limits_for};
+use crate::determinism::DeterminismPin;
 use crate::exit_codes;
 use crate::lock::verify::{find_request, result_location};
 use crate::lock::{
@@ -64,6 +65,9 @@ pub struct Replayed {
     pub changed_pins: Vec<PinChange>,
     /// The replay's own result (`None` when nothing ran).
     pub result_path: Option<PathBuf>,
+    /// What the baseline saw that was not recorded (the host's clocks or entropy), so
+    /// that output depending on it drifts: one line each.
+    pub notes: Vec<String>,
 }
 
 impl Replayed {
@@ -161,6 +165,15 @@ impl Pipeline {
                 ))
             })?;
         let mut plan = self.judge(&request_path)?;
+        // The clocks and entropy the baseline recorded; a lock from before they were
+        // recorded ran with the host's, and so does its replay.
+        plan.determinism = Some(match &lock.determinism {
+            Some(pin) => pin
+                .to_determinism()
+                .map_err(|e| refuse(format!("the lock {}: {e}", lock_path.display())))?,
+            None => crate::backend::Determinism::default(),
+        });
+        let notes = DeterminismPin::unreproducible(lock.determinism.as_ref());
         let changed_pins = self.pin_differences(&lock, &plan);
         let mut refused = Vec::new();
         if mode == ReplayMode::Strict {
@@ -190,6 +203,7 @@ impl Pipeline {
                 outputs: drift,
                 changed_pins,
                 result_path: None,
+                notes,
             });
         }
         plan.replay_of = Some(ReplayOf {
@@ -203,6 +217,7 @@ impl Pipeline {
             outputs: compare(&lock, &summary.lock),
             changed_pins,
             result_path: Some(summary.result_path),
+            notes,
         })
     }
 

@@ -61,6 +61,8 @@ pub struct Provenance<'a> {
     /// The key that signed the approval: key id (`sha256:…`) and the name the policy
     /// trusts it under; `None` when the request ran unsigned.
     pub approval_key: Option<(&'a str, &'a str)>,
+    /// What the guest's clocks and randomness were (`runner::determinism::describe`).
+    pub determinism: &'a str,
 }
 
 /// Where the full streams are stored, relative to the result file.
@@ -234,6 +236,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
         p.request_sha256
     );
     let _ = writeln!(s, "- Policy sha256: {}", p.policy_sha256);
+    let _ = writeln!(s, "- Clocks and entropy: {}", one_line(p.determinism));
     let signature = match p.approval_key {
         Some((key_id, name)) => format!(
             "signed by key {} (trusted as {})",
@@ -583,6 +586,7 @@ mod tests {
                 request_sha256: "r",
                 policy_sha256: "p",
                 confinement: &[],
+                determinism: "host clocks; host entropy",
                 approved_by: "ada",
                 approved_utc: "2026-11-21T10:00:00Z",
                 approval_key: None,

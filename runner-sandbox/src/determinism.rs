@@ -1,0 +1,161 @@
+//! The guest's clocks and entropy as inputs of the run (issue 23): a virtual clock that
+//! starts at an instant recorded for the run and advances by a fixed step at every read,
+//! and a ChaCha20 stream from a recorded seed. Both are data here; the wasmtime engine
+//! hands them to the WASI context, the Monty worker to its session policy. A run records
+//! them in its lock, and a replay runs with the recorded values, so a program whose
+//! output depends only on its inputs, the time and the randomness it saw reproduces.
+//!
+//! Why a fixed step per read, not time derived from the work executed: the step needs no
+//! instrumentation of the compiled guest (fuel metering would change every precompiled
+//! module and slow every run), it is the same on every host and engine version, and a
+//! timing loop (`while time.time() - t0 < 1: …`) still ends after a fixed number of
+//! reads. The price: a duration the guest measures counts clock reads, not work, and a
+//! `time.sleep` (which really waits, on real time: the wall-clock limit stays real)
+//! advances the virtual clock by the reads it makes, not by its length.
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The clock model's name, as locks record it.
+pub const CLOCK_MODEL: &str = "virtual-fixed-step/v1";
+/// The entropy source's name, as locks record it.
+pub const ENTROPY_MODEL: &str = "chacha20-seeded/v1";
+/// The name recorded for the host's own clocks or entropy.
+pub const HOST: &str = "host";
+/// What the virtual clock advances by at every read, both clocks together: 3 µs, about
+/// what one iteration of a Python loop reading the clock costs the CPython 3.12 guest
+/// (measured 3.3–4.0 µs: see the README's lock section), so a loop that only reads the
+/// clock sees roughly real durations.
+pub const DEFAULT_STEP_NS: u64 = 3_000;
+
+/// The virtual clock of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VirtualClock {
+    /// The wall clock's first reading, microseconds since the Unix epoch (an integer a
+    /// double holds exactly until the year 2255, so canonical JSON keeps it).
+    pub start_unix_us: u64,
+    /// Nanoseconds added at every read of either clock.
+    pub step_ns: u64,
+}
+
+/// The guest's clocks and entropy for one run. `None` means the host's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Determinism {
+    pub clock: Option<VirtualClock>,
+    /// The seed of the guest's random stream, 64 lowercase hex digits.
+    pub seed: Option<String>,
+}
+
+impl Determinism {
+    /// The seed as bytes; `None` for host entropy or a seed that is not 64 hex digits.
+    pub fn seed_bytes(&self) -> Option<[u8; 32]> {
+        parse_seed(self.seed.as_deref()?)
+    }
+}
+
+/// 64 lowercase hex digits as 32 bytes.
+pub fn parse_seed(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// 32 bytes as 64 lowercase hex digits.
+pub fn seed_hex(seed: &[u8; 32]) -> String {
+    seed.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The stream a guest reads as its (secure or insecure) randomness. `stream` separates
+/// the uses of one seed: [`STREAM_SECURE`] for `random_get`/`os.urandom`, others for
+/// what else a backend seeds.
+pub fn seeded_stream(seed: &[u8; 32], stream: u64) -> ChaCha20Rng {
+    let mut rng = ChaCha20Rng::from_seed(*seed);
+    rng.set_stream(stream);
+    rng
+}
+
+/// The stream of `random_get` (`os.urandom`, and through it Python's `random` seeding).
+pub const STREAM_SECURE: u64 = 0;
+/// The stream of WASI's "insecure" randomness and of its insecure seed.
+pub const STREAM_INSECURE: u64 = 1;
+
+/// The running virtual clock: one read counter shared by the wall and the monotonic
+/// clock, so the two agree on how much time passed. Cheap to clone (one `Arc`).
+#[derive(Debug, Clone)]
+pub struct VirtualTime {
+    clock: VirtualClock,
+    reads: Arc<AtomicU64>,
+}
+
+impl VirtualTime {
+    pub fn new(clock: VirtualClock) -> Self {
+        Self {
+            clock,
+            reads: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Nanoseconds elapsed on the virtual clock, advancing it by one step.
+    pub fn tick(&self) -> u64 {
+        let n = self.reads.fetch_add(1, Ordering::Relaxed);
+        n.saturating_mul(self.clock.step_ns)
+    }
+
+    /// The wall clock's reading, nanoseconds since the Unix epoch; advances the clock.
+    pub fn wall_ns(&self) -> u64 {
+        let start = self.clock.start_unix_us.saturating_mul(1_000);
+        start.saturating_add(self.tick())
+    }
+
+    /// The monotonic clock's reading (nanoseconds since the run's start); advances it.
+    pub fn monotonic_ns(&self) -> u64 {
+        self.tick()
+    }
+
+    /// The step, as the clocks' resolution.
+    pub fn step_ns(&self) -> u64 {
+        self.clock.step_ns.max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::Rng;
+
+    #[test]
+    fn the_clock_steps_per_read_and_both_clocks_share_the_count() {
+        let t = VirtualTime::new(VirtualClock {
+            start_unix_us: 1_000_000,
+            step_ns: 1_000,
+        });
+        assert_eq!(t.wall_ns(), 1_000_000_000);
+        assert_eq!(t.monotonic_ns(), 1_000);
+        assert_eq!(t.wall_ns(), 1_000_002_000);
+        let again = t.clone();
+        assert_eq!(again.monotonic_ns(), 3_000);
+    }
+
+    #[test]
+    fn a_seed_gives_the_same_stream_and_streams_differ() {
+        let seed = parse_seed(&"ab".repeat(32)).unwrap();
+        let draw = |stream| {
+            let mut bytes = [0u8; 16];
+            seeded_stream(&seed, stream).fill_bytes(&mut bytes);
+            bytes
+        };
+        assert_eq!(draw(STREAM_SECURE), draw(STREAM_SECURE));
+        assert_ne!(draw(STREAM_SECURE), draw(STREAM_INSECURE));
+        assert_eq!(seed_hex(&seed), "ab".repeat(32));
+        assert!(parse_seed("AB").is_none());
+        assert!(parse_seed(&"AB".repeat(32)).is_none());
+    }
+}

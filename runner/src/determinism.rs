@@ -1,0 +1,257 @@
+//! The policy's `[determinism]` table and the lock's record of a run's clocks and
+//! entropy (issue 23). The values themselves and their use are
+//! `runner_sandbox::determinism`'s; here a new run gets fresh ones (a clock start at
+//! the present microsecond, a seed of 32 bytes from the host's entropy), and a replay
+//! reads them back from the baseline's lock.
+
+use runner_sandbox::determinism::{
+    CLOCK_MODEL, DEFAULT_STEP_NS, Determinism, ENTROPY_MODEL, HOST, VirtualClock, parse_seed,
+    seed_hex,
+};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+/// Where the guest's clocks come from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockSource {
+    /// A virtual clock starting at the instant recorded for the run, advancing a fixed
+    /// step per read.
+    #[default]
+    Virtual,
+    /// The host's clocks: a replay cannot reproduce what depended on them.
+    Host,
+}
+
+/// Where the guest's randomness comes from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum EntropySource {
+    /// A ChaCha20 stream from a seed recorded in the lock: whoever reads the lock can
+    /// predict the guest's "secure" randomness.
+    #[default]
+    Seeded,
+    /// The host's entropy, never recorded: a replay cannot reproduce what depended on it.
+    Host,
+}
+
+/// The `[determinism]` table. Absent: both virtual and seeded. Present: both stated.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct DeterminismPolicy {
+    pub clock: ClockSource,
+    pub entropy: EntropySource,
+}
+
+impl DeterminismPolicy {
+    /// Fresh values for a new run: the clock starts now, the seed is new.
+    ///
+    /// # Ambient authority
+    /// Reads the host's clock and `/dev/urandom`.
+    pub fn fresh(&self) -> std::io::Result<Determinism> {
+        let clock = match self.clock {
+            ClockSource::Host => None,
+            ClockSource::Virtual => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_err(std::io::Error::other)?;
+                Some(VirtualClock {
+                    start_unix_us: u64::try_from(now.as_micros()).map_err(std::io::Error::other)?,
+                    step_ns: DEFAULT_STEP_NS,
+                })
+            }
+        };
+        let seed = match self.entropy {
+            EntropySource::Host => None,
+            EntropySource::Seeded => {
+                let mut seed = [0u8; 32];
+                std::fs::File::open("/dev/urandom")?.read_exact(&mut seed)?;
+                Some(seed_hex(&seed))
+            }
+        };
+        Ok(Determinism { clock, seed })
+    }
+}
+
+/// The lock's record of the guest's clocks and entropy (`determinism`). Absent in locks
+/// written before runs recorded it: those runs saw the host's clocks and entropy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeterminismPin {
+    /// `virtual-fixed-step/v1` or `host`.
+    pub clock: String,
+    /// The virtual wall clock's first reading, µs since the Unix epoch; `null` for `host`.
+    pub clock_start_unix_us: Option<u64>,
+    /// What every clock read adds, in ns; `null` for `host`.
+    pub clock_step_ns: Option<u64>,
+    /// `chacha20-seeded/v1` or `host`.
+    pub entropy: String,
+    /// The seed, 64 lowercase hex digits; `null` for `host`.
+    pub seed: Option<String>,
+}
+
+impl From<&Determinism> for DeterminismPin {
+    fn from(d: &Determinism) -> Self {
+        Self {
+            clock: d.clock.map_or(HOST, |_| CLOCK_MODEL).to_owned(),
+            clock_start_unix_us: d.clock.map(|c| c.start_unix_us),
+            clock_step_ns: d.clock.map(|c| c.step_ns),
+            entropy: d.seed.as_ref().map_or(HOST, |_| ENTROPY_MODEL).to_owned(),
+            seed: d.seed.clone(),
+        }
+    }
+}
+
+impl DeterminismPin {
+    /// The values to run a replay with; an error names the field this runner cannot
+    /// reproduce (an unknown model, a malformed seed).
+    pub fn to_determinism(&self) -> Result<Determinism, String> {
+        let clock = match (
+            self.clock.as_str(),
+            self.clock_start_unix_us,
+            self.clock_step_ns,
+        ) {
+            (HOST, None, None) => None,
+            (CLOCK_MODEL, Some(start_unix_us), Some(step_ns)) => Some(VirtualClock {
+                start_unix_us,
+                step_ns,
+            }),
+            (model, ..) => {
+                return Err(format!(
+                    "determinism.clock: `{model}` with start {:?} and step {:?} is not a clock \
+                     this runner knows (`{CLOCK_MODEL}` with both, or `{HOST}` with neither)",
+                    self.clock_start_unix_us, self.clock_step_ns
+                ));
+            }
+        };
+        let seed = match (self.entropy.as_str(), &self.seed) {
+            (HOST, None) => None,
+            (ENTROPY_MODEL, Some(seed)) if parse_seed(seed).is_some() => Some(seed.clone()),
+            (model, seed) => {
+                return Err(format!(
+                    "determinism.entropy: `{model}` with seed {seed:?} is not an entropy source \
+                     this runner knows (`{ENTROPY_MODEL}` with a 64-hex seed, or `{HOST}` \
+                     with none)"
+                ));
+            }
+        };
+        Ok(Determinism { clock, seed })
+    }
+
+    /// Why a replay of a run recorded with this pin cannot reproduce everything (one line
+    /// per host-provided source), empty when it can.
+    pub fn unreproducible(pin: Option<&Self>) -> Vec<String> {
+        let Some(pin) = pin else {
+            return vec![
+                "the baseline's lock predates recorded clocks and entropy: the run saw the \
+                 host's, which a replay cannot reproduce"
+                    .into(),
+            ];
+        };
+        let mut out = Vec::new();
+        if pin.entropy == HOST {
+            out.push(
+                "the baseline ran with the host's entropy (policy [determinism] entropy = \
+                 \"host\"): its randomness was not recorded, so output that depends on it \
+                 cannot be reproduced"
+                    .into(),
+            );
+        }
+        if pin.clock == HOST {
+            out.push(
+                "the baseline ran with the host's clocks (policy [determinism] clock = \
+                 \"host\"): the time it saw was not recorded, so output that depends on it \
+                 cannot be reproduced"
+                    .into(),
+            );
+        }
+        out
+    }
+}
+
+/// The Provenance line's text: what the guest's clocks and randomness were.
+pub fn describe(d: &Determinism) -> String {
+    let clock = match d.clock {
+        None => "host clocks (not recorded)".to_owned(),
+        Some(c) => {
+            let start = i128::from(c.start_unix_us) * 1000;
+            let at = time::OffsetDateTime::from_unix_timestamp_nanos(start)
+                .ok()
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .unwrap_or_else(|| format!("{} µs after the epoch", c.start_unix_us));
+            format!(
+                "virtual clock ({CLOCK_MODEL}) from {at}, {} ns per read",
+                c.step_ns
+            )
+        }
+    };
+    let entropy = match &d.seed {
+        None => "host entropy (not recorded)".to_owned(),
+        Some(seed) => format!(
+            "ChaCha20 stream ({ENTROPY_MODEL}) from seed {seed}, recorded in the lock: \
+             whoever reads it can predict the guest's \"secure\" randomness"
+        ),
+    };
+    format!("{clock}; {entropy}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_values_round_trip_through_the_pin() {
+        let d = DeterminismPolicy::default().fresh().unwrap();
+        assert!(d.clock.is_some() && d.seed_bytes().is_some());
+        let pin = DeterminismPin::from(&d);
+        assert_eq!(pin.clock, CLOCK_MODEL);
+        assert_eq!(pin.to_determinism().unwrap(), d);
+        assert!(DeterminismPin::unreproducible(Some(&pin)).is_empty());
+        // Two runs get two seeds.
+        assert_ne!(DeterminismPolicy::default().fresh().unwrap().seed, d.seed);
+
+        let host = DeterminismPolicy {
+            clock: ClockSource::Host,
+            entropy: EntropySource::Host,
+        }
+        .fresh()
+        .unwrap();
+        assert_eq!(host, Determinism::default());
+        let pin = DeterminismPin::from(&host);
+        assert_eq!((pin.clock.as_str(), pin.entropy.as_str()), (HOST, HOST));
+        assert_eq!(pin.to_determinism().unwrap(), host);
+        assert_eq!(DeterminismPin::unreproducible(Some(&pin)).len(), 2);
+        assert_eq!(DeterminismPin::unreproducible(None).len(), 1);
+    }
+
+    #[test]
+    fn a_pin_this_runner_cannot_reproduce_is_an_error_naming_the_field() {
+        let d = DeterminismPolicy::default().fresh().unwrap();
+        let mut pin = DeterminismPin::from(&d);
+        pin.seed = Some("XYZ".into());
+        assert!(
+            pin.to_determinism()
+                .unwrap_err()
+                .contains("determinism.entropy")
+        );
+        let mut pin = DeterminismPin::from(&d);
+        pin.clock = "virtual-fuel/v9".into();
+        assert!(
+            pin.to_determinism()
+                .unwrap_err()
+                .contains("determinism.clock")
+        );
+        let mut pin = DeterminismPin::from(&d);
+        pin.clock_step_ns = None;
+        assert!(pin.to_determinism().is_err());
+    }
+}
