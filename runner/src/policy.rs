@@ -42,6 +42,9 @@ struct PolicyFile {
     /// every layer stated.
     #[serde(default)]
     confinement: Option<ConfinementPolicy>,
+    /// Absent: no origin allowed (`network: allowlist` refused).
+    #[serde(default)]
+    network: Option<crate::net::NetworkFile>,
 }
 
 /// The `[approval]` table as written. Both switches are required when the table is
@@ -213,6 +216,8 @@ pub struct Policy {
     pub approval: ApprovalPolicy,
     /// Which worker confinement layers a run requires (`[confinement]`).
     pub confinement: ConfinementPolicy,
+    /// What `network: allowlist` may reach (`[network]`).
+    pub network: crate::net::NetworkPolicy,
     /// The rules per [`RuleTarget`], in policy order.
     rules_by_target: [Vec<ForbiddenRule>; 4],
     /// sha256 of the policy text as loaded (pinned in results and locks).
@@ -314,6 +319,10 @@ impl Policy {
                 .collect::<Vec<_>>()
         });
         let confinement = file.confinement.unwrap_or_default();
+        let network = match file.network {
+            None => crate::net::NetworkPolicy::default(),
+            Some(n) => crate::net::NetworkPolicy::from_file(n).map_err(invalid)?,
+        };
         let run_sha256 = run_sha256(&file.output, &file.guests, &confinement).map_err(invalid)?;
         Ok(Self {
             request: file.request,
@@ -323,6 +332,7 @@ impl Policy {
             forbidden: rules_by_target[RuleTarget::Request.index()].clone(),
             approval,
             confinement,
+            network,
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             run_sha256,

@@ -54,6 +54,10 @@ pub struct Lock {
     /// of a plain `runner exec`, and in locks written before replays recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<ReplayOf>,
+    /// The egress log of a run granted `network: allowlist` (issue 18); absent for a
+    /// run without network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::net::NetworkLog>,
     pub lock_sha256: String,
 }
 
@@ -407,6 +411,7 @@ pub(crate) mod tests {
                     actual: tag(&"2".repeat(64)),
                 }],
             }),
+            network: None,
             lock_sha256: String::new(),
         }
     }

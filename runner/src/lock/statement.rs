@@ -26,6 +26,16 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             |a| json!({"name": format!("out/{}", a.path), "digest": {"sha256": hex(&a.sha256)}}),
         ),
     );
+    // The recorded response bodies are materials of the run: what the guest was given.
+    let network_materials = lock
+        .network
+        .iter()
+        .flat_map(|n| &n.exchanges)
+        .filter_map(|e| {
+            e.response_sha256.as_ref().map(|sha| {
+            json!({"uri": format!("{} {}", e.method, e.url), "digest": {"sha256": hex(sha)}})
+        })
+        });
     let mut materials: Vec<Value> = lock
         .inputs
         .iter()
@@ -36,6 +46,7 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             json!({"uri": format!("guest:{}", g.name), "digest": {"sha256": hex(&g.sha256)}}),
         );
     }
+    materials.extend(network_materials);
     json!({
         "_type": STATEMENT_TYPE,
         "subject": subject,
@@ -57,6 +68,7 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
                 "outcome": lock.outputs.outcome,
             },
             "lock": {"digest": {"sha256": hex(&lock.lock_sha256)}},
+            "network": lock.network,
         }
     })
 }

@@ -53,6 +53,9 @@ pub enum SetupError {
     Inputs(StageError),
     #[error(transparent)]
     OutMount(BackendError),
+    /// The run's network door (exchange directory, broker) could not be set up.
+    #[error("network: {0}")]
+    Network(String),
 }
 
 /// Collecting `/out` and publishing the result (the message names the results
@@ -111,6 +114,7 @@ impl RunError {
             Self::Setup(SetupError::ResultsDir(_)) => "result.write",
             Self::Setup(SetupError::RunDir(_)) => "stage.run_dir",
             Self::Setup(SetupError::OutMount(_)) => "stage.out_mount",
+            Self::Setup(SetupError::Network(_)) => "network.setup",
             Self::Setup(SetupError::Inputs(e)) => stage_reason(e),
             Self::Sandbox(_) => "backend.failed",
             Self::Publish(_) => "result.write",
