@@ -319,11 +319,17 @@ impl Policy {
                 .collect::<Vec<_>>()
         });
         let confinement = file.confinement.unwrap_or_default();
-        let network = match file.network {
+        let network = match file.network.clone() {
             None => crate::net::NetworkPolicy::default(),
             Some(n) => crate::net::NetworkPolicy::from_file(n).map_err(invalid)?,
         };
-        let run_sha256 = run_sha256(&file.output, &file.guests, &confinement).map_err(invalid)?;
+        let run_sha256 = run_sha256(
+            &file.output,
+            &file.guests,
+            &confinement,
+            file.network.as_ref(),
+        )
+        .map_err(invalid)?;
         Ok(Self {
             request: file.request,
             limits: file.limits,
@@ -390,17 +396,23 @@ pub const RUN_POLICY_TYPE: &str = "runner.policy-run/v1";
 /// under the policy in force, so a change there is a REJECT, never hidden drift; the
 /// forbidden rules also withhold excerpt lines of the result document, which replay
 /// does not compare). The request's own limits are pinned in the lock by themselves.
+/// `[network]` is included when present (what a guest may fetch changes what it
+/// produces); a policy without it hashes as before the table existed.
 fn run_sha256(
     output: &OutputCaps,
     guests: &[GuestMapping],
     confinement: &ConfinementPolicy,
+    network: Option<&crate::net::NetworkFile>,
 ) -> Result<String, String> {
-    let value = serde_json::json!({
+    let mut value = serde_json::json!({
         "run_policy_type": RUN_POLICY_TYPE,
         "output": output,
         "guests": guests,
         "confinement": confinement,
     });
+    if let Some(n) = network {
+        value["network"] = serde_json::json!(n);
+    }
     let text = crate::lock::jcs::to_string(&value)
         .map_err(|e| format!("cannot canonicalize the run tables: {e}"))?;
     Ok(sha256_hex(text.as_bytes()))

@@ -300,6 +300,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
                 approval_key: None,
             },
             findings: &[],
+            network: None,
             excerpt_lines: policy.output.excerpt_lines,
             rules,
         })

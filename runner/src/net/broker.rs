@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the broker sleeps when the directory holds no request.
 const POLL: Duration = Duration::from_millis(1);
@@ -237,6 +237,7 @@ impl State {
             request_bytes: 0,
             request_sha256: String::new(),
             verdict: "refused".into(),
+            contacted: false,
             refusal: None,
             detail: None,
             status: None,
@@ -345,7 +346,10 @@ impl State {
             ));
         }
         let answer = match &mut self.fetcher {
-            Fetcher::Live(agent) => fetch(agent, &self.policy, &req, &url, body)?,
+            Fetcher::Live(agent) => {
+                ex.contacted = true;
+                fetch(agent, &self.policy, &req, &url, body)?
+            }
             Fetcher::Replay {
                 recorded,
                 dir,
@@ -525,6 +529,7 @@ fn fetch(
             format!("the request cannot be built: {e}"),
         )
     })?;
+    let deadline = Instant::now() + Duration::from_secs(policy.timeout_sec);
     let mut response = agent.run(request).map_err(transport_refusal)?;
     let status = response.status().as_u16();
     let headers: Vec<(String, String)> = response
@@ -538,21 +543,44 @@ fn fetch(
             )
         })
         .collect();
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(policy.max_response_bytes)
-        .read_to_vec()
-        .map_err(|e| match e {
-            ureq::Error::BodyExceedsLimit(_) => Refusal(
-                "network.response_too_large",
+    // Read in chunks against the deadline: a slow-loris server that sends a byte just
+    // before each read would time out would otherwise hold the broker indefinitely.
+    let cap = policy.max_response_bytes;
+    let too_large = || {
+        Refusal(
+            "network.response_too_large",
+            format!("the response body is larger than the policy's {cap} bytes"),
+        )
+    };
+    let mut reader = response.body_mut().with_config().limit(cap).reader();
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if Instant::now() > deadline {
+            return Err(Refusal(
+                "network.timeout",
                 format!(
-                    "the response body is larger than the policy's {} bytes",
-                    policy.max_response_bytes
+                    "the response took longer than the policy's {} s",
+                    policy.timeout_sec
                 ),
-            ),
-            other => transport_refusal(other),
-        })?;
+            ));
+        }
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                body.extend_from_slice(&chunk[..n]);
+                if body.len() as u64 > cap {
+                    return Err(too_large());
+                }
+            }
+            Err(e) => {
+                return Err(match ureq::Error::from(e) {
+                    ureq::Error::BodyExceedsLimit(_) => too_large(),
+                    other => transport_refusal(other),
+                });
+            }
+        }
+    }
     Ok(Answer {
         status,
         headers,

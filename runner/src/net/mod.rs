@@ -306,6 +306,11 @@ pub struct Exchange {
     pub request_sha256: String,
     /// `allowed` (the exchange happened) or `refused`.
     pub verdict: String,
+    /// The broker opened a connection to the origin for it (live mode): true also for
+    /// an exchange refused after that (a redirect off the list, a body too large, a
+    /// timeout), false for one refused before any packet left and for a replay.
+    #[serde(default)]
+    pub contacted: bool,
     /// The refusal's reason code (`network.origin_not_allowed`, …); absent when allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
@@ -347,12 +352,13 @@ pub struct NetworkLog {
 }
 
 impl NetworkLog {
-    /// The origins actually contacted (`host:port`), sorted and unique.
+    /// The origins actually contacted (`host:port`), sorted and unique: what the
+    /// result's `network_destinations` lists.
     pub fn destinations(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .exchanges
             .iter()
-            .filter(|e| e.allowed())
+            .filter(|e| e.contacted)
             .filter_map(|e| Url::parse(&e.url).ok())
             .map(|u| u.origin.destination())
             .collect();

@@ -373,10 +373,12 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
         Some(n) => {
             let allowed = n.exchanges.iter().filter(|e| e.allowed()).count();
             let refused = n.exchanges.len() - allowed + usize::try_from(n.unrecorded_refusals).unwrap_or(usize::MAX);
-            if destinations.is_empty() {
-                let _ = writeln!(s, "- Network confirmation: none used; the request asked for `network: allowlist`, the guest had no socket, and the runner's broker performed no exchange ({refused} refused).");
+            if n.mode == "replay" {
+                let _ = writeln!(s, "- Network confirmation: none used; a replay, offline: the runner's broker served {allowed} exchanges from the recording and refused {refused}; the guest had no socket.");
+            } else if destinations.is_empty() {
+                let _ = writeln!(s, "- Network confirmation: none used; the request asked for `network: allowlist`, the guest had no socket, and the runner's broker contacted no origin ({refused} requests refused before any connection).");
             } else {
-                let _ = writeln!(s, "- Network confirmation: allowlist; the runner's broker (the guest has no socket) performed {allowed} exchanges with {} and refused {refused}; every exchange is recorded in the lock's egress log.", destinations.join(", "));
+                let _ = writeln!(s, "- Network confirmation: allowlist; the runner's broker (the guest has no socket) contacted {}, completed {allowed} exchanges and refused {refused}; every exchange is recorded in the lock's egress log.", destinations.join(", "));
             }
         }
     }
