@@ -414,3 +414,38 @@ fn allowlist_needs_listed_origins_and_valid_ones() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("network.allow[0]"), "{err}");
 }
+
+/// DNS rebinding: a listed *name* whose answer is internal (here the machine's own host
+/// name, which resolves to a loopback or private address on any Linux machine) is
+/// refused before any connection, though the server there would answer.
+#[test]
+fn a_listed_name_resolving_to_an_internal_address_is_refused() {
+    use std::net::ToSocketAddrs;
+    let server = Server::start(1);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_ascii_lowercase();
+    let addrs: Vec<_> = (host.as_str(), server.port)
+        .to_socket_addrs()
+        .unwrap_or_else(|e| panic!("this test needs the host name {host:?} to resolve: {e}"))
+        .collect();
+    assert!(
+        addrs.iter().all(|a| {
+            let ip = a.ip();
+            ip.is_loopback()
+                || matches!(ip, std::net::IpAddr::V4(v4) if v4.is_private() || v4.is_link_local())
+        }),
+        "this test needs {host:?} to resolve to internal addresses, found {addrs:?}"
+    );
+    let origin = format!("http://{host}:{}", server.port);
+    let urls = serde_json::json!([{"url": format!("{origin}/hello")}]);
+    let case = Case::new(std::slice::from_ref(&origin), 5, &urls);
+    let (result, lines) = case.exec();
+    assert!(
+        refusal(&lines[0]).starts_with("network.private_address"),
+        "{lines:?}"
+    );
+    assert!(server.hits().is_empty(), "{:?}", server.hits());
+    assert_eq!(exchanges(&result)[0]["refusal"], "network.private_address");
+}

@@ -47,7 +47,7 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
         );
     }
     materials.extend(network_materials);
-    json!({
+    let mut statement = json!({
         "_type": STATEMENT_TYPE,
         "subject": subject,
         "predicateType": PREDICATE_TYPE,
@@ -68,9 +68,14 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
                 "outcome": lock.outputs.outcome,
             },
             "lock": {"digest": {"sha256": hex(&lock.lock_sha256)}},
-            "network": lock.network,
         }
-    })
+    });
+    // The egress log of a run with network; a run without has no key (its statement is
+    // byte for byte what it was before the log existed).
+    if let Some(n) = &lock.network {
+        statement["predicate"]["network"] = json!(n);
+    }
+    statement
 }
 
 /// Canonical text of the statement.
