@@ -57,7 +57,15 @@ pub struct GuestRuntime {
     pub scratch: Option<String>,
     /// Asset directories, read-only.
     pub mounts: Vec<ReadOnlyMount>,
+    /// Guest path of the run's network exchange directory (`/net`, a run granted
+    /// `network: allowlist`): it is [`NET_IN_OUT`] inside `/out`, created by the runner,
+    /// read-write, served by the runner's broker and removed before `/out` is collected.
+    #[serde(default)]
+    pub exchange: Option<String>,
 }
+
+/// Name of the network exchange directory inside the run's `/out`.
+pub const NET_IN_OUT: &str = ".net";
 
 /// Name of the scratch directory inside the run's `/out` (see [`GuestRuntime::scratch`]).
 pub const SCRATCH_IN_OUT: &str = ".tmp";

@@ -16,6 +16,7 @@ pub mod exit_codes;
 pub mod gate;
 pub mod guest;
 pub mod lock;
+pub mod net;
 pub mod normalize;
 pub mod pipeline;
 pub mod policy;

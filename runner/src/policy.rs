@@ -46,6 +46,9 @@ struct PolicyFile {
     /// Absent: virtual clocks and a recorded seed ([`DeterminismPolicy::default`]).
     #[serde(default)]
     determinism: Option<DeterminismPolicy>,
+    /// Absent: no origin allowed (`network: allowlist` refused).
+    #[serde(default)]
+    network: Option<crate::net::NetworkFile>,
 }
 
 /// The `[approval]` table as written. Both switches are required when the table is
@@ -219,6 +222,8 @@ pub struct Policy {
     pub confinement: ConfinementPolicy,
     /// The guest's clocks and entropy (`[determinism]`).
     pub determinism: DeterminismPolicy,
+    /// What `network: allowlist` may reach (`[network]`).
+    pub network: crate::net::NetworkPolicy,
     /// The rules per [`RuleTarget`], in policy order.
     rules_by_target: [Vec<ForbiddenRule>; 4],
     /// sha256 of the policy text as loaded (pinned in results and locks).
@@ -321,8 +326,18 @@ impl Policy {
         });
         let confinement = file.confinement.unwrap_or_default();
         let determinism = file.determinism.unwrap_or_default();
-        let run_sha256 =
-            run_sha256(&file.output, &file.guests, &confinement, &determinism).map_err(invalid)?;
+        let network = match file.network.clone() {
+            None => crate::net::NetworkPolicy::default(),
+            Some(n) => crate::net::NetworkPolicy::from_file(n).map_err(invalid)?,
+        };
+        let run_sha256 = run_sha256(
+            &file.output,
+            &file.guests,
+            &confinement,
+            &determinism,
+            file.network.as_ref(),
+        )
+        .map_err(invalid)?;
         Ok(Self {
             request: file.request,
             limits: file.limits,
@@ -332,6 +347,7 @@ impl Policy {
             approval,
             confinement,
             determinism,
+            network,
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             run_sha256,
@@ -390,11 +406,14 @@ pub const RUN_POLICY_TYPE: &str = "runner.policy-run/v1";
 /// under the policy in force, so a change there is a REJECT, never hidden drift; the
 /// forbidden rules also withhold excerpt lines of the result document, which replay
 /// does not compare). The request's own limits are pinned in the lock by themselves.
+/// `[network]` is included when present (what a guest may fetch changes what it
+/// produces); a policy without it hashes as before the table existed.
 fn run_sha256(
     output: &OutputCaps,
     guests: &[GuestMapping],
     confinement: &ConfinementPolicy,
     determinism: &DeterminismPolicy,
+    network: Option<&crate::net::NetworkFile>,
 ) -> Result<String, String> {
     let mut value = serde_json::json!({
         "run_policy_type": RUN_POLICY_TYPE,
@@ -409,6 +428,9 @@ fn run_sha256(
         && let Some(map) = value.as_object_mut()
     {
         map.insert("determinism".into(), serde_json::json!(determinism));
+    }
+    if let Some(n) = network {
+        value["network"] = serde_json::json!(n);
     }
     let text = crate::lock::jcs::to_string(&value)
         .map_err(|e| format!("cannot canonicalize the run tables: {e}"))?;

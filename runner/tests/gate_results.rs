@@ -301,6 +301,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
                 determinism: "host clocks; host entropy",
             },
             findings: &[],
+            network: None,
             excerpt_lines: policy.output.excerpt_lines,
             rules,
         })

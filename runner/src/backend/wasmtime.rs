@@ -637,6 +637,13 @@ fn build_wasi(
     if let (Some(host), Some(name)) = (scratch, &guest.runtime.scratch) {
         dirs.push((host.to_owned(), name, FsPerms::ReadWrite));
     }
+    if let Some(name) = &guest.runtime.exchange {
+        dirs.push((
+            spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT),
+            name,
+            FsPerms::ReadWrite,
+        ));
+    }
     for (host, name, perms) in dirs {
         builder.preopened_dir(&host, name, perms).map_err(|e| {
             BackendError::Worker(format!("cannot open {} as {name}: {e:#}", host.display()))

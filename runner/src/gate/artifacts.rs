@@ -112,10 +112,11 @@ pub fn check(
                 .collect();
             names.sort();
             for name in names {
-                if !matches!(name.as_str(), "out" | "stdout" | "stderr") {
+                if !matches!(name.as_str(), "out" | "stdout" | "stderr") && !is_network_body(&name)
+                {
                     r.add(
                         "artifacts.unexpected_entry",
-                        format!("`{shown}/{}` is not part of a result (a result directory holds `out/`, `stdout` and `stderr`)", super::fields::clip(&name)),
+                        format!("`{shown}/{}` is not part of a result (a result directory holds `out/`, `stdout`, `stderr` and the recorded network bodies `net-NNNN.body`)", super::fields::clip(&name)),
                         None,
                     );
                 }
@@ -388,4 +389,12 @@ fn walk(
             );
         }
     }
+}
+
+/// A recorded network response body (`net-0001.body`, …; issue 18), which `runner
+/// verify` checks against the lock's egress log.
+fn is_network_body(name: &str) -> bool {
+    name.strip_prefix("net-")
+        .and_then(|n| n.strip_suffix(".body"))
+        .is_some_and(|n| n.len() >= 4 && n.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -58,6 +58,10 @@ pub struct Lock {
     /// locks written before runs recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub determinism: Option<crate::determinism::DeterminismPin>,
+    /// The egress log of a run granted `network: allowlist` (issue 18); absent for a
+    /// run without network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::net::NetworkLog>,
     pub lock_sha256: String,
 }
 
@@ -418,6 +422,7 @@ pub(crate) mod tests {
                 entropy: "chacha20-seeded/v1".into(),
                 seed: Some("5".repeat(64)),
             }),
+            network: None,
             lock_sha256: String::new(),
         }
     }

@@ -26,6 +26,16 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             |a| json!({"name": format!("out/{}", a.path), "digest": {"sha256": hex(&a.sha256)}}),
         ),
     );
+    // The recorded response bodies are materials of the run: what the guest was given.
+    let network_materials = lock
+        .network
+        .iter()
+        .flat_map(|n| &n.exchanges)
+        .filter_map(|e| {
+            e.response_sha256.as_ref().map(|sha| {
+            json!({"uri": format!("{} {}", e.method, e.url), "digest": {"sha256": hex(sha)}})
+        })
+        });
     let mut materials: Vec<Value> = lock
         .inputs
         .iter()
@@ -36,6 +46,7 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             json!({"uri": format!("guest:{}", g.name), "digest": {"sha256": hex(&g.sha256)}}),
         );
     }
+    materials.extend(network_materials);
     let mut statement = json!({
         "_type": STATEMENT_TYPE,
         "subject": subject,
@@ -65,6 +76,11 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
         (&lock.determinism, statement["predicate"].as_object_mut())
     {
         predicate.insert("determinism".into(), json!(pin));
+    }
+    // The egress log of a run with network; a run without has no key (its statement is
+    // byte for byte what it was before the log existed).
+    if let Some(n) = &lock.network {
+        statement["predicate"]["network"] = json!(n);
     }
     statement
 }

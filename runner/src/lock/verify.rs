@@ -227,6 +227,21 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
                     Err(e) => differences.push(diff(format!("{name} file"), "present", e)),
                 }
             }
+            // Each response body the broker gave the guest, stored beside the streams.
+            for e in lock.network.iter().flat_map(|n| &n.exchanges) {
+                let Some(pinned) = &e.response_sha256 else {
+                    continue;
+                };
+                let name = crate::net::body_file_name(e.seq);
+                let what = format!("network response {} ({} {})", e.seq, e.method, e.url);
+                match hash_nofollow(&adir, &name) {
+                    Ok((sha, _)) if &sha != pinned => {
+                        differences.push(diff(format!("{what} sha256"), pinned, sha));
+                    }
+                    Ok(_) => checked.push(what),
+                    Err(err) => differences.push(diff(format!("{what} file"), "present", err)),
+                }
+            }
             if let Ok(out) = adir.open_dir("out") {
                 let on_disk = crate::stage::list_files(&out, 64, 100_000);
                 for a in &lock.outputs.artifacts {

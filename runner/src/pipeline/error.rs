@@ -56,6 +56,9 @@ pub enum SetupError {
     /// The run's clock start or seed could not be drawn (`[determinism]`).
     #[error("cannot draw the run's clock start and seed: {0}")]
     Determinism(std::io::Error),
+    /// The run's network door (exchange directory, broker) could not be set up.
+    #[error("network: {0}")]
+    Network(String),
 }
 
 /// Collecting `/out` and publishing the result (the message names the results
@@ -115,6 +118,7 @@ impl RunError {
             Self::Setup(SetupError::RunDir(_)) => "stage.run_dir",
             Self::Setup(SetupError::OutMount(_)) => "stage.out_mount",
             Self::Setup(SetupError::Determinism(_)) => "stage.determinism",
+            Self::Setup(SetupError::Network(_)) => "network.setup",
             Self::Setup(SetupError::Inputs(e)) => stage_reason(e),
             Self::Sandbox(_) => "backend.failed",
             Self::Publish(_) => "result.write",

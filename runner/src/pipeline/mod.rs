@@ -11,6 +11,7 @@
 //! always ends in a published result, whatever the guest did.
 
 pub mod error;
+pub mod network;
 mod prepare;
 mod publish;
 pub mod replay;
@@ -56,6 +57,8 @@ pub struct RunPlan {
     /// Set by a replay: the clocks and entropy the baseline recorded. `None`: fresh
     /// values under the policy's `[determinism]`.
     pub determinism: Option<crate::backend::Determinism>,
+    /// Set by a replay of a run with network: the recording its broker serves.
+    pub network_replay: Option<network::Recording>,
 }
 
 /// What one run left behind.
@@ -131,6 +134,7 @@ impl Pipeline {
             approval_key: judged.approval_key,
             replay_of: None,
             determinism: None,
+            network_replay: None,
         })
     }
 
@@ -170,17 +174,27 @@ impl Pipeline {
         // A guest's scratch `/tmp` is a directory inside `/out`: its own inode is the
         // runner's, not one of the guest's `out_files` entries (what it holds still is).
         // The sandbox (tmpfs, worker) gets the one more; collection keeps the cap.
-        let mount_limits = match &prepared.program {
-            Program::Guest(guest) if guest.runtime.scratch.is_some() => Limits {
-                out_files: limits.out_files.saturating_add(1),
-                ..limits.clone()
-            },
-            _ => limits.clone(),
+        // So is the network exchange directory `/net` of a run granted the network.
+        let extra = u64::from(plan.approved.network_allowlist())
+            + u64::from(
+                matches!(&prepared.program, Program::Guest(g) if g.runtime.scratch.is_some()),
+            );
+        let mount_limits = Limits {
+            out_files: limits.out_files.saturating_add(extra),
+            ..limits.clone()
         };
         let tmpfs =
             confine::mount_out_tmpfs(&run.out_dir, &mount_limits).map_err(SetupError::OutMount)?;
+        let mut program = prepared.program;
+        let broker = network::start(
+            &self.policy,
+            plan.approved.network_allowlist(),
+            plan.network_replay.as_ref(),
+            &run,
+            &mut program,
+        )?;
         let spec = SandboxSpec {
-            program: prepared.program,
+            program,
             in_dir: run.in_dir.clone(),
             out_dir: run.out_dir.clone(),
             capture_dir: run.capture_dir.clone(),
@@ -195,7 +209,10 @@ impl Pipeline {
         let outcome = std::thread::scope(|scope| {
             scope.spawn(|| self.policy.warm(RuleTarget::Result));
             backend.run(&spec)
-        })?;
+        });
+        let network = broker.map(crate::net::broker::Broker::finish);
+        network::remove_exchange(&run);
+        let outcome = outcome?;
         if let Program::Guest(guest) = &spec.program
             && guest.runtime.scratch.is_some()
         {
@@ -212,6 +229,7 @@ impl Pipeline {
                 guest: prepared.guest.as_ref(),
                 sign_key: self.sign_key.as_ref(),
                 determinism: &spec.determinism,
+                network: network.as_ref(),
             },
             &run,
             staging,

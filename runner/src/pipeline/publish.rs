@@ -32,6 +32,8 @@ pub(super) struct Context<'a> {
     pub sign_key: Option<&'a SigningKey>,
     /// The clocks and entropy the guest ran with.
     pub determinism: &'a crate::backend::Determinism,
+    /// What the broker recorded (a run granted `network: allowlist`).
+    pub network: Option<&'a crate::net::broker::BrokerOutput>,
 }
 
 /// Collects `/out`, stores the streams, and publishes the result document with its
@@ -72,6 +74,15 @@ pub(super) fn publish(
     staging
         .write_stream("stderr", &outcome.stderr)
         .map_err(|e| fail(e.to_string()))?;
+    // The response bodies the guest was given, beside the streams, so `verify` can
+    // re-derive their hashes and `replay` can serve them again.
+    for (name, host) in ctx.network.iter().flat_map(|n| &n.bodies) {
+        let bytes = std::fs::read(host)
+            .map_err(|e| fail(format!("reading the recorded body {}: {e}", host.display())))?;
+        staging
+            .write_stream(name, &bytes)
+            .map_err(|e| fail(e.to_string()))?;
+    }
 
     let now = time::OffsetDateTime::now_utc();
     let created = crate::result::utc_timestamp(now);
@@ -207,6 +218,7 @@ fn draft_lock(
         result_sha256: String::new(),
         replay_of: ctx.plan.replay_of.clone(),
         determinism: Some(ctx.determinism.into()),
+        network: ctx.network.map(|n| n.log.clone()),
         lock_sha256: String::new(),
     }
 }
@@ -266,6 +278,7 @@ fn render_document(
             determinism: &crate::determinism::describe(ctx.determinism),
         },
         findings,
+        network: ctx.network.map(|n| &n.log),
         excerpt_lines: ctx.policy.output.excerpt_lines,
         rules: ctx.policy.rules_for(RuleTarget::Result),
     })

@@ -206,6 +206,11 @@ impl Pipeline {
                 notes,
             });
         }
+        // A run with network is replayed offline: its broker serves the recording.
+        plan.network_replay = lock.network.as_ref().map(|n| super::network::Recording {
+            exchanges: n.exchanges.clone(),
+            bodies: dir.join(&id),
+        });
         plan.replay_of = Some(ReplayOf {
             result_id: lock.result_id.clone(),
             lock_sha256: lock.lock_sha256.clone(),
@@ -378,6 +383,37 @@ pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
         ),
         entry("outcome".into(), e.outcome.clone(), a.outcome.clone()),
     ];
+    // The exchanges the guest made, each answered from the recording: what was asked
+    // and what was given must be the recording's.
+    if expected.network.is_some() || actual.network.is_some() {
+        let digest = |l: &Lock| {
+            l.network.as_ref().map_or("absent".to_owned(), |n| {
+                let asked: Vec<_> = n
+                    .exchanges
+                    .iter()
+                    .map(|x| {
+                        (
+                            &x.method,
+                            &x.url,
+                            &x.request_sha256,
+                            &x.verdict,
+                            &x.refusal,
+                            x.status,
+                            &x.response_sha256,
+                        )
+                    })
+                    .collect();
+                tag(&crate::digest::sha256_hex(
+                    &serde_json::to_vec(&asked).unwrap_or_default(),
+                ))
+            })
+        };
+        out.push(entry(
+            "network exchanges".into(),
+            digest(expected),
+            digest(actual),
+        ));
+    }
     let mut paths: Vec<&str> = e
         .artifacts
         .iter()

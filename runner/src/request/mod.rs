@@ -105,6 +105,8 @@ pub struct ApprovedRequest {
     work: Work,
     outputs: Vec<String>,
     risk: RiskAssessment,
+    /// `network: allowlist` (granted by the policy); false for `network: none`.
+    network_allowlist: bool,
     /// sha256 of the file's bytes as read.
     bytes_sha256: String,
     /// sha256 of the normalized text (BOM stripped, CRLF → LF, NFC).
@@ -144,6 +146,10 @@ impl ApprovedRequest {
     }
     pub fn work(&self) -> &Work {
         &self.work
+    }
+    /// True when the request asked for `network: allowlist` and the policy grants it.
+    pub fn network_allowlist(&self) -> bool {
+        self.network_allowlist
     }
     /// Output paths named in `## Output Expectations` (all under `/out/`).
     pub fn outputs(&self) -> &[String] {

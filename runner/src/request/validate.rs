@@ -185,6 +185,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
         work,
         outputs,
         risk,
+        network_allowlist: fm.network_allowlist,
         bytes_sha256: sha256_hex(bytes),
         normalized_sha256: sha256_hex(text.as_bytes()),
     })
@@ -234,6 +235,8 @@ struct FrontMatter {
     inputs_line: Option<usize>,
     /// Every path the front matter names, valid or not (for the section cross-check).
     declared_paths: Vec<String>,
+    /// `network: allowlist`, granted by the policy's `[network] allow`.
+    network_allowlist: bool,
 }
 
 fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
@@ -313,12 +316,19 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         }
     });
 
+    let mut network_allowlist = false;
     if let Some((node, line)) = f.require("network", r) {
         match scalar_str(node).as_deref() {
             Some("none") => {}
+            Some("allowlist") if backend == BackendKind::Monty => r.add(
+                "network.allowlist_unsupported",
+                "`network: allowlist` is served to the ERA guests only: the monty backend has no network door yet",
+                line,
+            ),
+            Some("allowlist") if policy.network.enabled() => network_allowlist = true,
             Some("allowlist") => r.add(
                 "network.allowlist_unsupported",
-                "`network: allowlist` cannot be served: the sandboxed guests have no socket API, so this runner grants no network at all",
+                "`network: allowlist` cannot be served: the policy's `[network] allow` lists no origin, so this runner grants no network at all",
                 line,
             ),
             _ => r.add("front_matter.network", format!("`network` must be `none` or `allowlist`, found {}", show(node)), line),
@@ -345,6 +355,7 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
         inputs,
         inputs_line,
         declared_paths,
+        network_allowlist,
     }
 }
 

@@ -37,6 +37,8 @@ pub struct ResultDoc<'a> {
     pub provenance: Provenance<'a>,
     /// Anomalies found by the runner (changes under /in, symlinks in /out, …).
     pub findings: &'a [String],
+    /// The egress log of a run granted `network: allowlist`.
+    pub network: Option<&'a crate::net::NetworkLog>,
     pub excerpt_lines: usize,
     pub rules: &'a [ForbiddenRule],
 }
@@ -125,8 +127,19 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let _ = writeln!(s, "backend: {}", yaml_str(doc.backend));
     let _ = writeln!(s, "exit_code: {}", doc.exit_code);
     let _ = writeln!(s, "runtime_sec: {:.3}", doc.runtime_sec);
-    let _ = writeln!(s, "network_used: \"none\"");
-    let _ = writeln!(s, "network_destinations: []");
+    // `allowlist` only when an origin was actually contacted (a run whose every
+    // request was refused used no network).
+    let destinations = doc.network.map(|n| n.destinations()).unwrap_or_default();
+    if destinations.is_empty() {
+        let _ = writeln!(s, "network_used: \"none\"");
+        let _ = writeln!(s, "network_destinations: []");
+    } else {
+        let _ = writeln!(s, "network_used: \"allowlist\"");
+        let _ = writeln!(s, "network_destinations:");
+        for d in &destinations {
+            let _ = writeln!(s, "  - {}", yaml_str(d));
+        }
+    }
     if doc.artifacts.is_empty() {
         let _ = writeln!(s, "artifacts: []");
     } else {
@@ -211,7 +224,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let l = p.limits;
     let _ = writeln!(
         s,
-        "- Resource limits applied: memory {} MiB of guest memory; wall time {} s; CPU {} s (cpu_limit \"{}\"); stdout {} bytes; stderr {} bytes; /out {} bytes and {} entries; network none",
+        "- Resource limits applied: memory {} MiB of guest memory; wall time {} s; CPU {} s (cpu_limit \"{}\"); stdout {} bytes; stderr {} bytes; /out {} bytes and {} entries; network {}",
         l.memory_bytes >> 20,
         l.wall.as_secs_f64(),
         l.cpu.as_secs_f64(),
@@ -219,7 +232,16 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
         l.stdout_bytes,
         l.stderr_bytes,
         l.out_bytes,
-        l.out_files
+        l.out_files,
+        match doc.network {
+            None => "none".to_owned(),
+            Some(n) => format!(
+                "allowlist ({}; at most {} requests of {} response bytes each; egress log in the lock)",
+                n.allow.join(", "),
+                n.max_requests,
+                n.max_response_bytes
+            ),
+        }
     );
     let _ = writeln!(
         s,
@@ -334,7 +356,8 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     }
     // Findings quote names the guest chose (/out file names, symlink targets): they
     // pass through the same rules as the excerpts.
-    anomalies.extend(doc.findings.iter().map(|f| {
+    let refusals = doc.network.map(|n| n.refusals()).unwrap_or_default();
+    anomalies.extend(doc.findings.iter().chain(&refusals).map(|f| {
         let shown = one_line(f);
         let trips = tripped(&shown, doc.rules);
         if trips.is_empty() { prose(&shown) } else { format!("a finding was withheld from this note because it quotes guest-controlled text that trips {}", trips.join(", ")) }
@@ -348,7 +371,20 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
             let _ = writeln!(s, "  - {a}");
         }
     }
-    s.push_str("- Network confirmation: none used; the request asked for `network: none` and the guest had no socket capability.\n");
+    match doc.network {
+        None => s.push_str("- Network confirmation: none used; the request asked for `network: none` and the guest had no socket capability.\n"),
+        Some(n) => {
+            let allowed = n.exchanges.iter().filter(|e| e.allowed()).count();
+            let refused = n.exchanges.len() - allowed + usize::try_from(n.unrecorded_refusals).unwrap_or(usize::MAX);
+            if n.mode == "replay" {
+                let _ = writeln!(s, "- Network confirmation: none used; a replay, offline: the runner's broker served {allowed} exchanges from the recording and refused {refused}; the guest had no socket.");
+            } else if destinations.is_empty() {
+                let _ = writeln!(s, "- Network confirmation: none used; the request asked for `network: allowlist`, the guest had no socket, and the runner's broker contacted no origin ({refused} requests refused before any connection).");
+            } else {
+                let _ = writeln!(s, "- Network confirmation: allowlist; the runner's broker (the guest has no socket) contacted {}, completed {allowed} exchanges and refused {refused}; every exchange is recorded in the lock's egress log.", destinations.join(", "));
+            }
+        }
+    }
     s
 }
 
@@ -592,6 +628,7 @@ mod tests {
                 approval_key: None,
             },
             findings: &[],
+            network: None,
             excerpt_lines: 3,
             rules: &policy.forbidden,
         }
