@@ -11,6 +11,7 @@ pub mod backend;
 pub mod beside;
 pub mod cli;
 pub mod digest;
+pub mod environment;
 pub mod exit_codes;
 pub mod gate;
 pub mod guest;
