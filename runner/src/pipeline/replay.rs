@@ -170,6 +170,8 @@ impl Pipeline {
                 changed_pins
                     .iter()
                     .filter(|p| p.pin != POLICY_TEXT_PIN)
+                    // An environment that is not here gets its own line, below.
+                    .filter(|p| !(p.pin == "environment" && p.actual.starts_with("unavailable")))
                     .map(|p| self.refusal(&lock, p)),
             );
         }
