@@ -383,11 +383,9 @@ impl Policy {
         language: &str,
     ) -> Option<&crate::environment::EnvironmentSpec> {
         let language = language.trim();
-        self.environments.iter().find(|e| {
-            e.languages
-                .iter()
-                .any(|l| l.eq_ignore_ascii_case(language))
-        })
+        self.environments
+            .iter()
+            .find(|e| e.languages.iter().any(|l| l.eq_ignore_ascii_case(language)))
     }
 
     /// The package environment named `name`.

@@ -131,7 +131,11 @@ fn io(message: impl ToString) -> Failure {
 /// The policy's environment `name`, or a usage error listing the known ones.
 fn spec<'a>(policy: &'a Policy, name: &str) -> Result<&'a EnvironmentSpec, Failure> {
     policy.environment(name).ok_or_else(|| {
-        let known: Vec<&str> = policy.environments.iter().map(|e| e.name.as_str()).collect();
+        let known: Vec<&str> = policy
+            .environments
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
         usage(format!(
             "policy {} declares no environment `{name}` (declared: {})",
             policy.origin,
@@ -158,9 +162,10 @@ fn python_version(spec: &EnvironmentSpec) -> Result<String, Failure> {
 
 /// The environment a lock pins, as a spec (no languages: it is only fetched).
 fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| io(format!("cannot read {}: {e}", path.display())))?;
-    let lock = crate::lock::Lock::parse(&bytes)
-        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| io(format!("cannot read {}: {e}", path.display())))?;
+    let lock =
+        crate::lock::Lock::parse(&bytes).map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let pin = lock.runtime.environment.ok_or_else(|| {
         usage(format!(
             "{}: the lock pins no package environment; nothing to fetch",
@@ -212,8 +217,9 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
             for spec in &specs {
                 let version = python_version(spec)?;
                 progress.step(&format!("{}: checking the store", spec.name));
-                let found = environment::fetch::fetch(spec, &version, &dir, &mut progress.callback())
-                    .map_err(io)?;
+                let found =
+                    environment::fetch::fetch(spec, &version, &dir, &mut progress.callback())
+                        .map_err(io)?;
                 report.environments.push(found.into());
             }
             drop(progress);
@@ -222,8 +228,8 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
         EnvAction::Install { name, wheel, json } => {
             let spec = spec(policy, &name)?;
             let progress = Progress::new();
-            let found = environment::install(spec, &wheel, &dir, &mut progress.callback())
-                .map_err(io)?;
+            let found =
+                environment::install(spec, &wheel, &dir, &mut progress.callback()).map_err(io)?;
             drop(progress);
             print_report(
                 json,
@@ -237,7 +243,10 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
             if json {
                 return Ok(super::print_json(&rows));
             }
-            println!("{:<16} {:<10} {:<64}  PACKAGES", "NAME", "INSTALLED", "TREE SHA256");
+            println!(
+                "{:<16} {:<10} {:<64}  PACKAGES",
+                "NAME", "INSTALLED", "TREE SHA256"
+            );
             for r in rows {
                 let packages: Vec<String> = r
                     .packages
@@ -263,7 +272,12 @@ fn print_report(json: bool, report: &EnvFetchReport) -> Result<i32, Failure> {
         return Ok(super::print_json(report));
     }
     for e in &report.environments {
-        println!("{}: {} (tree sha256 {})", e.name, e.path.display(), e.tree_sha256);
+        println!(
+            "{}: {} (tree sha256 {})",
+            e.name,
+            e.path.display(),
+            e.tree_sha256
+        );
     }
     Ok(exit_codes::OK)
 }

@@ -3,9 +3,9 @@
 
 pub mod approve;
 pub mod docs;
+pub mod env;
 pub mod exec;
 pub mod gate;
-pub mod env;
 pub mod guest;
 pub mod keygen;
 pub mod output;

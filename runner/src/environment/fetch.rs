@@ -40,7 +40,11 @@ pub fn fetch(
     let work = tempfile::Builder::new()
         .prefix("runner-env-fetch-")
         .tempdir()
-        .map_err(EnvError::io(env, "create a temporary directory in", &std::env::temp_dir()))?;
+        .map_err(EnvError::io(
+            env,
+            "create a temporary directory in",
+            &std::env::temp_dir(),
+        ))?;
     let req_path = work.path().join("requirements.txt");
     let requirements: Vec<String> = spec
         .packages
@@ -58,9 +62,21 @@ pub fn fetch(
     ));
     let output = Command::new(&python)
         .args(["-m", "pip", "download", "--no-deps", "--require-hashes"])
-        .args(["--only-binary", ":all:", "--no-input", "--disable-pip-version-check"])
+        .args([
+            "--only-binary",
+            ":all:",
+            "--no-input",
+            "--disable-pip-version-check",
+        ])
         // Pure-Python wheels for the guest's Python, whatever the host's is.
-        .args(["--implementation", "py", "--abi", "none", "--platform", "any"])
+        .args([
+            "--implementation",
+            "py",
+            "--abi",
+            "none",
+            "--platform",
+            "any",
+        ])
         .arg("--python-version")
         .arg(python_version)
         .arg("--dest")

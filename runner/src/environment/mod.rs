@@ -215,7 +215,8 @@ fn valid_package_name(name: &str) -> bool {
         && b.len() <= 100
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
 }
 
 /// The identity of a package set: sha256 of its canonical JSON, packages sorted by
@@ -427,8 +428,7 @@ pub fn install(
         // The same tree is already there (another name for the same set, or a record
         // lost): keep it if it still hashes right.
         Err(_) if dest.is_dir() => {
-            let existing =
-                tree::tree_sha256(&dest).map_err(EnvError::io(env, "hash", &dest))?;
+            let existing = tree::tree_sha256(&dest).map_err(EnvError::io(env, "hash", &dest))?;
             if existing != tree_sha256 {
                 return Err(EnvError::Tampered {
                     env: env.to_owned(),
@@ -507,9 +507,7 @@ pub fn list(specs: &[EnvironmentSpec], env_dir: &Path) -> Vec<EnvironmentStatus>
                 languages: spec.languages.clone(),
                 packages: spec.packages.clone(),
                 installed: record.is_some(),
-                path: record
-                    .as_ref()
-                    .map(|r| tree_dir(env_dir, &r.tree_sha256)),
+                path: record.as_ref().map(|r| tree_dir(env_dir, &r.tree_sha256)),
                 tree_sha256: record.map(|r| r.tree_sha256),
             }
         })

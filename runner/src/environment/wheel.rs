@@ -104,7 +104,12 @@ fn parse_name(file_name: &str) -> Option<WheelName<'_>> {
 ///
 /// # Ambient Authority
 /// Reads `path`, writes under `root`.
-pub fn unpack(pin: &PackagePin, path: &Path, root: &Path, budget: &mut Budget) -> Result<(), String> {
+pub fn unpack(
+    pin: &PackagePin,
+    path: &Path,
+    root: &Path,
+    budget: &mut Budget,
+) -> Result<(), String> {
     let file_name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -118,8 +123,7 @@ pub fn unpack(pin: &PackagePin, path: &Path, root: &Path, budget: &mut Budget) -
             tags.dist, tags.version, pin.name, pin.version
         ));
     }
-    if tags.abi.split('.').any(|t| t != "none") || tags.platform.split('.').any(|t| t != "any")
-    {
+    if tags.abi.split('.').any(|t| t != "none") || tags.platform.split('.').any(|t| t != "any") {
         return Err(format!(
             "it is a platform wheel (abi `{}`, platform `{}`): only pure-Python wheels (`-none-any`) run in a WASI guest, which cannot load native extensions",
             tags.abi, tags.platform
@@ -156,7 +160,11 @@ pub fn unpack(pin: &PackagePin, path: &Path, root: &Path, budget: &mut Budget) -
         {
             return Err(format!("member `{name}` is a symbolic link"));
         }
-        let base = name.rsplit('/').next().unwrap_or(&name).to_ascii_lowercase();
+        let base = name
+            .rsplit('/')
+            .next()
+            .unwrap_or(&name)
+            .to_ascii_lowercase();
         if NATIVE_SUFFIXES.iter().any(|s| base.ends_with(s)) || base.contains(".so.") {
             return Err(format!(
                 "member `{name}` is a native extension or library: only pure-Python wheels run in a WASI guest"
@@ -316,7 +324,10 @@ mod tests {
     fn names_normalize_like_wheel_files() {
         assert_eq!(normalize("Foo.Bar--baz"), "foo_bar_baz");
         assert_eq!(normalize("tabulate"), "tabulate");
-        assert_eq!(normalize_dist_info("Tabulate-0.9.0.dist-info"), "tabulate-0.9.0.dist-info");
+        assert_eq!(
+            normalize_dist_info("Tabulate-0.9.0.dist-info"),
+            "tabulate-0.9.0.dist-info"
+        );
     }
 
     #[test]
@@ -349,7 +360,10 @@ mod tests {
     #[test]
     fn wheel_names_parse() {
         let n = parse_name("tabulate-0.9.0-py3-none-any.whl").unwrap();
-        assert_eq!((n.dist, n.version, n.abi, n.platform), ("tabulate", "0.9.0", "none", "any"));
+        assert_eq!(
+            (n.dist, n.version, n.abi, n.platform),
+            ("tabulate", "0.9.0", "none", "any")
+        );
         let n = parse_name("numpy-2.0.0-1-cp312-cp312-manylinux_2_17_x86_64.whl").unwrap();
         assert_eq!(n.abi, "cp312");
         assert!(parse_name("tabulate.whl").is_none());

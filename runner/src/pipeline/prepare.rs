@@ -4,11 +4,11 @@
 use super::error::PrepareError;
 use crate::backend::monty::MontyBackend;
 use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
-use crate::environment;
-use crate::policy::Policy;
 use crate::backend::worker::WasmtimeBackend;
 use crate::backend::{Backend, GuestProgram, MontyProgram, Program};
+use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
+use crate::policy::Policy;
 use crate::request::{ApprovedRequest, Work};
 use std::collections::HashMap;
 use std::path::PathBuf;

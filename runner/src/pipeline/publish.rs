@@ -249,7 +249,9 @@ fn render_document(
             command: &command,
             engine: &outcome.engine,
             guest: ctx.guest.map(|(n, s)| (n.as_str(), s.as_str())),
-            environment: ctx.environment.map(|e| lock::EnvironmentPin::of(e).summary()),
+            environment: ctx
+                .environment
+                .map(|e| lock::EnvironmentPin::of(e).summary()),
             runner_version: crate::RUNNER_VERSION,
             limits: ctx.limits,
             cpu_limit_text: &approved.limits().cpu_limit,

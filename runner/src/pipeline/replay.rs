@@ -15,11 +15,11 @@
 use super::{Pipeline, RunError, RunPlan, limits_for};
 use crate::exit_codes;
 use crate::lock::verify::{find_request, result_location};
-use crate::request::Work;
 use crate::lock::{
-    EnvironmentPin,
-    LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag, text_sha256_tagged,
+    EnvironmentPin, LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag,
+    text_sha256_tagged,
 };
+use crate::request::Work;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use serde::Serialize;
@@ -177,8 +177,7 @@ impl Pipeline {
         }
         // A pinned environment that is not here is refused in any mode, with the
         // command that brings it back.
-        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, self.environment_now(&plan))
-        {
+        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, self.environment_now(&plan)) {
             refused.push(format!(
                 "environment: the lock pins `{}` (tree {}), which is not available here: \
                  {why}; run `runner env fetch --from-lock {}`",
