@@ -77,7 +77,7 @@ pub struct ReplayOf {
 #[serde(deny_unknown_fields)]
 pub struct PinChange {
     /// `policy` (the run-affecting tables, `policy.run_sha256`), `policy_text` (the
-    /// whole text, `policy.sha256`), `runner`, `engine`, `guest` or `limits`.
+    /// whole text, `policy.sha256`), `runner`, `engine`, `guest`, `environment` or `limits`.
     pub pin: String,
     pub expected: String,
     pub actual: String,
