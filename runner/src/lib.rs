@@ -12,6 +12,7 @@ pub mod beside;
 pub mod cli;
 pub mod determinism;
 pub mod digest;
+pub mod environment;
 pub mod exit_codes;
 pub mod gate;
 pub mod guest;

@@ -49,6 +49,9 @@ struct PolicyFile {
     /// Absent: no origin allowed (`network: allowlist` refused).
     #[serde(default)]
     network: Option<crate::net::NetworkFile>,
+    /// Package environments requests may select by `language` (issue 21).
+    #[serde(default)]
+    environments: Vec<crate::environment::EnvironmentSpec>,
 }
 
 /// The `[approval]` table as written. Both switches are required when the table is
@@ -224,6 +227,8 @@ pub struct Policy {
     pub determinism: DeterminismPolicy,
     /// What `network: allowlist` may reach (`[network]`).
     pub network: crate::net::NetworkPolicy,
+    /// The operator's package environments (`[[environments]]`), checked at load.
+    pub environments: Vec<crate::environment::EnvironmentSpec>,
     /// The rules per [`RuleTarget`], in policy order.
     rules_by_target: [Vec<ForbiddenRule>; 4],
     /// sha256 of the policy text as loaded (pinned in results and locks).
@@ -338,6 +343,7 @@ impl Policy {
             file.network.as_ref(),
         )
         .map_err(invalid)?;
+        crate::environment::check_specs(&file.environments, &file.guests).map_err(invalid)?;
         Ok(Self {
             request: file.request,
             limits: file.limits,
@@ -348,6 +354,7 @@ impl Policy {
             confinement,
             determinism,
             network,
+            environments: file.environments,
             rules_by_target,
             sha256: sha256_hex(text.as_bytes()),
             run_sha256,
@@ -378,14 +385,44 @@ impl Policy {
             .find(|g| g.programs.iter().any(|p| p == program))
     }
 
-    /// The guest a request's `language` selects, if any (case-insensitive).
+    /// The guest a request's `language` selects, if any (case-insensitive): a guest's
+    /// own language, or one of a package environment's, which selects the environment's
+    /// guest.
     pub fn guest_for_language(&self, language: &str) -> Option<&GuestMapping> {
         let language = language.trim().to_ascii_lowercase();
-        self.guests.iter().find(|g| {
+        let direct = self.guests.iter().find(|g| {
             g.languages
                 .iter()
                 .any(|l| l.eq_ignore_ascii_case(&language))
+        });
+        direct.or_else(|| {
+            let env = self.environment_for_language(&language)?;
+            self.guests.iter().find(|g| g.guest == env.guest)
         })
+    }
+
+    /// The package environment a request's `language` selects, if any
+    /// (case-insensitive).
+    pub fn environment_for_language(
+        &self,
+        language: &str,
+    ) -> Option<&crate::environment::EnvironmentSpec> {
+        let language = language.trim();
+        self.environments
+            .iter()
+            .find(|e| e.languages.iter().any(|l| l.eq_ignore_ascii_case(language)))
+    }
+
+    /// The package environment named `name`.
+    pub fn environment(&self, name: &str) -> Option<&crate::environment::EnvironmentSpec> {
+        self.environments.iter().find(|e| e.name == name)
+    }
+
+    /// Every language a request may name: the guests' and the environments'.
+    pub fn languages(&self) -> Vec<&str> {
+        let guests = self.guests.iter().flat_map(|g| &g.languages);
+        let envs = self.environments.iter().flat_map(|e| &e.languages);
+        guests.chain(envs).map(String::as_str).collect()
     }
 }
 

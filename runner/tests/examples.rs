@@ -75,9 +75,38 @@ fn tool_requests() -> Vec<PathBuf> {
     requests
 }
 
+/// The policy an example runs under: `policy.toml` beside its request if there is one
+/// (examples/package-env declares an environment), else the built-in policy.
+fn example_policy(request: &Path) -> Option<PathBuf> {
+    let path = request.parent()?.join("policy.toml");
+    path.is_file().then_some(path)
+}
+
 #[test]
 fn every_example_request_is_accepted_by_the_binary() {
     let requests = tool_requests();
+    let (own, builtin): (Vec<PathBuf>, Vec<PathBuf>) = requests
+        .iter()
+        .cloned()
+        .partition(|r| example_policy(r).is_some());
+    for request in &own {
+        let out = Command::new(env!("CARGO_BIN_EXE_runner"))
+            .arg("--policy")
+            .arg(example_policy(request).unwrap())
+            .arg("validate")
+            .arg(request)
+            .output()
+            .expect("the runner binary runs");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}{}",
+            request.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let requests = builtin;
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg("validate")
         .arg("--json")
@@ -109,10 +138,13 @@ fn every_example_request_is_accepted_by_the_binary() {
 
 #[test]
 fn example_inputs_match_their_declared_hashes() {
-    let policy = Policy::builtin();
     let mut problems = Vec::new();
     let mut checked = 0;
     for path in tool_requests() {
+        let policy = match example_policy(&path) {
+            Some(p) => Policy::load(&p).expect("the example's policy loads"),
+            None => Policy::builtin(),
+        };
         let name = path
             .strip_prefix(examples_dir())
             .unwrap_or(&path)

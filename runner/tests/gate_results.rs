@@ -289,6 +289,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
                 command: "python -u hostile.py --out /out/summary.json",
                 engine: "wasmtime 48.0.8",
                 guest: Some(("cpython-3.12", "e5dc")),
+                environment: None,
                 runner_version: "0.1.0",
                 limits: &limits,
                 cpu_limit_text: "10",

@@ -133,9 +133,23 @@ pub fn summary(a: &Approval, request_path: &Path, by: &str, at: &str, policy: &P
         Work::Era {
             command_line,
             guest,
+            environment,
             ..
         } => {
             let _ = writeln!(s, "  backend:       ERA (guest {})", shown(guest));
+            if let Some(env) = environment.as_deref().and_then(|e| policy.environment(e)) {
+                let packages: Vec<String> = env
+                    .packages
+                    .iter()
+                    .map(|p| format!("{} {}", shown(&p.name), shown(&p.version)))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  environment:   {} ({})",
+                    shown(&env.name),
+                    packages.join(", ")
+                );
+            }
             let _ = writeln!(s, "  command:       {}", shown(command_line));
         }
         Work::Monty { code, inputs_json } => {

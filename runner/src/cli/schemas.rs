@@ -59,7 +59,7 @@ pub fn all() -> Vec<(String, String)> {
             .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         (format!("{name}.json"), text + "\n")
     }
-    use super::{approve, exec, guest, keygen, policy, replay, request, validate, version};
+    use super::{approve, env, exec, guest, keygen, policy, replay, request, validate, version};
     vec![
         one::<validate::FileVerdict>(
             "validate",
@@ -73,6 +73,12 @@ pub fn all() -> Vec<(String, String)> {
             "One entry per request, in the order given, each `exec.json` plus `request`.",
         ),
         one::<crate::gate::inbox::Summary>("gate", "runner gate --json", ""),
+        one::<env::EnvFetchReport>(
+            "env-fetch",
+            "runner env fetch --json",
+            "`runner env install --json` prints the same object.",
+        ),
+        one::<env::EnvListReport>("env-list", "runner env list --json", ""),
         one::<crate::serve::Handled>(
             "serve",
             "runner serve --json",

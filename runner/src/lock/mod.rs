@@ -85,7 +85,7 @@ pub struct ReplayOf {
 #[serde(deny_unknown_fields)]
 pub struct PinChange {
     /// `policy` (the run-affecting tables, `policy.run_sha256`), `policy_text` (the
-    /// whole text, `policy.sha256`), `runner`, `engine`, `guest` or `limits`.
+    /// whole text, `policy.sha256`), `runner`, `engine`, `guest`, `environment` or `limits`.
     pub pin: String,
     pub expected: String,
     pub actual: String,
@@ -137,6 +137,63 @@ pub struct RuntimePin {
     pub engine_version: String,
     /// The guest, for ERA runs; `null` for monty.
     pub guest: Option<GuestPin>,
+    /// The package environment mounted on the guest's import path; absent when the
+    /// request selected none (and in locks written before environments existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentPin>,
+}
+
+/// A package environment as a run used it: its name, the `sha256:` of its installed
+/// tree ([`crate::environment::tree`]) and every wheel it was unpacked from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentPin {
+    pub name: String,
+    pub tree_sha256: String,
+    pub packages: Vec<WheelPin>,
+}
+
+/// One wheel of an environment: package name, exact version, `sha256:` of the wheel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WheelPin {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+impl EnvironmentPin {
+    /// The pin of a verified environment.
+    pub fn of(found: &crate::environment::Located) -> Self {
+        Self {
+            name: found.name.clone(),
+            tree_sha256: tag(&found.tree_sha256),
+            packages: found
+                .packages
+                .iter()
+                .map(|p| WheelPin {
+                    name: p.name.clone(),
+                    version: p.version.clone(),
+                    sha256: tag(&p.sha256),
+                })
+                .collect(),
+        }
+    }
+
+    /// One line for comparisons and messages: `name tree=sha256:… pkg==ver sha256:…, …`.
+    pub fn summary(&self) -> String {
+        let packages: Vec<String> = self
+            .packages
+            .iter()
+            .map(|p| format!("{}=={} {}", p.name, p.version, p.sha256))
+            .collect();
+        format!(
+            "{} tree={} [{}]",
+            self.name,
+            self.tree_sha256,
+            packages.join(", ")
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -370,6 +427,7 @@ pub(crate) mod tests {
                     name: "cpython-3.12".into(),
                     sha256: tag(&"c".repeat(64)),
                 }),
+                environment: None,
             },
             limits: LimitsPin {
                 memory_bytes: 1,

@@ -46,6 +46,19 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
             json!({"uri": format!("guest:{}", g.name), "digest": {"sha256": hex(&g.sha256)}}),
         );
     }
+    // A package environment: its installed tree, and every wheel it came from.
+    if let Some(e) = &lock.runtime.environment {
+        materials.push(json!({
+            "uri": format!("environment:{}", e.name),
+            "digest": {"sha256": hex(&e.tree_sha256)},
+        }));
+        materials.extend(e.packages.iter().map(|p| {
+            json!({
+                "uri": format!("pkg:pypi/{}@{}", p.name, p.version),
+                "digest": {"sha256": hex(&p.sha256)},
+            })
+        }));
+    }
     materials.extend(network_materials);
     let mut statement = json!({
         "_type": STATEMENT_TYPE,

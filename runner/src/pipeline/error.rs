@@ -39,6 +39,9 @@ pub enum PrepareError {
     Engine(BackendError),
     #[error(transparent)]
     MontyWorker(BackendError),
+    /// The request's package environment is not installed, or its tree was modified.
+    #[error(transparent)]
+    Environment(#[from] crate::environment::EnvError),
 }
 
 /// Setting up the run's directories: the results directory, the run directory, the
@@ -110,6 +113,10 @@ impl RunError {
             Self::Judge(JudgeError::TooLarge { .. }) => "request.too_large",
             Self::Judge(JudgeError::Rejected(_)) => "request.rejected",
             Self::Prepare(PrepareError::MontyWorker(_)) => "backend.unavailable",
+            Self::Prepare(PrepareError::Environment(crate::environment::EnvError::Tampered {
+                ..
+            })) => "environment.tampered",
+            Self::Prepare(PrepareError::Environment(_)) => "environment.unavailable",
             Self::Prepare(_) => "guest.unavailable",
             Self::Setup(SetupError::ResultsDir(PublishError::ResultsDirSymlink { .. })) => {
                 "result.dir_symlink"

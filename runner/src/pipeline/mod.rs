@@ -150,11 +150,13 @@ impl Pipeline {
         // The engine first: a missing guest is fetched (with progress) and compiled
         // once; none of that depends on the inputs.
         let mut reporter = self.progress.as_ref().map(|make| make());
-        let prepared = self.engines.prepare(&plan.approved, &mut |msg: &str| {
-            if let Some(report) = reporter.as_mut() {
-                report(msg);
-            }
-        })?;
+        let prepared = self
+            .engines
+            .prepare(&plan.approved, &self.policy, &mut |msg: &str| {
+                if let Some(report) = reporter.as_mut() {
+                    report(msg);
+                }
+            })?;
         drop(reporter);
 
         // The results directory is opened (a symlinked default refused) before anything
@@ -227,6 +229,7 @@ impl Pipeline {
                 staged: &staged,
                 limits: &limits,
                 guest: prepared.guest.as_ref(),
+                environment: prepared.environment.as_ref(),
                 sign_key: self.sign_key.as_ref(),
                 determinism: &spec.determinism,
                 network: network.as_ref(),

@@ -3,10 +3,12 @@
 
 use super::error::PrepareError;
 use crate::backend::monty::MontyBackend;
-use crate::backend::wasmtime::GuestRuntime;
+use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
 use crate::backend::worker::WasmtimeBackend;
 use crate::backend::{Backend, GuestProgram, MontyProgram, Program};
+use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
+use crate::policy::Policy;
 use crate::request::{ApprovedRequest, Work};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,6 +37,9 @@ pub(super) struct Prepared {
     pub program: Program,
     /// The guest's name and pinned sha256 hex (ERA only).
     pub guest: Option<(String, String)>,
+    /// The package environment mounted, verified (ERA only, when the request's
+    /// `language` selects one).
+    pub environment: Option<environment::Located>,
 }
 
 /// A poisoned lock only means another run panicked; what it guards stays consistent.
@@ -46,16 +51,46 @@ impl Engines {
     pub(super) fn prepare(
         &self,
         approved: &ApprovedRequest,
+        policy: &Policy,
         progress: ProgressSink<'_>,
     ) -> Result<Prepared, PrepareError> {
         match approved.work() {
-            Work::Era { argv, guest, .. } => {
-                let (backend, program) = self.prepare_guest(guest, argv, progress)?;
+            Work::Era {
+                argv,
+                guest,
+                environment,
+                ..
+            } => {
+                let (backend, mut program) = self.prepare_guest(guest, argv, progress)?;
                 let sha = program.wasm_sha256.clone();
+                // The environment's tree is hashed before every run (as the guest is
+                // verified): a tree modified after install is refused, not mounted.
+                let located = match environment {
+                    Some(name) => {
+                        let spec = policy.environment(name).ok_or_else(|| {
+                            environment::EnvError::Invalid {
+                                env: name.clone(),
+                                reason: "the policy in force does not declare it".into(),
+                            }
+                        })?;
+                        let found = environment::locate(spec, &environment::default_env_dir())?;
+                        program.runtime.mounts.push(ReadOnlyMount {
+                            host: found.dir.clone(),
+                            guest: environment::GUEST_MOUNT.to_owned(),
+                        });
+                        program
+                            .runtime
+                            .env
+                            .push(("PYTHONPATH".into(), environment::GUEST_MOUNT.into()));
+                        Some(found)
+                    }
+                    None => None,
+                };
                 Ok(Prepared {
                     backend,
                     program: Program::Guest(program),
                     guest: Some((guest.clone(), sha)),
+                    environment: located,
                 })
             }
             Work::Monty { code, inputs_json } => {
@@ -69,6 +104,7 @@ impl Engines {
                         inputs_json: inputs_json.clone(),
                     }),
                     guest: None,
+                    environment: None,
                 })
             }
         }

@@ -29,6 +29,7 @@ pub(super) struct Context<'a> {
     pub staged: &'a [StagedInput],
     pub limits: &'a Limits,
     pub guest: Option<&'a (String, String)>,
+    pub environment: Option<&'a crate::environment::Located>,
     pub sign_key: Option<&'a SigningKey>,
     /// The clocks and entropy the guest ran with.
     pub determinism: &'a crate::backend::Determinism,
@@ -195,6 +196,7 @@ fn draft_lock(
                 name: name.clone(),
                 sha256: lock::tag(sha),
             }),
+            environment: ctx.environment.map(lock::EnvironmentPin::of),
         },
         limits: LimitsPin::from(ctx.limits),
         inputs_count: 0,
@@ -262,6 +264,9 @@ fn render_document(
             command: &command,
             engine: &outcome.engine,
             guest: ctx.guest.map(|(n, s)| (n.as_str(), s.as_str())),
+            environment: ctx
+                .environment
+                .map(|e| lock::EnvironmentPin::of(e).summary()),
             runner_version: crate::RUNNER_VERSION,
             limits: ctx.limits,
             cpu_limit_text: &approved.limits().cpu_limit,

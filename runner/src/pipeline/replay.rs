@@ -17,8 +17,10 @@ use crate::determinism::DeterminismPin;
 use crate::exit_codes;
 use crate::lock::verify::{find_request, result_location};
 use crate::lock::{
-    LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag, text_sha256_tagged,
+    EnvironmentPin, LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag,
+    text_sha256_tagged,
 };
+use crate::request::Work;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use serde::Serialize;
@@ -181,8 +183,21 @@ impl Pipeline {
                 changed_pins
                     .iter()
                     .filter(|p| p.pin != POLICY_TEXT_PIN)
+                    // An environment that is not here gets its own line, below.
+                    .filter(|p| !(p.pin == "environment" && p.actual.starts_with("unavailable")))
                     .map(|p| self.refusal(&lock, p)),
             );
+        }
+        // A pinned environment that is not here is refused in any mode, with the
+        // command that brings it back.
+        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, self.environment_now(&plan)) {
+            refused.push(format!(
+                "environment: the lock pins `{}` (tree {}), which is not available here: \
+                 {why}; run `runner env fetch --from-lock {}`",
+                pinned.name,
+                pinned.tree_sha256,
+                lock_path.display()
+            ));
         }
         let request_sha = text_sha256_tagged(&plan.request_text);
         if request_sha != lock.request.sha256 {
@@ -271,10 +286,41 @@ impl Pipeline {
             plan.guest_pin()
                 .map_or("none".to_owned(), |(n, s)| format!("{n} {}", tag(&s))),
         );
+        change(
+            "environment",
+            lock.runtime
+                .environment
+                .as_ref()
+                .map_or("none".to_owned(), EnvironmentPin::summary),
+            match self.environment_now(plan) {
+                Ok(Some(pin)) => pin.summary(),
+                Ok(None) => "none".to_owned(),
+                Err(why) => format!("unavailable ({why})"),
+            },
+        );
         let now = LimitsPin::from(&limits_for(&plan.approved, policy));
         let (expected, actual) = limits_difference(&lock.limits, &now);
         change("limits", expected, actual);
         out
+    }
+
+    /// The package environment the request would run with now, verified: `None` when
+    /// its language selects none, the reason when it is not installed or not intact.
+    fn environment_now(&self, plan: &RunPlan) -> Result<Option<EnvironmentPin>, String> {
+        let Work::Era {
+            environment: Some(name),
+            ..
+        } = plan.approved.work()
+        else {
+            return Ok(None);
+        };
+        let spec = self
+            .policy()
+            .environment(name)
+            .ok_or_else(|| format!("the policy in force declares no environment `{name}`"))?;
+        crate::environment::locate(spec, &crate::environment::default_env_dir())
+            .map(|found| Some(EnvironmentPin::of(&found)))
+            .map_err(|e| e.to_string())
     }
 
     /// The line a strict replay refuses with for `pin`.
@@ -296,7 +342,7 @@ impl Pipeline {
                 pin.actual,
                 self.policy().origin
             ),
-            "runner" | "engine" | "guest" => format!(
+            "runner" | "engine" | "guest" | "environment" => format!(
                 "{}: the lock pins {}, available is {}",
                 pin.pin, pin.expected, pin.actual
             ),

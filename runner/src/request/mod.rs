@@ -71,6 +71,9 @@ pub enum Work {
         command_line: String,
         argv: Vec<String>,
         guest: String,
+        /// The package environment the request's `language` selects (policy
+        /// `[[environments]]`), mounted read-only on the guest's import path.
+        environment: Option<String>,
     },
     /// Python code for Monty, with its optional JSON inputs object.
     Monty {

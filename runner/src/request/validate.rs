@@ -297,11 +297,7 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
             );
             None
         } else if policy.guest_for_language(&lower).is_none() {
-            let known: Vec<&str> = policy
-                .guests
-                .iter()
-                .flat_map(|g| g.languages.iter().map(String::as_str))
-                .collect();
+            let known = policy.languages();
             r.add(
                 "language.unknown",
                 format!(
@@ -312,6 +308,18 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
             );
             None
         } else {
+            if let Some(env) = policy.environment_for_language(&lower)
+                && backend == BackendKind::Monty
+            {
+                r.add(
+                    "language.environment_on_monty",
+                    format!(
+                        "`language: {lang}` selects the package environment `{}` (guest `{}`), but backend monty has no packages; use `backend: ERA`",
+                        env.name, env.guest
+                    ),
+                    line,
+                );
+            }
             Some(lang)
         }
     });
@@ -733,10 +741,16 @@ fn era_command(
         r.add("command.guest_mismatch", format!("the program `{program}` selects guest `{guest}`, but `language: {lang}` selects another"), line.number);
         ok = false;
     }
+    let environment = fm
+        .language
+        .as_deref()
+        .and_then(|lang| policy.environment_for_language(lang))
+        .map(|e| e.name.clone());
     ok.then(|| Work::Era {
         command_line: command_line.to_owned(),
         argv: words,
         guest,
+        environment,
     })
 }
 

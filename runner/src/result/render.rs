@@ -52,6 +52,8 @@ pub struct Provenance<'a> {
     pub engine: &'a str,
     /// Guest name and sha256, for ERA.
     pub guest: Option<(&'a str, &'a str)>,
+    /// The package environment, as [`crate::lock::EnvironmentPin::summary`] writes it.
+    pub environment: Option<String>,
     pub runner_version: &'a str,
     pub limits: &'a Limits,
     pub cpu_limit_text: &'a str,
@@ -219,6 +221,14 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
         None => {
             let _ = writeln!(s, "- Backend identity: {} ({})", doc.backend, p.engine);
         }
+    }
+    if let Some(env) = &p.environment {
+        let _ = writeln!(
+            s,
+            "- Package environment: `{}`, mounted read-only at {}",
+            one_line(env),
+            crate::environment::GUEST_MOUNT
+        );
     }
     let _ = writeln!(s, "- Runner: runner {}", p.runner_version);
     let l = p.limits;
@@ -616,6 +626,7 @@ mod tests {
                 command: "python x.py",
                 engine: "wasmtime 48.0.8",
                 guest: Some(("cpython-3.12", "e5dc")),
+                environment: None,
                 runner_version: "0.1.0",
                 limits,
                 cpu_limit_text: "10",

@@ -1,0 +1,594 @@
+//! Package environments (issue 21): named, hash-pinned sets of pure-Python wheels that
+//! the operator declares in the policy (`[[environments]]`) and a request selects by its
+//! `language`.
+//!
+//! An environment is stored once, content-addressed, under the environment directory
+//! (`$RUNNER_ENV_DIR`, else `<cache dir>/envs`, created 0700):
+//!
+//! - `trees/<tree_sha256>/`: the wheels unpacked (directories 0700, files 0600), which
+//!   the guest sees read-only at [`GUEST_MOUNT`], on its `PYTHONPATH`;
+//! - `sets/<set_id>.json`: which tree holds a package set ([`set_id`]), written once the
+//!   tree is complete.
+//!
+//! Nothing in the store is trusted on read: [`locate`] re-hashes the whole tree
+//! ([`tree::tree_sha256`]) before every run and refuses one that differs from its record.
+//!
+//! Files: [`wheel`] (checking and unpacking a wheel), [`tree`] (the tree's hash),
+//! [`fetch`] (pip), this file (the policy's table, the store, listing).
+
+pub mod fetch;
+pub mod tree;
+pub mod wheel;
+
+use crate::digest::{is_sha256_hex, sha256_hex};
+use crate::policy::GuestMapping;
+use serde::{Deserialize, Serialize};
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+/// Where the guest sees an environment's tree (read-only), and its `PYTHONPATH`.
+pub const GUEST_MOUNT: &str = "/site-packages";
+
+/// The value of `set_type` in what [`set_id`] hashes.
+const SET_TYPE: &str = "runner.env-set/v1";
+
+/// One `[[environments]]` entry of the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentSpec {
+    /// `[a-z0-9][a-z0-9._-]*`, at most 64 characters.
+    pub name: String,
+    /// A guest of the policy's `[[guests]]` registry.
+    pub guest: String,
+    /// The request `language` values that select this environment.
+    pub languages: Vec<String>,
+    /// Every package, dependencies included: nothing is resolved.
+    pub packages: Vec<PackagePin>,
+}
+
+/// One pinned wheel.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct PackagePin {
+    pub name: String,
+    pub version: String,
+    /// sha256 (64 lowercase hex) of the wheel file.
+    pub sha256: String,
+}
+
+/// Why an environment could not be installed, found or verified.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    #[error("environment `{env}`: cannot {action} {}: {source}", path.display())]
+    Io {
+        env: String,
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("environment `{env}`: wheel {}: {reason}", wheel.display())]
+    Wheel {
+        env: String,
+        wheel: PathBuf,
+        reason: String,
+    },
+    #[error("environment `{env}`: {reason}")]
+    Invalid { env: String, reason: String },
+    /// Never installed on this host (or installed for another package set).
+    #[error(
+        "environment `{env}` is not installed on this host; run `runner env fetch {env}` \
+         (or `runner env install {env} --wheel FILE…` offline)"
+    )]
+    NotInstalled { env: String },
+    /// The stored tree is not what was installed.
+    #[error(
+        "environment `{env}`: the installed tree {} hashes to {actual}, not {expected} as \
+         recorded when it was installed; it was modified. Remove it and run `runner env \
+         fetch {env}` again",
+        path.display()
+    )]
+    Tampered {
+        env: String,
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("environment `{env}`: pip failed ({status}) for {requirements}:\n{stderr_tail}")]
+    PipFailed {
+        env: String,
+        requirements: String,
+        status: String,
+        stderr_tail: String,
+    },
+    #[error("environment `{env}`: cannot run `{python} -m pip`: {source}")]
+    PythonNotFound {
+        env: String,
+        python: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl EnvError {
+    fn io(env: &str, action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Self {
+        let (env, path) = (env.to_owned(), path.to_owned());
+        move |source| EnvError::Io {
+            env,
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// Checks the policy's `[[environments]]`: names, guests, languages and pins.
+pub fn check_specs(specs: &[EnvironmentSpec], guests: &[GuestMapping]) -> Result<(), String> {
+    for (i, spec) in specs.iter().enumerate() {
+        let at = format!("environments entry {} (`{}`)", i + 1, spec.name);
+        if !valid_name(&spec.name) {
+            return Err(format!(
+                "{at}: `name` must be 1-64 characters of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit"
+            ));
+        }
+        if specs[..i].iter().any(|o| o.name == spec.name) {
+            return Err(format!("{at}: the name is used twice"));
+        }
+        if !guests.iter().any(|g| g.guest == spec.guest) {
+            return Err(format!(
+                "{at}: `guest = \"{}\"` is not in the policy's [[guests]] registry",
+                spec.guest
+            ));
+        }
+        if spec.languages.is_empty() {
+            return Err(format!(
+                "{at}: `languages` is empty; a request selects an environment by its language"
+            ));
+        }
+        for lang in &spec.languages {
+            let taken_by_guest = guests
+                .iter()
+                .any(|g| g.languages.iter().any(|l| l.eq_ignore_ascii_case(lang)));
+            let taken_by_env = specs[..i]
+                .iter()
+                .any(|o| o.languages.iter().any(|l| l.eq_ignore_ascii_case(lang)));
+            if lang.trim().is_empty() || lang.trim() != lang {
+                return Err(format!("{at}: language {lang:?} is empty or padded"));
+            }
+            if taken_by_guest || taken_by_env {
+                return Err(format!(
+                    "{at}: language `{lang}` already selects another guest or environment"
+                ));
+            }
+        }
+        if spec.packages.is_empty() {
+            return Err(format!("{at}: `packages` is empty"));
+        }
+        for (j, p) in spec.packages.iter().enumerate() {
+            let at = format!("{at}, package {} (`{}`)", j + 1, p.name);
+            if !valid_package_name(&p.name) {
+                return Err(format!("{at}: `name` is not a Python package name"));
+            }
+            if p.version.is_empty()
+                || !p
+                    .version
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".+!_-".contains(c))
+            {
+                return Err(format!(
+                    "{at}: `version` must be an exact version such as 0.9.0"
+                ));
+            }
+            if !is_sha256_hex(&p.sha256) || p.sha256.chars().any(|c| c.is_ascii_uppercase()) {
+                return Err(format!(
+                    "{at}: `sha256` must be the wheel's sha256, 64 lowercase hex digits"
+                ));
+            }
+            if spec.packages[..j]
+                .iter()
+                .any(|o| wheel::normalize(&o.name) == wheel::normalize(&p.name))
+            {
+                return Err(format!("{at}: the package is listed twice"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c))
+}
+
+/// PEP 508 names: letters, digits, `.`, `_`, `-`, starting and ending alphanumeric.
+fn valid_package_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 100
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
+}
+
+/// The identity of a package set: sha256 of its canonical JSON, packages sorted by
+/// normalized name. The environment's name is not part of it: two names for the same
+/// wheels share one tree.
+pub fn set_id(spec: &EnvironmentSpec) -> String {
+    let mut packages: Vec<(String, &PackagePin)> = spec
+        .packages
+        .iter()
+        .map(|p| (wheel::normalize(&p.name), p))
+        .collect();
+    packages.sort();
+    let value = serde_json::json!({
+        "set_type": SET_TYPE,
+        "guest": spec.guest,
+        "packages": packages.iter().map(|(n, p)| serde_json::json!({
+            "name": n, "version": p.version, "sha256": p.sha256,
+        })).collect::<Vec<_>>(),
+    });
+    // Strings and arrays only: canonicalization cannot fail.
+    let text = crate::lock::jcs::to_string(&value).unwrap_or_default();
+    sha256_hex(text.as_bytes())
+}
+
+/// `sets/<set_id>.json`: the record of an installed set.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SetRecord {
+    name: String,
+    guest: String,
+    packages: Vec<PackagePin>,
+    tree_sha256: String,
+}
+
+/// A verified, installed environment: what a run mounts and what its lock pins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub name: String,
+    /// The tree's directory on the host.
+    pub dir: PathBuf,
+    /// sha256 hex of the tree ([`tree::tree_sha256`]).
+    pub tree_sha256: String,
+    pub packages: Vec<PackagePin>,
+}
+
+/// The environment directory used when the caller does not name one: `$RUNNER_ENV_DIR`
+/// if set, else `<cache dir>/envs`.
+///
+/// # Ambient Authority
+/// Reads the process environment and, as a last resort, the password database.
+pub fn default_env_dir() -> PathBuf {
+    match std::env::var_os("RUNNER_ENV_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => runner_sandbox::cache::default_cache_dir().join("envs"),
+    }
+}
+
+fn record_path(env_dir: &Path, spec: &EnvironmentSpec) -> PathBuf {
+    env_dir.join("sets").join(format!("{}.json", set_id(spec)))
+}
+
+fn tree_dir(env_dir: &Path, tree_sha256: &str) -> PathBuf {
+    env_dir.join("trees").join(tree_sha256)
+}
+
+/// The record of `spec`'s package set, if installed.
+fn read_record(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Option<SetRecord>, EnvError> {
+    let path = record_path(env_dir, spec);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(EnvError::io(&spec.name, "read", &path)(e)),
+    };
+    let record: SetRecord = serde_json::from_str(&text).map_err(|e| EnvError::Invalid {
+        env: spec.name.clone(),
+        reason: format!("the record {} is not readable: {e}", path.display()),
+    })?;
+    if !is_sha256_hex(&record.tree_sha256) {
+        return Err(EnvError::Invalid {
+            env: spec.name.clone(),
+            reason: format!("the record {} names no tree hash", path.display()),
+        });
+    }
+    Ok(Some(record))
+}
+
+/// The installed environment, its tree re-hashed and compared with the hash recorded
+/// at install: [`EnvError::NotInstalled`] when absent, [`EnvError::Tampered`] when the
+/// tree changed.
+///
+/// # Ambient Authority
+/// Reads under `env_dir`.
+pub fn locate(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Located, EnvError> {
+    let record = read_record(spec, env_dir)?.ok_or_else(|| EnvError::NotInstalled {
+        env: spec.name.clone(),
+    })?;
+    let dir = tree_dir(env_dir, &record.tree_sha256);
+    let actual = match tree::tree_sha256(&dir) {
+        Ok(hash) => hash,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(EnvError::NotInstalled {
+                env: spec.name.clone(),
+            });
+        }
+        Err(e) => format!("unreadable ({e})"),
+    };
+    if actual != record.tree_sha256 {
+        return Err(EnvError::Tampered {
+            env: spec.name.clone(),
+            path: dir,
+            expected: record.tree_sha256,
+            actual,
+        });
+    }
+    Ok(Located {
+        name: spec.name.clone(),
+        dir,
+        tree_sha256: record.tree_sha256,
+        packages: spec.packages.clone(),
+    })
+}
+
+/// Installs `spec` from wheel files on disk: each wheel is matched to its package by
+/// sha256 (a wheel matching none, or a package without a wheel, is refused), checked to
+/// be pure Python and safe to unpack ([`wheel::unpack`]), and unpacked into a new tree;
+/// the tree's hash is recorded. An already installed, verified set is kept.
+///
+/// # Ambient Authority
+/// Reads `wheels` and writes under `env_dir`.
+pub fn install(
+    spec: &EnvironmentSpec,
+    wheels: &[PathBuf],
+    env_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Located, EnvError> {
+    let env = spec.name.as_str();
+    let mut by_package: Vec<Option<&Path>> = vec![None; spec.packages.len()];
+    for path in wheels {
+        let sha = wheel::file_sha256(path).map_err(EnvError::io(env, "read wheel", path))?;
+        let Some(i) = spec.packages.iter().position(|p| p.sha256 == sha) else {
+            return Err(EnvError::Wheel {
+                env: env.to_owned(),
+                wheel: path.clone(),
+                reason: format!(
+                    "its sha256 {sha} matches no package pinned for this environment (pinned: {})",
+                    spec.packages
+                        .iter()
+                        .map(|p| format!("{} {} {}", p.name, p.version, p.sha256))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        if by_package[i].is_some() {
+            return Err(EnvError::Wheel {
+                env: env.to_owned(),
+                wheel: path.clone(),
+                reason: format!("package `{}` is given twice", spec.packages[i].name),
+            });
+        }
+        by_package[i] = Some(path);
+    }
+    let missing: Vec<String> = spec
+        .packages
+        .iter()
+        .zip(&by_package)
+        .filter(|(_, w)| w.is_none())
+        .map(|(p, _)| format!("{} {}", p.name, p.version))
+        .collect();
+    if !missing.is_empty() {
+        return Err(EnvError::Invalid {
+            env: env.to_owned(),
+            reason: format!("no wheel given for {}", missing.join(", ")),
+        });
+    }
+    if let Ok(found) = locate(spec, env_dir) {
+        progress(&format!(
+            "{env}: already installed (tree sha256 {})",
+            found.tree_sha256
+        ));
+        return Ok(found);
+    }
+
+    create_private_dir(env, &env_dir.join("trees"))?;
+    create_private_dir(env, &env_dir.join("sets"))?;
+    let work = tempfile::Builder::new()
+        .prefix(".partial-")
+        .tempdir_in(env_dir.join("trees"))
+        .map_err(EnvError::io(env, "create a directory in", env_dir))?;
+    let root = work.path().join("tree");
+    create_private_dir(env, &root)?;
+    let mut budget = wheel::Budget::default();
+    for (pin, path) in spec.packages.iter().zip(by_package) {
+        let path = path.unwrap_or(Path::new(""));
+        wheel::unpack(pin, path, &root, &mut budget).map_err(|reason| EnvError::Wheel {
+            env: env.to_owned(),
+            wheel: path.to_owned(),
+            reason,
+        })?;
+        progress(&format!(
+            "{env}: {} {} unpacked (wheel sha256 {})",
+            pin.name, pin.version, pin.sha256
+        ));
+    }
+    let tree_sha256 = tree::tree_sha256(&root).map_err(EnvError::io(env, "hash", &root))?;
+    let dest = tree_dir(env_dir, &tree_sha256);
+    match fs::rename(&root, &dest) {
+        Ok(()) => {}
+        // The same tree is already there (another name for the same set, or a record
+        // lost): keep it if it still hashes right.
+        Err(_) if dest.is_dir() => {
+            let existing = tree::tree_sha256(&dest).map_err(EnvError::io(env, "hash", &dest))?;
+            if existing != tree_sha256 {
+                return Err(EnvError::Tampered {
+                    env: env.to_owned(),
+                    path: dest,
+                    expected: tree_sha256,
+                    actual: existing,
+                });
+            }
+        }
+        Err(e) => return Err(EnvError::io(env, "store the tree at", &dest)(e)),
+    }
+    let record = SetRecord {
+        name: env.to_owned(),
+        guest: spec.guest.clone(),
+        packages: spec.packages.clone(),
+        tree_sha256: tree_sha256.clone(),
+    };
+    let path = record_path(env_dir, spec);
+    let text = serde_json::to_string_pretty(&record).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".partial-")
+        .tempfile_in(env_dir.join("sets"))
+        .map_err(EnvError::io(env, "create a file in", env_dir))?;
+    io::Write::write_all(&mut tmp, text.as_bytes())
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(EnvError::io(env, "write", &path))?;
+    tmp.persist(&path)
+        .map_err(|e| EnvError::io(env, "write", &path)(e.error))?;
+    progress(&format!(
+        "{env}: installed, tree sha256 {tree_sha256} at {}",
+        dest.display()
+    ));
+    Ok(Located {
+        name: env.to_owned(),
+        dir: dest,
+        tree_sha256,
+        packages: spec.packages.clone(),
+    })
+}
+
+fn create_private_dir(env: &str, dir: &Path) -> Result<(), EnvError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(EnvError::io(env, "create", dir))
+}
+
+/// One row of `runner env list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct EnvironmentStatus {
+    pub name: String,
+    pub guest: String,
+    pub languages: Vec<String>,
+    pub packages: Vec<PackagePin>,
+    /// The set's record is present (cheap: [`locate`] is what proves the tree).
+    pub installed: bool,
+    /// The tree hash recorded at install, when installed.
+    pub tree_sha256: Option<String>,
+    /// The tree's directory, when installed.
+    pub path: Option<PathBuf>,
+}
+
+/// The status of every environment of the policy, in policy order.
+///
+/// # Ambient Authority
+/// Reads under `env_dir`.
+pub fn list(specs: &[EnvironmentSpec], env_dir: &Path) -> Vec<EnvironmentStatus> {
+    specs
+        .iter()
+        .map(|spec| {
+            let record = read_record(spec, env_dir).ok().flatten();
+            EnvironmentStatus {
+                name: spec.name.clone(),
+                guest: spec.guest.clone(),
+                languages: spec.languages.clone(),
+                packages: spec.packages.clone(),
+                installed: record.is_some(),
+                path: record.as_ref().map(|r| tree_dir(env_dir, &r.tree_sha256)),
+                tree_sha256: record.map(|r| r.tree_sha256),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping() -> Vec<GuestMapping> {
+        vec![GuestMapping {
+            guest: "cpython-3.12".into(),
+            programs: vec!["python".into()],
+            languages: vec!["python".into()],
+        }]
+    }
+
+    fn spec() -> EnvironmentSpec {
+        EnvironmentSpec {
+            name: "analysis".into(),
+            guest: "cpython-3.12".into(),
+            languages: vec!["python-analysis".into()],
+            packages: vec![PackagePin {
+                name: "tabulate".into(),
+                version: "0.9.0".into(),
+                sha256: "a".repeat(64),
+            }],
+        }
+    }
+
+    #[test]
+    fn specs_are_checked_naming_the_entry() {
+        assert_eq!(check_specs(&[spec()], &mapping()), Ok(()));
+        let bad = |f: &dyn Fn(&mut EnvironmentSpec), want: &str| {
+            let mut s = spec();
+            f(&mut s);
+            let err = check_specs(&[s], &mapping()).unwrap_err();
+            assert!(err.contains(want), "{err}");
+            assert!(err.contains("environments entry 1"), "{err}");
+        };
+        bad(&|s| s.name = "Bad Name".into(), "`name`");
+        bad(&|s| s.guest = "cpython-9".into(), "[[guests]]");
+        bad(&|s| s.languages = vec!["python".into()], "already selects");
+        bad(&|s| s.languages.clear(), "`languages` is empty");
+        bad(&|s| s.packages.clear(), "`packages` is empty");
+        bad(&|s| s.packages[0].sha256 = "A".repeat(64), "`sha256`");
+        bad(&|s| s.packages[0].version = ">=0.9".into(), "`version`");
+        bad(&|s| s.packages[0].name = "../x".into(), "package name");
+        bad(
+            &|s| {
+                let mut twin = s.packages[0].clone();
+                twin.name = "Tabulate".into();
+                s.packages.push(twin);
+            },
+            "listed twice",
+        );
+        let twice = check_specs(&[spec(), spec()], &mapping()).unwrap_err();
+        assert!(twice.contains("used twice"), "{twice}");
+    }
+
+    #[test]
+    fn set_id_ignores_order_and_name_but_not_pins() {
+        let a = spec();
+        let mut b = spec();
+        b.name = "other".into();
+        assert_eq!(set_id(&a), set_id(&b));
+        let mut c = spec();
+        c.packages[0].sha256 = "b".repeat(64);
+        assert_ne!(set_id(&a), set_id(&c));
+        let mut d = spec();
+        d.packages.insert(
+            0,
+            PackagePin {
+                name: "networkx".into(),
+                version: "3.4.2".into(),
+                sha256: "c".repeat(64),
+            },
+        );
+        let mut e = d.clone();
+        e.packages.reverse();
+        assert_eq!(set_id(&d), set_id(&e));
+    }
+}

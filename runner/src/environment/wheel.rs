@@ -1,0 +1,372 @@
+//! Checking and unpacking one wheel into an environment's tree. A wheel is accepted
+//! only when it is the pinned file (sha256 of the bytes read), names the pinned package
+//! and version, is pure Python (file name tags `none`/`any`, `Root-Is-Purelib: true`
+//! and `-none-any` tags in its `WHEEL` file, no native-extension member), and every
+//! member is a plain relative path (no `..`, no absolute path, no backslash, no symlink).
+//! Extraction is bounded in entries and bytes however the archive describes itself.
+
+use super::PackagePin;
+use crate::digest::sha256_reader;
+use nix::fcntl::OFlag;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+use zip::ZipArchive;
+
+/// Bounds on one environment's unpacked size, over all its wheels.
+const MAX_TOTAL_BYTES: u64 = 512 << 20;
+const MAX_TOTAL_ENTRIES: u64 = 100_000;
+/// Largest `WHEEL` metadata file read.
+const MAX_WHEEL_FILE: u64 = 64 << 10;
+/// File name endings of compiled extension modules and libraries.
+const NATIVE_SUFFIXES: &[&str] = &[".so", ".pyd", ".dylib", ".dll", ".a", ".lib"];
+
+/// What is left of the environment's bounds.
+#[derive(Debug)]
+pub struct Budget {
+    bytes: u64,
+    entries: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            bytes: MAX_TOTAL_BYTES,
+            entries: MAX_TOTAL_ENTRIES,
+        }
+    }
+}
+
+/// A distribution name as wheel file names and dist-info directories spell it: lowercase,
+/// each run of `-`, `_`, `.` one `_`.
+pub fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut sep = false;
+    for c in name.chars() {
+        if "-_.".contains(c) {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('_');
+            }
+            sep = false;
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+/// sha256 hex of the file at `path` (opened without blocking on a FIFO).
+///
+/// # Ambient Authority
+/// Reads `path`.
+pub fn file_sha256(path: &Path) -> io::Result<String> {
+    sha256_reader(open_regular(path)?)
+}
+
+fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// The tags of a wheel file name, `{dist}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
+struct WheelName<'a> {
+    dist: &'a str,
+    version: &'a str,
+    abi: &'a str,
+    platform: &'a str,
+}
+
+fn parse_name(file_name: &str) -> Option<WheelName<'_>> {
+    let stem = file_name.strip_suffix(".whl")?;
+    let parts: Vec<&str> = stem.split('-').collect();
+    if !(parts.len() == 5 || parts.len() == 6) || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let n = parts.len();
+    Some(WheelName {
+        dist: parts[0],
+        version: parts[1],
+        abi: parts[n - 2],
+        platform: parts[n - 1],
+    })
+}
+
+/// Checks the wheel at `path` against `pin` and unpacks it into `root` (see the module
+/// docs); the error is the reason, for a message naming the wheel.
+///
+/// # Ambient Authority
+/// Reads `path`, writes under `root`.
+pub fn unpack(
+    pin: &PackagePin,
+    path: &Path,
+    root: &Path,
+    budget: &mut Budget,
+) -> Result<(), String> {
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("the path has no file name")?;
+    let tags = parse_name(file_name).ok_or_else(|| {
+        format!("`{file_name}` is not a wheel file name (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); keep the name the wheel was published under")
+    })?;
+    if normalize(tags.dist) != normalize(&pin.name) || tags.version != pin.version {
+        return Err(format!(
+            "the file is {} {}, the pin is {} {}",
+            tags.dist, tags.version, pin.name, pin.version
+        ));
+    }
+    if tags.abi.split('.').any(|t| t != "none") || tags.platform.split('.').any(|t| t != "any") {
+        return Err(format!(
+            "it is a platform wheel (abi `{}`, platform `{}`): only pure-Python wheels (`-none-any`) run in a WASI guest, which cannot load native extensions",
+            tags.abi, tags.platform
+        ));
+    }
+
+    let mut file = open_regular(path).map_err(|e| format!("cannot open: {e}"))?;
+    let actual = sha256_reader(&mut file).map_err(|e| format!("cannot read: {e}"))?;
+    if actual != pin.sha256 {
+        return Err(format!(
+            "sha256 {actual} is not the pinned {} of {} {}",
+            pin.sha256, pin.name, pin.version
+        ));
+    }
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let mut archive = ZipArchive::new(file).map_err(|e| format!("not a zip archive: {e}"))?;
+
+    // Every member's name first, before anything is written.
+    let dist_info = format!("{}-{}.dist-info", normalize(&pin.name), pin.version);
+    let mut wheel_file = None;
+    for i in 0..archive.len() {
+        let member = archive
+            .by_index_raw(i)
+            .map_err(|e| format!("member {i}: {e}"))?;
+        let name = member
+            .name()
+            .map_err(|e| format!("member {i}: its name is unreadable ({e})"))?
+            .into_owned();
+        check_member_name(&name)?;
+        if member
+            .unix_mode()
+            .is_some_and(|m| m & 0o170_000 == 0o120_000)
+        {
+            return Err(format!("member `{name}` is a symbolic link"));
+        }
+        let base = name
+            .rsplit('/')
+            .next()
+            .unwrap_or(&name)
+            .to_ascii_lowercase();
+        if NATIVE_SUFFIXES.iter().any(|s| base.ends_with(s)) || base.contains(".so.") {
+            return Err(format!(
+                "member `{name}` is a native extension or library: only pure-Python wheels run in a WASI guest"
+            ));
+        }
+        if let Some((dir, "WHEEL")) = name.split_once('/')
+            && normalize_dist_info(dir) == dist_info
+        {
+            wheel_file = Some(i);
+        }
+    }
+    let wheel_file = wheel_file.ok_or_else(|| format!("it has no `{dist_info}/WHEEL` file"))?;
+    check_wheel_metadata(&mut archive, wheel_file)?;
+
+    for i in 0..archive.len() {
+        let mut member = archive
+            .by_index(i)
+            .map_err(|e| format!("member {i}: {e}"))?;
+        let name = member
+            .name()
+            .map_err(|e| format!("member {i}: its name is unreadable ({e})"))?
+            .into_owned();
+        let Some(target) = install_path(&name) else {
+            continue;
+        };
+        if budget.entries == 0 {
+            return Err(format!(
+                "more than {MAX_TOTAL_ENTRIES} files in the environment"
+            ));
+        }
+        budget.entries -= 1;
+        let dest = root.join(target);
+        if member.is_dir() {
+            create_dirs(&dest).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            continue;
+        }
+        if let Some(parent) = dest.parent() {
+            create_dirs(parent).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+        }
+        let mut out = match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&dest)
+        {
+            Ok(out) => out,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(format!(
+                    "member `{name}` would overwrite `{target}`, which another member or package already installed"
+                ));
+            }
+            Err(e) => return Err(format!("cannot write `{target}`: {e}")),
+        };
+        // One byte past what is left shows the budget is exceeded, whatever the
+        // member's header claims.
+        let copied = io::copy(&mut (&mut member).take(budget.bytes + 1), &mut out)
+            .map_err(|e| format!("member `{name}`: {e}"))?;
+        if copied > budget.bytes {
+            return Err(format!(
+                "the environment unpacks to more than {MAX_TOTAL_BYTES} bytes"
+            ));
+        }
+        budget.bytes -= copied;
+    }
+    Ok(())
+}
+
+/// `Foo_Bar-1.0.dist-info` → `foo_bar-1.0.dist-info` (the name part normalized).
+fn normalize_dist_info(dir: &str) -> String {
+    match dir
+        .strip_suffix(".dist-info")
+        .and_then(|s| s.rsplit_once('-'))
+    {
+        Some((name, version)) => format!("{}-{version}.dist-info", normalize(name)),
+        None => dir.to_owned(),
+    }
+}
+
+/// A member name must be a plain relative path: no absolute path, no `..` or `.`
+/// component, no empty component, no backslash, no NUL, no drive letter.
+fn check_member_name(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("member `{}` {why}", name.escape_debug()));
+    if name.is_empty() {
+        return bad("has an empty name");
+    }
+    if name.starts_with('/') {
+        return bad("is an absolute path");
+    }
+    if name.contains('\\') || name.contains('\0') || name.contains(':') {
+        return bad("holds a backslash, NUL or colon");
+    }
+    let body = name.strip_suffix('/').unwrap_or(name);
+    for part in body.split('/') {
+        match part {
+            "" => return bad("has an empty path component"),
+            "." | ".." => return bad("escapes the install directory with `.` or `..`"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Where a member goes, relative to the tree; `None` for what an import never needs
+/// (`*.data/scripts`, `headers`, `data`). `*.data/purelib` goes to the root.
+fn install_path(name: &str) -> Option<&str> {
+    let (first, rest) = name.split_once('/').unwrap_or((name, ""));
+    if first.ends_with(".data") {
+        let (kind, rest) = rest.split_once('/')?;
+        return (kind == "purelib" && !rest.is_empty()).then_some(rest);
+    }
+    Some(name)
+}
+
+/// `WHEEL` must say `Root-Is-Purelib: true` and carry only `-none-any` tags.
+fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<(), String> {
+    let mut text = String::new();
+    archive
+        .by_index(index)
+        .map_err(|e| format!("WHEEL: {e}"))?
+        .take(MAX_WHEEL_FILE)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("WHEEL: {e}"))?;
+    let mut purelib = false;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key.trim().to_ascii_lowercase().as_str() {
+            "root-is-purelib" => purelib = value.eq_ignore_ascii_case("true"),
+            "tag" if !value.ends_with("-none-any") => {
+                return Err(format!(
+                    "its WHEEL file lists tag `{value}`: only pure-Python wheels (`-none-any`) run in a WASI guest"
+                ));
+            }
+            _ => {}
+        }
+    }
+    if !purelib {
+        return Err(
+            "its WHEEL file does not say `Root-Is-Purelib: true`: not a pure-Python wheel".into(),
+        );
+    }
+    Ok(())
+}
+
+fn create_dirs(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_normalize_like_wheel_files() {
+        assert_eq!(normalize("Foo.Bar--baz"), "foo_bar_baz");
+        assert_eq!(normalize("tabulate"), "tabulate");
+        assert_eq!(
+            normalize_dist_info("Tabulate-0.9.0.dist-info"),
+            "tabulate-0.9.0.dist-info"
+        );
+    }
+
+    #[test]
+    fn member_names_that_escape_are_refused() {
+        for ok in ["pkg/__init__.py", "pkg/", "a-1.0.dist-info/RECORD"] {
+            assert_eq!(check_member_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "../evil.py",
+            "pkg/../../evil.py",
+            "/etc/passwd",
+            "pkg\\..\\evil.py",
+            "C:evil.py",
+            "pkg//x.py",
+            "./x.py",
+            "",
+        ] {
+            assert!(check_member_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn data_members_map_to_purelib_or_are_skipped() {
+        assert_eq!(install_path("pkg/x.py"), Some("pkg/x.py"));
+        assert_eq!(install_path("a-1.data/purelib/pkg/x.py"), Some("pkg/x.py"));
+        assert_eq!(install_path("a-1.data/scripts/run"), None);
+        assert_eq!(install_path("a-1.data/purelib/"), None);
+    }
+
+    #[test]
+    fn wheel_names_parse() {
+        let n = parse_name("tabulate-0.9.0-py3-none-any.whl").unwrap();
+        assert_eq!(
+            (n.dist, n.version, n.abi, n.platform),
+            ("tabulate", "0.9.0", "none", "any")
+        );
+        let n = parse_name("numpy-2.0.0-1-cp312-cp312-manylinux_2_17_x86_64.whl").unwrap();
+        assert_eq!(n.abi, "cp312");
+        assert!(parse_name("tabulate.whl").is_none());
+        assert!(parse_name("tabulate-0.9.0-py3-none-any.zip").is_none());
+    }
+}
