@@ -32,11 +32,21 @@ exit at once with 128 + the signal number; the running requests stay claimed and
 again when a host starts.")]
 pub struct ServeCommand {
     /// The inbox to watch (it must exist). Example: `--inbox /srv/tool-exec/inbox`.
-    #[arg(long, value_name = "DIR", required_unless_present = "nats", conflicts_with = "nats")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "nats",
+        conflicts_with = "nats"
+    )]
     pub inbox: Option<PathBuf>,
     /// Directory to write the results into (created if missing; with `--inbox`).
     /// Example: `--results /srv/tool-exec/results`.
-    #[arg(long, value_name = "DIR", required_unless_present = "nats", conflicts_with = "nats")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "nats",
+        conflicts_with = "nats"
+    )]
     pub results: Option<PathBuf>,
     /// Where rejected requests go, each with `NAME.reasons.md` and `NAME.reasons.json`
     /// (default: `INBOX/quarantine/`). Example: `--quarantine /srv/tool-exec/quarantine`.

@@ -362,9 +362,7 @@ impl Host<'_> {
                     idle_errors = idle_errors.saturating_add(1);
                     self.observer
                         .log(Level::Warn, &format!("pulling a request: {e}"));
-                    std::thread::sleep(Duration::from_millis(
-                        200 * u64::from(idle_errors.min(10)),
-                    ));
+                    std::thread::sleep(Duration::from_millis(200 * u64::from(idle_errors.min(10))));
                 }
             }
         }
@@ -480,7 +478,11 @@ impl Host<'_> {
         let dir = match tempfile::Builder::new().prefix("runner-nats-").tempdir() {
             Ok(d) => d,
             Err(e) => {
-                let r = Reason::new("nats.tmp", format!("cannot create a run directory: {e}"), None);
+                let r = Reason::new(
+                    "nats.tmp",
+                    format!("cannot create a run directory: {e}"),
+                    None,
+                );
                 return failed(None, raw_sha, vec![r]);
             }
         };
@@ -493,9 +495,8 @@ impl Host<'_> {
         {
             match base64::engine::general_purpose::STANDARD.decode(sig.as_str().trim()) {
                 Ok(bytes) => {
-                    written = written.and_then(|()| {
-                        std::fs::write(dir.path().join("request.md.sig"), bytes)
-                    });
+                    written = written
+                        .and_then(|()| std::fs::write(dir.path().join("request.md.sig"), bytes));
                 }
                 Err(e) => {
                     let r = Reason::new(
@@ -558,7 +559,9 @@ impl Host<'_> {
             &ResultsRoot::named(&results_dir),
         ) {
             Ok(summary) => summary,
-            Err(e) if is_refusal(&e) => return self.reject(Some(&plan), sha, e.reasons(), delivery),
+            Err(e) if is_refusal(&e) => {
+                return self.reject(Some(&plan), sha, e.reasons(), delivery);
+            }
             Err(e) => return failed(Some(id), sha, e.reasons()),
         };
         let result_id = summary.lock.result_id.clone();
@@ -675,7 +678,12 @@ impl Host<'_> {
                     ));
                     continue;
                 }
-                Err(e) => return Err(format!("fetching {} from {INPUTS_BUCKET}: {e}", input.sha256)),
+                Err(e) => {
+                    return Err(format!(
+                        "fetching {} from {INPUTS_BUCKET}: {e}",
+                        input.sha256
+                    ));
+                }
             };
             let mut bytes = Vec::new();
             object
@@ -759,10 +767,16 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
         result_id: s("result_id"),
         objects: stored["objects"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default(),
         outcome: stored["outcome"].as_str().and_then(outcome_kind),
-        exit_code: stored["exit_code"].as_i64().and_then(|c| i32::try_from(c).ok()),
+        exit_code: stored["exit_code"]
+            .as_i64()
+            .and_then(|c| i32::try_from(c).ok()),
         runtime_sec: stored["runtime_sec"].as_f64(),
         reuse_key: s("reuse_key"),
         reused: true,
@@ -844,4 +858,3 @@ fn reason_text(reasons: &[Reason]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
-
