@@ -44,6 +44,11 @@ nats-server:
     command -v nats-server >/dev/null || { if [ "$(id -u)" = 0 ]; then s=; else s=sudo; fi; $s apt-get update && $s env DEBIAN_FRONTEND=noninteractive apt-get install -y nats-server; }
     nats-server --version
 
+# The scale figure of `serve --nats`: requests/s through one nats-server with 1, 2 and
+# 3 hosts on this machine (runner/tests/nats.rs, ignored by `just test`).
+bench-nats: build nats-server
+    cargo test --release --locked --workspace --ignore-rust-version --test nats -- --ignored --nocapture throughput
+
 # The scientific guest end to end (examples/pandas-groupby): fetches it first if needed,
 # a 98 MB download and a one-time compile of 1.5-3 minutes needing about 2.2 GB of memory.
 # --workspace, as in `test`: building runner alone would unify features differently and

@@ -570,3 +570,35 @@ fn a_host_killed_mid_run_leaves_the_request_to_another_and_one_result() {
     assert!(client.messages("TOOLEXEC_DEAD").is_empty());
     assert_eq!(second.stop(), Some(0));
 }
+
+/// The scale figure (`just bench-nats`, not part of `just test`): requests/s through
+/// one nats-server with 1, 2 and 3 hosts (`--jobs 1` each), 60 monty requests per
+/// round, measured from the first publish to the last summary stored.
+#[test]
+#[ignore = "a measurement: run by `just bench-nats`"]
+fn throughput_with_one_two_and_three_hosts() {
+    const N: usize = 60;
+    let mut figures = Vec::new();
+    for hosts in 1..=3 {
+        let server = NatsServer::start();
+        let running: Vec<Host> = (0..hosts).map(|_| Host::start(&server, &[], &[])).collect();
+        let client = Client::new(&server);
+        client.wait_ready();
+        let start = Instant::now();
+        for i in 0..N {
+            client.submit(
+                &monty(&format!("TR-bench-{hosts}-{i}"), &format!("print({i})")),
+                None,
+            );
+        }
+        let got = client.wait_messages("TOOLEXEC_RESULTS", N, Duration::from_secs(300));
+        let elapsed = start.elapsed().as_secs_f64();
+        assert_eq!(got.len(), N);
+        assert!(got.iter().all(|s| s["verdict"] == "ACCEPT"));
+        figures.push((hosts, N as f64 / elapsed));
+        drop(running);
+    }
+    for (hosts, rate) in &figures {
+        println!("nats: {hosts} host(s): {rate:.1} requests/s ({N} monty requests)");
+    }
+}
