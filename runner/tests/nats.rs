@@ -602,3 +602,89 @@ fn throughput_with_one_two_and_three_hosts() {
         println!("nats: {hosts} host(s): {rate:.1} requests/s ({N} monty requests)");
     }
 }
+
+/// Three hosts on one server, 300 requests of a mixed load (monty runs, ERA runs with inputs from the
+/// store, invalid requests, missing inputs), one host SIGKILLed while the load runs:
+/// every request ends with exactly one stored run (one `index/` entry, one summary that
+/// is not a reuse), REJECTs are answered and never dead-lettered, nothing is dead.
+#[test]
+fn three_hosts_a_mixed_load_and_a_sigkill_give_one_result_per_request() {
+    let server = NatsServer::start();
+    let opts = ["--ack-wait", "2"];
+    let mut hosts: Vec<Host> = (0..3).map(|_| Host::start(&server, &opts, &[])).collect();
+    let client = Client::new(&server);
+    client.wait_ready();
+    let script = b"import time\ntime.sleep(0.5)\nprint('era')\n";
+    let script_sha = sha256_hex(script);
+    client.put_input(&script_sha, script);
+    let absent = sha256_hex(b"absent");
+    let mut runnable = Vec::new();
+    let mut rejected_ids = Vec::new();
+    let mut invalid = 0;
+    for i in 0..300 {
+        match i % 9 {
+            0 | 4 => {
+                let id = format!("TR-mixed-era-{i}");
+                client.submit(&era(&id, &script_sha), None);
+                runnable.push(id);
+            }
+            1 => {
+                client.submit(&format!("not a request {i}\n"), None);
+                invalid += 1;
+            }
+            2 => {
+                let id = format!("TR-mixed-missing-{i}");
+                client.submit(&era(&id, &absent), None);
+                rejected_ids.push(id);
+            }
+            _ => {
+                let id = format!("TR-mixed-monty-{i}");
+                client.submit(&monty(&id, &format!("print({i})")), None);
+                runnable.push(id);
+            }
+        }
+    }
+    // Kill one host while the load runs.
+    client.wait_messages("TOOLEXEC_RESULTS", 40, Duration::from_secs(120));
+    hosts[0].kill9();
+    let total = runnable.len() + rejected_ids.len() + invalid;
+    client.wait_messages("TOOLEXEC_RESULTS", total, Duration::from_secs(600));
+    std::thread::sleep(Duration::from_secs(3));
+    let summaries = client.messages("TOOLEXEC_RESULTS");
+    assert!(summaries.len() >= total, "{}", summaries.len());
+    let by = by_request(&summaries);
+    for id in &runnable {
+        let runs: Vec<&Value> = by[id].iter().filter(|s| s["reused"] == false).collect();
+        assert_eq!(runs.len(), 1, "{id}: {:#?}", by[id]);
+        assert_eq!(runs[0]["verdict"], "ACCEPT", "{}", runs[0]);
+        assert_eq!(runs[0]["outcome"], "completed", "{}", runs[0]);
+        // Every answer names the same stored result.
+        assert!(
+            by[id]
+                .iter()
+                .all(|s| s["result_id"] == runs[0]["result_id"])
+        );
+    }
+    for id in &rejected_ids {
+        assert!(
+            by[id].iter().all(|s| s["verdict"] == "REJECT"),
+            "{:#?}",
+            by[id]
+        );
+    }
+    let invalid_shas: std::collections::BTreeSet<&str> = by["toolexec.results.rejected"]
+        .iter()
+        .map(|s| s["request_sha256"].as_str().unwrap())
+        .collect();
+    assert_eq!(invalid_shas.len(), invalid);
+    let index = client
+        .result_objects()
+        .into_iter()
+        .filter(|n| n.starts_with("index/"))
+        .count();
+    assert_eq!(index, runnable.len(), "one stored run per runnable request");
+    assert!(client.messages("TOOLEXEC_DEAD").is_empty());
+    for host in hosts.drain(1..) {
+        assert_eq!(host.stop(), Some(0));
+    }
+}
