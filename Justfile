@@ -33,10 +33,22 @@ demo-monty: build
 # example on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
 # 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
 # CLI. CI runs this.
-test: guests
+test: guests nats-server
     RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
     {{just_executable()}} test-sci
     {{just_executable()}} test-monty-diff
+
+# nats-server (the Debian package) for the `serve --nats` tests (runner/tests/nats.rs),
+# which start their own server on loopback; installed with apt-get when missing (through
+# sudo when not root).
+nats-server:
+    command -v nats-server >/dev/null || { if [ "$(id -u)" = 0 ]; then s=; else s=sudo; fi; $s apt-get update && $s env DEBIAN_FRONTEND=noninteractive apt-get install -y nats-server; }
+    nats-server --version
+
+# The scale figure of `serve --nats`: requests/s through one nats-server with 1, 2 and
+# 3 hosts on this machine (runner/tests/nats.rs, ignored by `just test`).
+bench-nats: build nats-server
+    cargo test --release --locked --workspace --ignore-rust-version --test nats -- --ignored --nocapture throughput
 
 # The scientific guest end to end (examples/pandas-groupby): fetches it first if needed,
 # a 98 MB download and a one-time compile of 1.5-3 minutes needing about 2.2 GB of memory.

@@ -24,6 +24,7 @@ pub mod policy;
 pub mod read;
 pub mod request;
 pub mod result;
+pub mod reuse;
 pub mod rule_pattern;
 pub mod serve;
 pub mod sign;

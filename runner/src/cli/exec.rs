@@ -13,6 +13,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 pub mod batch;
+pub mod shard;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -20,6 +21,7 @@ Examples:
   runner exec examples/monty-primes/TR-20261121-101500Z-monty-primes.md
   runner exec examples/csv-stats/TR-20261121-100000Z-csv-stats.md --results /tmp/results --json
   runner exec requests/ --jobs 2                  # a batch: every TR-*.md in the directory
+  runner exec requests/ --shard 1/3               # the second of three disjoint shards
   runner exec TR-….md --sign-key keys/ci.key       # also sign the run's in-toto statement
 
 A rejected request or a refused input writes no result (exit 1 or 4); a guest that fails
@@ -52,6 +54,11 @@ pub struct ExecCommand {
     #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: u32,
+    /// Run only shard K of N of the batch (K from 0): a request's shard is its sha256
+    /// modulo N, so N runs with `0/N` … `N-1/N` over the same requests run each exactly
+    /// once, with no coordinator. Example: `--shard "$JOB_COMPLETION_INDEX/3"`.
+    #[arg(long, value_name = "K/N", value_parser = shard::parse)]
+    pub shard: Option<shard::Shard>,
 }
 
 /// What `exec --json` prints.
@@ -89,7 +96,7 @@ impl ExecReport {
 impl ExecCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         let request = self.requests[0].as_path();
-        let batch = batch::is_batch(&self.requests);
+        let batch = batch::is_batch(&self.requests) || self.shard.is_some();
         let (code, report) = match self.pipeline(policy) {
             Ok(pipeline) if batch => return batch::execute(&self, &pipeline),
             Ok(pipeline) => self.run_one(&pipeline, request),

@@ -20,6 +20,7 @@ Examples:
   runner serve --inbox /srv/tool-exec/inbox --results /srv/tool-exec/results --jobs 2
   runner serve --inbox inbox --results results --json --log-format json
   runner serve --inbox inbox --results results --metrics 127.0.0.1:9464
+  runner serve --nats nats://127.0.0.1:4222 --jobs 2 --json
 
 Submit a request by writing its inputs into INBOX/<stem>.inputs/, renaming its .sig in
 (when signed), then renaming TR-….md in: the .md appearing is the commit point. Each is
@@ -31,16 +32,46 @@ exit at once with 128 + the signal number; the running requests stay claimed and
 again when a host starts.")]
 pub struct ServeCommand {
     /// The inbox to watch (it must exist). Example: `--inbox /srv/tool-exec/inbox`.
-    #[arg(long, value_name = "DIR")]
-    pub inbox: PathBuf,
-    /// Directory to write the results into (created if missing). Example: `--results
-    /// /srv/tool-exec/results`.
-    #[arg(long, value_name = "DIR")]
-    pub results: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "nats",
+        conflicts_with = "nats"
+    )]
+    pub inbox: Option<PathBuf>,
+    /// Directory to write the results into (created if missing; with `--inbox`).
+    /// Example: `--results /srv/tool-exec/results`.
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "nats",
+        conflicts_with = "nats"
+    )]
+    pub results: Option<PathBuf>,
     /// Where rejected requests go, each with `NAME.reasons.md` and `NAME.reasons.json`
     /// (default: `INBOX/quarantine/`). Example: `--quarantine /srv/tool-exec/quarantine`.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "nats")]
     pub quarantine: Option<PathBuf>,
+    /// Take requests from NATS JetStream instead of an inbox: a durable pull consumer on
+    /// `toolexec.requests`, inputs from the object store bucket `toolexec-inputs`, results
+    /// into `toolexec-results` and summaries on `toolexec.results.<request_id>` (see the
+    /// README). Example: `--nats nats://127.0.0.1:4222`.
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
+    /// With `--nats`: the durable consumer's name, shared by every host of a deployment.
+    /// Example: `--consumer runner`.
+    #[arg(long, value_name = "NAME", default_value = "runner", requires = "nats")]
+    pub consumer: String,
+    /// With `--nats`: at the N-th delivery of a request that failed for reasons not its
+    /// own, publish it on `toolexec.dead` instead of retrying. Example: `--max-deliver 5`.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "nats",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_deliver: u32,
+    /// With `--nats`: seconds the server waits for an ack before redelivering to another
+    /// host (a running request extends it every third of it). Example: `--ack-wait 30`.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, requires = "nats",
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub ack_wait: u32,
     /// Run up to N requests at once (each in its own worker process). Example: `--jobs 2`.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -162,20 +193,38 @@ impl ServeCommand {
                 return e.exit_code();
             }
         };
-        let config = Config {
-            inbox: self.inbox,
-            results: self.results,
-            quarantine: self.quarantine,
-            jobs: usize::try_from(self.jobs).unwrap_or(1),
+        let printer = Printer {
+            json: self.json,
+            metrics,
         };
-        match serve::run(
-            &config,
-            &pipeline,
-            &Printer {
-                json: self.json,
-                metrics,
-            },
-        ) {
+        let jobs = usize::try_from(self.jobs).unwrap_or(1);
+        let served = match (self.nats, self.inbox, self.results) {
+            (Some(url), _, _) => {
+                let config = serve::nats::NatsConfig {
+                    url,
+                    consumer: self.consumer,
+                    jobs,
+                    max_deliver: self.max_deliver,
+                    ack_wait: std::time::Duration::from_secs(u64::from(self.ack_wait)),
+                };
+                serve::nats::run(&config, &pipeline, &printer)
+            }
+            (None, Some(inbox), Some(results)) => {
+                let config = Config {
+                    inbox,
+                    results,
+                    quarantine: self.quarantine,
+                    jobs,
+                };
+                serve::run(&config, &pipeline, &printer)
+            }
+            // clap requires --inbox and --results without --nats.
+            _ => {
+                super::output::error("give --inbox DIR --results DIR, or --nats URL");
+                return exit_codes::USAGE;
+            }
+        };
+        match served {
             Ok(serve::Stopped::Graceful) => exit_codes::OK,
             Err(e) => {
                 super::output::error(e);

@@ -30,6 +30,7 @@
 
 pub mod claim;
 pub mod metrics;
+pub mod nats;
 mod watch;
 
 pub use watch::block_signals;
@@ -76,8 +77,9 @@ pub struct Handled {
     pub request: String,
     /// ACCEPT: it ran (or had run before a crash) and its result is published; REJECT:
     /// nothing ran, it is quarantined with its reasons; RETRY: it stays claimed and is
-    /// tried again later (the reasons say why).
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT", "RETRY"]))]
+    /// tried again later (the reasons say why); DEAD (`--nats` only): it failed for
+    /// reasons not its own `--max-deliver` times and went to `toolexec.dead`.
+    #[schemars(extend("enum" = ["ACCEPT", "REJECT", "RETRY", "DEAD"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
     pub result_path: Option<String>,
@@ -120,6 +122,9 @@ pub enum ServeError {
     },
     #[error("{a} and {b} are the same directory", a = .a.display(), b = .b.display())]
     SameDir { a: PathBuf, b: PathBuf },
+    /// `serve --nats`: the server, a stream, a bucket or the consumer is not usable.
+    #[error("nats: {0}")]
+    Nats(String),
 }
 
 /// How the host ended.
@@ -764,7 +769,7 @@ pub fn is_request_name(name: &OsStr) -> bool {
 
 /// A failure that is the request's own (rejected, or its inputs refused): quarantine.
 /// Anything else is the host's and is retried.
-fn is_refusal(e: &RunError) -> bool {
+pub(crate) fn is_refusal(e: &RunError) -> bool {
     matches!(
         e.exit_code(),
         exit_codes::REJECT | exit_codes::INPUT_MISMATCH

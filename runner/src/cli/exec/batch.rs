@@ -78,7 +78,10 @@ fn expand(requests: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 /// Run the batch and print its reports; returns the process exit code.
 pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     let requests = match expand(&cmd.requests) {
-        Ok(requests) => requests,
+        Ok(requests) => match cmd.shard {
+            Some(shard) => shard.select(requests),
+            None => requests,
+        },
         Err(message) => {
             eprintln!("error: {message}");
             return exit_codes::USAGE;
@@ -86,7 +89,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     };
     let jobs = usize::try_from(cmd.jobs)
         .unwrap_or(1)
-        .clamp(1, requests.len());
+        .clamp(1, requests.len().max(1));
     let next = AtomicUsize::new(0);
     let done: Mutex<BTreeMap<usize, (i32, ExecReport)>> = Mutex::new(BTreeMap::new());
     let started = Instant::now();
