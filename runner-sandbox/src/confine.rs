@@ -1535,13 +1535,17 @@ mod tests {
             (Layer::NetNamespace, "EPERM"),
             (Layer::CapabilityBoundingSet, "EPERM"),
             (Layer::Landlock, "the kernel does not enforce Landlock"),
+            (Layer::OwnUid, "the runner is not root"),
         ]);
         assert!(c.check(&policy).is_ok());
         for layer in Layer::ALL {
             let c = failed(&[(layer, "EPERM")]);
             let optional = matches!(
                 layer,
-                Layer::NetNamespace | Layer::CapabilityBoundingSet | Layer::Landlock
+                Layer::NetNamespace
+                    | Layer::CapabilityBoundingSet
+                    | Layer::Landlock
+                    | Layer::OwnUid
             );
             assert_eq!(c.check(&policy).is_ok(), optional, "{layer:?}");
         }

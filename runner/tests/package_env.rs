@@ -190,10 +190,14 @@ fn a_pinned_wheel_installs_imports_in_the_guest_and_is_pinned_in_the_lock() {
     let tree_dir = w.installed_tree();
     assert!(tree_dir.ends_with(&tree), "{}", tree_dir.display());
     assert!(tree_dir.join("greet/__init__.py").is_file());
-    // Only the user can write the store.
+    // Only the user can write the store, and only the user reaches it: the tree itself
+    // is readable (a worker under its own uid reads it through its preopened
+    // directory), the store directory above it is private.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&tree_dir).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&tree_dir), 0o755);
+    assert_eq!(mode(&tree_dir.join("greet/__init__.py")), 0o644);
+    assert_eq!(mode(tree_dir.parent().unwrap()), 0o700);
 
     let request = w.request("python-t", IMPORT_GREET);
     let (out, report) = w.exec(&request);

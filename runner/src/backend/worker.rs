@@ -107,6 +107,13 @@ fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
     let setup = GuestSetup::open(guest, spec)?;
     let mut fs_access = confine::FsAccess::for_spec(spec);
     fs_access.write.extend(setup.scratch().map(Path::to_owned));
+    // The network door (`/net`), which the runner made inside /out: the guest writes
+    // its requests there, so under its own uid the worker must own it too.
+    if guest.runtime.exchange.is_some() {
+        fs_access
+            .write
+            .push(spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT));
+    }
     let confinement =
         confine::confine_worker(&spec.limits, Some(worker_address_space_limit()), &fs_access);
     for skipped in &confinement.skipped {

@@ -331,6 +331,7 @@ pub fn locate(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Located, EnvErro
             actual,
         });
     }
+    open_to_workers(&dir).map_err(EnvError::io(&spec.name, "open to the worker", &dir))?;
     Ok(Located {
         name: spec.name.clone(),
         dir,
@@ -422,6 +423,7 @@ pub fn install(
         ));
     }
     let tree_sha256 = tree::tree_sha256(&root).map_err(EnvError::io(env, "hash", &root))?;
+    open_to_workers(&root).map_err(EnvError::io(env, "open to the worker", &root))?;
     let dest = tree_dir(env_dir, &tree_sha256);
     match fs::rename(&root, &dest) {
         Ok(()) => {}
@@ -467,6 +469,27 @@ pub fn install(
         tree_sha256,
         packages: spec.packages.clone(),
     })
+}
+
+/// Makes a verified tree readable by a worker under its own uid (directories 0755,
+/// files 0644; the tree holds nothing else), for trees unpacked before trees were made
+/// so. Only modes change: the tree hash does not cover them.
+///
+/// # Ambient Authority
+/// Changes modes under `dir`.
+fn open_to_workers(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let want = if meta.is_dir() { 0o755 } else { 0o644 };
+    if !meta.file_type().is_symlink() && meta.permissions().mode() & 0o777 != want {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(want))?;
+    }
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(dir)? {
+            open_to_workers(&entry?.path())?;
+        }
+    }
+    Ok(())
 }
 
 fn create_private_dir(env: &str, dir: &Path) -> Result<(), EnvError> {

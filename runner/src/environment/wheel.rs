@@ -207,7 +207,7 @@ pub fn unpack(
         let mut out = match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(0o644)
             .custom_flags(OFlag::O_NOFOLLOW.bits())
             .open(&dest)
         {
@@ -312,8 +312,11 @@ fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<
     Ok(())
 }
 
+/// Directories of a tree are 0755 and its files 0644: a worker under its own uid reads
+/// them through the directory its WASI context opened before it gave up the runner's
+/// uid. The store above the trees stays 0700, so no other user of the host reaches them.
 fn create_dirs(dir: &Path) -> io::Result<()> {
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    DirBuilder::new().recursive(true).mode(0o755).create(dir)
 }
 
 #[cfg(test)]
