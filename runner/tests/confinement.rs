@@ -74,17 +74,26 @@ fn probe_output(cmd: &mut Command) -> (Output, Value) {
     (out, report)
 }
 
+/// The probe as the runner's user under `policy` (the built-in one when `None`), with
+/// the run directories `read` and `write`.
+fn probe_with_dirs(policy: Option<&Path>, read: &Path, write: &Path) -> (Output, Value) {
+    let mut cmd = runner();
+    cmd.arg("__confinement-probe");
+    if let Some(policy) = policy {
+        cmd.arg(policy);
+    }
+    probe_output(
+        cmd.env("RUNNER_PROBE_READ_DIR", read)
+            .env("RUNNER_PROBE_WRITE_DIR", write),
+    )
+}
+
 /// The probe as the runner's user, with a run's directories (`read/`, `write/`) so
 /// every layer has what it applies to.
 fn probe() -> Value {
     let dir = tempfile::tempdir().unwrap();
     let (read, write) = probe_dirs(dir.path());
-    let (out, report) = probe_output(
-        runner()
-            .arg("__confinement-probe")
-            .env("RUNNER_PROBE_READ_DIR", &read)
-            .env("RUNNER_PROBE_WRITE_DIR", &write),
-    );
+    let (out, report) = probe_with_dirs(None, &read, &write);
     assert!(
         out.status.success(),
         "{}",
@@ -277,13 +286,7 @@ fn landlock_keeps_the_worker_to_its_own_directories() {
     let dir = open_dir();
     let policy = policy_requiring(dir.path(), "landlock");
     let (read, write) = probe_dirs(dir.path());
-    let (out, r) = probe_output(
-        runner()
-            .arg("__confinement-probe")
-            .arg(&policy)
-            .env("RUNNER_PROBE_READ_DIR", &read)
-            .env("RUNNER_PROBE_WRITE_DIR", &write),
-    );
+    let (out, r) = probe_with_dirs(Some(&policy), &read, &write);
     assert!(
         out.status.success(),
         "landlock is required here: {}",
@@ -411,13 +414,7 @@ mod needs_root {
         let foreign = write.join("runner-owned");
         std::fs::write(&foreign, "the runner's\n").unwrap();
         std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let (out, r) = probe_output(
-            runner()
-                .arg("__confinement-probe")
-                .arg(&policy)
-                .env("RUNNER_PROBE_READ_DIR", &read)
-                .env("RUNNER_PROBE_WRITE_DIR", &write),
-        );
+        let (out, r) = probe_with_dirs(Some(&policy), &read, &write);
         assert!(
             out.status.success(),
             "own_uid is required here: {}",
