@@ -8,22 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{repo, runner};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 const REQUEST: &str = "TR-20261121-100000Z-csv-stats.md";
 const APPROVER: &str = "operator-ada";
-
-fn runner() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runner"));
-    c.stdin(Stdio::null());
-    c
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn example_text() -> String {
     std::fs::read_to_string(repo().join("examples/csv-stats").join(REQUEST)).unwrap()

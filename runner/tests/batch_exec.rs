@@ -8,18 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{monty_worker, sha256_hex as sha256};
+
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// An approved request; `inputs` is the front matter list and `body` the sections
 /// before Output Expectations.
@@ -54,15 +50,6 @@ fn batch_dir(requests: &[(&str, String)]) -> tempfile::TempDir {
         std::fs::write(dir.path().join(format!("{name}.md")), text).unwrap();
     }
     dir
-}
-
-fn monty_worker() -> PathBuf {
-    std::env::var_os("RUNNER_MONTY_WORKER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(
-            || Path::new(env!("CARGO_BIN_EXE_runner")).with_file_name("runner-monty-worker"),
-            PathBuf::from,
-        )
 }
 
 fn exec(args: &[&std::ffi::OsStr], envs: &[(&str, &Path)]) -> Output {

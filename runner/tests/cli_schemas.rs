@@ -8,13 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use support::repo;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
 
 #[test]
 fn committed_schemas_are_what_the_types_derive() {

@@ -9,17 +9,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sha2::{Digest, Sha256};
+mod support;
+
+use support::{runner, sha256_hex as sha256};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// A request whose script writes a few MB to /out and to stdout, then sleeps a little:
 /// long enough that kills land in staging, running, collecting and publishing.
@@ -37,10 +33,6 @@ fn write_request(dir: &Path) -> PathBuf {
     )
     .unwrap();
     req
-}
-
-fn runner() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
 }
 
 /// Every `TS-*.md` in `results` must verify; returns how many there are.

@@ -9,18 +9,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{runner, sha256_hex};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn runner() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    runner::digest::sha256_hex(bytes)
-}
 
 /// A request running `python -u <script>` in a fresh directory, with the script (and
 /// `extra` inputs) in `inputs/`.

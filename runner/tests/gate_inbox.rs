@@ -7,7 +7,7 @@
 
 mod gate_support;
 
-use gate_support::{corpus_dir, put_exec_set};
+use gate_support::{copy_tree, corpus_dir, put_exec_set};
 use runner::gate::research_packet::content_hashes;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -74,21 +74,6 @@ fn names(dir: &Path) -> Vec<String> {
 
 fn fixture(kind: &str, name: &str) -> PathBuf {
     corpus_dir(kind).join(name)
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    let meta = from.symlink_metadata().unwrap();
-    if meta.file_type().is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(from).unwrap(), to).unwrap();
-    } else if meta.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::copy(from, to).unwrap();
-    }
 }
 
 /// A result fixture (document and directory) copied into `inbox` as `name.md`.

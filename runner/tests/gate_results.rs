@@ -86,18 +86,6 @@ fn codes(v: &serde_json::Value) -> Vec<String> {
     c
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::copy(from, to).unwrap();
-    }
-}
-
 /// A copy of a result (document and directory) in a fresh directory.
 fn copy_result(doc: &Path, into: &Path) -> PathBuf {
     let name = doc.file_name().unwrap();

@@ -12,17 +12,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::sha256_hex as sha256;
+
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// A monty request reading `/in/<input>` (declared with `sha`) and printing it.
 fn request_text(request_id: &str, input: Option<(&str, &str)>) -> String {

@@ -6,15 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{copy_tree, runner};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const REQUEST: &str = "TR-20261121-100000Z-csv-stats.md";
-
-fn runner() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_runner"))
-}
 
 fn example_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/csv-stats")
@@ -233,19 +232,6 @@ fn a_fresh_result_verifies_and_each_tamper_is_named() {
     );
     assert_eq!(code, 1, "{v}");
     assert!(differences(&v).iter().any(|w| w == "statement signature"));
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -19,15 +19,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod corpus;
+
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-const SIDECAR_SUFFIX: &str = ".expect.json";
 /// Fewest cases the directory may hold.
 const MIN_CASES: usize = 15;
 const SECTIONS: [&str; 6] = [
@@ -110,25 +109,15 @@ fn worker() -> PathBuf {
     exe
 }
 
-fn cases() -> Vec<(String, Expectation)> {
-    let mut names: Vec<String> = std::fs::read_dir(cases_dir())
-        .expect("tests/monty")
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            name.strip_suffix(SIDECAR_SUFFIX).map(str::to_owned)
-        })
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| {
-            let path = cases_dir().join(format!("{name}{SIDECAR_SUFFIX}"));
-            let text = std::fs::read_to_string(&path).expect("a readable sidecar");
-            let expect =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: bad sidecar: {e}"));
-            (name, expect)
-        })
-        .collect()
+/// Every case with its sidecar (a sidecar naming its `request` stands alone).
+fn cases() -> Vec<corpus::Fixture<Expectation>> {
+    corpus::load(
+        &cases_dir(),
+        &corpus::Pairing {
+            lone_sidecars: true,
+            ..corpus::Pairing::documents("md")
+        },
+    )
 }
 
 /// Run one case; every mismatch is a line of the returned list.
@@ -295,34 +284,8 @@ fn monty_cases_run_contained_with_complete_results() {
         cases_dir().display()
     );
     // Two at a time: the machine has two cores, and the slow cases mostly wait.
-    let next = AtomicUsize::new(0);
-    let report = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some((name, expect)) = cases.get(i) else {
-                        break;
-                    };
-                    let (problems, wall) = check(name, expect, &worker);
-                    report.lock().unwrap_or_else(|p| p.into_inner()).push((
-                        name.clone(),
-                        problems,
-                        wall,
-                    ));
-                }
-            });
-        }
-    });
-    let mut report = report.into_inner().unwrap_or_else(|p| p.into_inner());
-    report.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut failures = Vec::new();
-    for (name, problems, wall) in &report {
-        eprintln!("{name}: {wall:.2} s");
-        for p in problems {
-            failures.push(format!("{name}: {p}"));
-        }
+    let walls = corpus::run_all("monty", &cases, 2, |f| check(&f.name, &f.expect, &worker));
+    for (f, wall) in cases.iter().zip(walls) {
+        eprintln!("{}: {wall:.2} s", f.name);
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -7,12 +7,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use support::repo;
+
+use std::path::Path;
+use std::process::Command;
 
 fn readme() -> String {
     std::fs::read_to_string(repo().join("README.md")).expect("README.md")

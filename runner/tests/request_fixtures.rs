@@ -12,81 +12,44 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod corpus;
+
+use corpus::{Verdict, code_set, show as show_reasons};
 use runner::policy::Policy;
 use runner::request::{self, Reason};
-use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// Fewest fixtures the corpus may hold.
 const MIN_FIXTURES: usize = 60;
 /// Fewest ACCEPT fixtures (valid variants keep the validator from rejecting everything).
 const MIN_ACCEPT_FIXTURES: usize = 5;
-const SIDECAR_SUFFIX: &str = ".expect.json";
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/requests")
+    corpus::corpus_dir("requests")
 }
 
-/// A sidecar: what the validator must say about its fixture.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Expectation {
-    verdict: String,
-    codes: Vec<String>,
-    #[serde(default)]
-    lines: BTreeMap<String, usize>,
-    /// Why the fixture exists (for a fixture that exposes a validator bug, the bug).
-    #[serde(default)]
-    note: Option<String>,
-}
-
+/// A fixture with its bytes.
 struct Fixture {
     name: String,
     path: PathBuf,
     bytes: Vec<u8>,
-    expect: Expectation,
+    fixture: corpus::Fixture<Verdict>,
 }
 
-/// Every `*.md` in the corpus with its sidecar, sorted by name.
+/// Every `*.md` in the corpus with its sidecar, sorted by name (the harness fails on a
+/// fixture without a sidecar, a sidecar without a fixture, or a stray JSON file).
 fn fixtures() -> Vec<Fixture> {
-    let mut out = Vec::new();
-    for path in corpus_files("md") {
-        let name = file_name(&path).trim_end_matches(".md").to_owned();
-        let sidecar = corpus_dir().join(format!("{name}{SIDECAR_SUFFIX}"));
-        let text = std::fs::read_to_string(&sidecar)
-            .unwrap_or_else(|e| panic!("{name}: cannot read sidecar {}: {e}", sidecar.display()));
-        let expect: Expectation =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: bad sidecar: {e}"));
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        out.push(Fixture {
-            name,
-            path,
-            bytes,
-            expect,
-        });
-    }
-    out
-}
-
-/// Corpus files whose name ends in `.{ext}`, sorted.
-fn corpus_files(ext: &str) -> Vec<PathBuf> {
-    let dir = corpus_dir();
-    let entries =
-        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
-    let mut files: Vec<PathBuf> = entries
-        .map(|e| e.expect("a readable directory entry").path())
-        .filter(|p| p.is_file() && file_name(p).ends_with(&format!(".{ext}")))
-        .collect();
-    files.sort();
-    files
-}
-
-fn file_name(path: &Path) -> &str {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .expect("a UTF-8 file name")
+    corpus::load::<Verdict>(&corpus_dir(), &corpus::Pairing::documents("md"))
+        .into_iter()
+        .map(|f| Fixture {
+            name: f.name.clone(),
+            path: f.path.clone(),
+            bytes: std::fs::read(&f.path).unwrap_or_else(|e| panic!("{}: {e}", f.name)),
+            fixture: f,
+        })
+        .collect()
 }
 
 /// The verdict and reasons for `bytes` as `runner exec` judges an unsigned request:
@@ -99,79 +62,10 @@ fn judge(bytes: &[u8], policy: &Policy) -> (&'static str, Vec<Reason>) {
     }
 }
 
-fn code_set(reasons: &[Reason]) -> Vec<String> {
-    reasons
-        .iter()
-        .map(|r| r.code.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
-
-fn show_reasons(reasons: &[Reason]) -> String {
-    if reasons.is_empty() {
-        return "      (no reasons)\n".into();
-    }
-    reasons
-        .iter()
-        .map(|r| {
-            format!(
-                "      {}:{} {}\n",
-                r.code,
-                r.line.map_or("-".into(), |l| l.to_string()),
-                r.message
-            )
-        })
-        .collect()
-}
-
-/// How a fixture's judgement differs from its sidecar, if it does.
+/// How a fixture's judgement differs from its sidecar, if it does (a request has no
+/// notes).
 fn mismatch(f: &Fixture, verdict: &str, reasons: &[Reason]) -> Option<String> {
-    let mut problems = Vec::new();
-    if verdict != f.expect.verdict {
-        problems.push(format!(
-            "verdict: expected {}, got {verdict}",
-            f.expect.verdict
-        ));
-    }
-    let got = code_set(reasons);
-    if got != f.expect.codes {
-        problems.push(format!(
-            "codes: expected {:?}, got {:?}",
-            f.expect.codes, got
-        ));
-    }
-    for (code, line) in &f.expect.lines {
-        let lines: Vec<String> = reasons
-            .iter()
-            .filter(|r| &r.code == code)
-            .map(|r| r.line.map_or("-".into(), |l| l.to_string()))
-            .collect();
-        if !reasons
-            .iter()
-            .any(|r| &r.code == code && r.line == Some(*line))
-        {
-            problems.push(format!(
-                "line of {code}: expected {line}, got [{}]",
-                lines.join(", ")
-            ));
-        }
-    }
-    if problems.is_empty() {
-        return None;
-    }
-    let note = f
-        .expect
-        .note
-        .as_deref()
-        .map(|n| format!("    note: {n}\n"))
-        .unwrap_or_default();
-    Some(format!(
-        "  {}.md\n    {}\n{note}    reasons:\n{}",
-        f.name,
-        problems.join("\n    "),
-        show_reasons(reasons)
-    ))
+    corpus::mismatch(&f.fixture, verdict, reasons, &[])
 }
 
 #[test]
@@ -196,97 +90,22 @@ fn every_fixture_gets_its_expected_verdict_codes_and_lines() {
 
 #[test]
 fn corpus_is_large_and_every_fixture_has_a_well_formed_sidecar() {
-    let mds: BTreeSet<String> = corpus_files("md")
-        .iter()
-        .map(|p| file_name(p).trim_end_matches(".md").to_owned())
-        .collect();
-    let sidecars: BTreeSet<String> = corpus_files("json")
-        .iter()
-        .map(|p| file_name(p).to_owned())
-        .filter_map(|n| n.strip_suffix(SIDECAR_SUFFIX).map(str::to_owned))
-        .collect();
-    let stray_json: Vec<String> = corpus_files("json")
-        .iter()
-        .map(|p| file_name(p).to_owned())
-        .filter(|n| !n.ends_with(SIDECAR_SUFFIX))
-        .collect();
-    let orphans: Vec<&String> = sidecars.difference(&mds).collect();
-    let missing: Vec<&String> = mds.difference(&sidecars).collect();
+    let fixtures: Vec<corpus::Fixture<Verdict>> =
+        fixtures().into_iter().map(|f| f.fixture).collect();
     assert!(
-        mds.len() >= MIN_FIXTURES,
+        fixtures.len() >= MIN_FIXTURES,
         "the corpus holds {} fixtures; it must hold at least {MIN_FIXTURES}",
-        mds.len()
+        fixtures.len()
     );
+    corpus::check_sidecars("request", &fixtures, 1, MIN_ACCEPT_FIXTURES);
+    let gate_only: Vec<&str> = fixtures
+        .iter()
+        .filter(|f| !f.expect.notes.is_empty() || f.expect.catalog.is_some())
+        .map(|f| f.name.as_str())
+        .collect();
     assert!(
-        missing.is_empty(),
-        "fixtures without a sidecar: {missing:?}"
-    );
-    assert!(
-        orphans.is_empty(),
-        "sidecars without a fixture: {orphans:?}"
-    );
-    assert!(
-        stray_json.is_empty(),
-        "JSON files that are not `*{SIDECAR_SUFFIX}`: {stray_json:?}"
-    );
-
-    let mut problems = Vec::new();
-    let mut accepts = 0;
-    for f in fixtures() {
-        let e = &f.expect;
-        match e.verdict.as_str() {
-            "ACCEPT" => {
-                accepts += 1;
-                if !e.codes.is_empty() {
-                    problems.push(format!("{}: an ACCEPT lists codes", f.name));
-                }
-            }
-            "REJECT" if e.codes.is_empty() => {
-                problems.push(format!("{}: a REJECT lists no codes", f.name))
-            }
-            "REJECT" => {}
-            other => problems.push(format!(
-                "{}: verdict {other:?} is neither ACCEPT nor REJECT",
-                f.name
-            )),
-        }
-        let sorted: Vec<String> = e
-            .codes
-            .iter()
-            .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        if sorted != e.codes {
-            problems.push(format!("{}: codes must be sorted and unique", f.name));
-        }
-        for code in e.lines.keys() {
-            if !e.codes.contains(code) {
-                problems.push(format!(
-                    "{}: pins the line of {code}, which is not in codes",
-                    f.name
-                ));
-            }
-        }
-        if !f
-            .name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            problems.push(format!(
-                "{}: fixture names are lowercase-kebab-case, named after the attack",
-                f.name
-            ));
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "malformed sidecars:\n  {}",
-        problems.join("\n  ")
-    );
-    assert!(
-        accepts >= MIN_ACCEPT_FIXTURES,
-        "only {accepts} ACCEPT fixtures; keep at least {MIN_ACCEPT_FIXTURES} valid variants"
+        gate_only.is_empty(),
+        "request sidecars have no `notes` or `catalog`: {gate_only:?}"
     );
 }
 
@@ -295,17 +114,9 @@ fn every_reason_points_at_a_real_line_and_says_something() {
     let policy = Policy::builtin();
     let mut problems = Vec::new();
     for f in fixtures() {
-        let line_count = f.bytes.split(|&b| b == b'\n').count();
-        for r in judge(&f.bytes, &policy).1 {
-            if r.message.trim().is_empty() {
-                problems.push(format!("{}: {} has an empty message", f.name, r.code));
-            }
-            if r.line.is_some_and(|l| l == 0 || l > line_count) {
-                problems.push(format!(
-                    "{}: {} points at line {:?} of a {line_count}-line file",
-                    f.name, r.code, r.line
-                ));
-            }
+        let reasons = judge(&f.bytes, &policy).1;
+        for p in corpus::reason_lines(&f.bytes, &reasons) {
+            problems.push(format!("{}: {p}", f.name));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -560,8 +371,9 @@ fn cli_json_over_the_whole_corpus() {
             ));
         }
         // ... and that is what the sidecar expects.
-        if v["verdict"] != f.expect.verdict.as_str() {
+        if v["verdict"] != f.fixture.expect.verdict.as_str() {
             let note = f
+                .fixture
                 .expect
                 .note
                 .as_deref()
@@ -569,7 +381,7 @@ fn cli_json_over_the_whole_corpus() {
                 .unwrap_or_default();
             problems.push(format!(
                 "{}: verdict {} but the sidecar expects {}{note}",
-                f.name, v["verdict"], f.expect.verdict
+                f.name, v["verdict"], f.fixture.expect.verdict
             ));
         }
     }

@@ -1,87 +1,35 @@
-//! The fixture harness shared by the gate tests: a directory of documents named after
-//! the attack they carry, each with a sidecar `<name>.expect.json`:
-//!
-//! ```json
-//! {"verdict": "REJECT", "codes": ["hash.body_mismatch"], "lines": {"hash.body_mismatch": 14},
-//!  "notes": ["artifacts.not_checked"], "catalog": false, "note": "why the fixture exists"}
-//! ```
-//!
-//! `codes` is the exact set of reason codes (sorted, unique); `notes` the exact set of
-//! note codes (default none); `lines` pins the line of some reasons; `catalog` (governed
-//! packets only, default true) says whether `tests/governed/catalog.json` is given. One
-//! harness judges them all and reports every mismatch at once.
+//! What the gate tests share: the corpora of results, research packets and governed
+//! packets (through the one fixture harness, `tests/corpus`), the gate's judgement of a
+//! fixture, the CLI's view of the same, and real result sets to feed an inbox.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../corpus/mod.rs"]
+pub mod corpus;
+#[path = "../support/mod.rs"]
+pub mod support;
+
+pub use corpus::{code_set, corpus_dir};
 use runner::gate::{self, Catalog, Context, Follow, Judgement};
 use runner::policy::Policy;
-use runner::request::Reason;
-use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+#[allow(unused_imports)]
+pub use support::copy_tree;
 
-pub const SIDECAR_SUFFIX: &str = ".expect.json";
+pub type Fixture = corpus::Fixture<corpus::Verdict>;
 
-/// The repository's `tests/<name>` directory.
-pub fn corpus_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests")
-        .join(name)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expectation {
-    pub verdict: String,
-    pub codes: Vec<String>,
-    #[serde(default)]
-    pub lines: BTreeMap<String, usize>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-    #[serde(default)]
-    pub catalog: Option<bool>,
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-pub struct Fixture {
-    pub name: String,
-    pub path: PathBuf,
-    pub expect: Expectation,
-}
-
-fn file_name(p: &Path) -> String {
-    p.file_name().unwrap().to_string_lossy().into_owned()
-}
-
-/// Every document in `dir` ending in `.{ext}` (not a sidecar, not `catalog.json`) with
-/// its sidecar, sorted by name.
+/// Every document in `dir` ending in `.{ext}` with its sidecar, sorted by name
+/// (`catalog.json` and the corpora's `generate.py` are neither).
 pub fn fixtures(dir: &Path, ext: &str) -> Vec<Fixture> {
-    let mut out = Vec::new();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = file_name(p);
-            p.symlink_metadata().unwrap().is_file()
-                && n.ends_with(&format!(".{ext}"))
-                && !n.ends_with(SIDECAR_SUFFIX)
-                && n != "catalog.json"
-        })
-        .collect();
-    paths.sort();
-    for path in paths {
-        let n = file_name(&path);
-        let name = n[..n.len() - ext.len() - 1].to_owned();
-        let sidecar = dir.join(format!("{name}{SIDECAR_SUFFIX}"));
-        let text = std::fs::read_to_string(&sidecar)
-            .unwrap_or_else(|e| panic!("{name}: cannot read sidecar {}: {e}", sidecar.display()));
-        let expect: Expectation =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: bad sidecar: {e}"));
-        out.push(Fixture { name, path, expect });
-    }
-    out
+    corpus::load(
+        dir,
+        &corpus::Pairing {
+            ignore: &["catalog.json", "generate.py"],
+            ..corpus::Pairing::documents(ext)
+        },
+    )
 }
 
 pub fn catalog() -> Catalog {
@@ -99,78 +47,9 @@ pub fn judge(f: &Fixture, policy: &Policy, catalog: &Catalog) -> Judgement {
         .0
 }
 
-pub fn code_set(reasons: &[Reason]) -> Vec<String> {
-    reasons
-        .iter()
-        .map(|r| r.code.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
-
-fn show(reasons: &[Reason]) -> String {
-    if reasons.is_empty() {
-        return "      (none)\n".into();
-    }
-    reasons
-        .iter()
-        .map(|r| {
-            format!(
-                "      {}:{} {}\n",
-                r.code,
-                r.line.map_or("-".into(), |l| l.to_string()),
-                r.message
-            )
-        })
-        .collect()
-}
-
 /// How a judgement differs from the sidecar, if it does.
 pub fn mismatch(f: &Fixture, j: &Judgement) -> Option<String> {
-    let mut problems = Vec::new();
-    if j.verdict.as_str() != f.expect.verdict {
-        problems.push(format!(
-            "verdict: expected {}, got {}",
-            f.expect.verdict,
-            j.verdict.as_str()
-        ));
-    }
-    let got = code_set(&j.reasons);
-    if got != f.expect.codes {
-        problems.push(format!("codes: expected {:?}, got {got:?}", f.expect.codes));
-    }
-    let notes = code_set(&j.notes);
-    if notes != f.expect.notes {
-        problems.push(format!(
-            "notes: expected {:?}, got {notes:?}",
-            f.expect.notes
-        ));
-    }
-    for (code, line) in &f.expect.lines {
-        if !j
-            .reasons
-            .iter()
-            .any(|r| &r.code == code && r.line == Some(*line))
-        {
-            problems.push(format!("line of {code}: expected {line}"));
-        }
-    }
-    if problems.is_empty() {
-        return None;
-    }
-    let note = f
-        .expect
-        .note
-        .as_deref()
-        .map(|n| format!("    note: {n}\n"))
-        .unwrap_or_default();
-    Some(format!(
-        "  {}\n    {}\n{note}    reasons:\n{}    notes:\n{}",
-        f.name,
-        problems.join("\n    "),
-        show(&j.reasons),
-        show(&j.notes)
-    ))
+    corpus::mismatch(f, j.verdict.as_str(), &j.reasons, &j.notes)
 }
 
 /// The corpus rules: enough fixtures, well-formed sidecars, names after the attack,
@@ -183,63 +62,9 @@ pub fn check_corpus(
     min_reject: usize,
     min_accept: usize,
 ) {
+    corpus::check_sidecars(kind, fixtures, min_reject, min_accept);
     let mut problems = Vec::new();
-    let accepts = fixtures
-        .iter()
-        .filter(|f| f.expect.verdict == "ACCEPT")
-        .count();
-    let rejects = fixtures
-        .iter()
-        .filter(|f| f.expect.verdict == "REJECT")
-        .count();
-    assert!(
-        rejects >= min_reject,
-        "{kind}: {rejects} REJECT fixtures; at least {min_reject} wanted"
-    );
-    assert!(
-        accepts >= min_accept,
-        "{kind}: {accepts} ACCEPT fixtures; at least {min_accept} wanted"
-    );
     for f in fixtures {
-        let e = &f.expect;
-        match e.verdict.as_str() {
-            "ACCEPT" if !e.codes.is_empty() => {
-                problems.push(format!("{}: an ACCEPT lists codes", f.name))
-            }
-            "REJECT" if e.codes.is_empty() => {
-                problems.push(format!("{}: a REJECT lists no codes", f.name))
-            }
-            "ACCEPT" | "REJECT" => {}
-            other => problems.push(format!("{}: verdict {other:?}", f.name)),
-        }
-        let sorted: Vec<String> = e
-            .codes
-            .iter()
-            .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        if sorted != e.codes {
-            problems.push(format!("{}: codes must be sorted and unique", f.name));
-        }
-        for code in e.lines.keys() {
-            if !e.codes.contains(code) {
-                problems.push(format!(
-                    "{}: pins the line of {code}, which is not in codes",
-                    f.name
-                ));
-            }
-        }
-        if !f
-            .name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            problems.push(format!(
-                "{}: fixture names are lowercase-kebab-case",
-                f.name
-            ));
-        }
         let j = judge(f, policy, catalog);
         if j.kind.map(|k| k.as_str()) != Some(kind) && f.expect.codes != ["kind.unknown"] {
             problems.push(format!(
@@ -248,20 +73,9 @@ pub fn check_corpus(
                 j.kind_name()
             ));
         }
-        let line_count = std::fs::read(&f.path)
-            .unwrap()
-            .split(|&b| b == b'\n')
-            .count();
-        for r in j.reasons.iter().chain(&j.notes) {
-            if r.message.trim().is_empty() {
-                problems.push(format!("{}: {} has an empty message", f.name, r.code));
-            }
-            if r.line.is_some_and(|l| l == 0 || l > line_count) {
-                problems.push(format!(
-                    "{}: {} points at line {:?} of {line_count}",
-                    f.name, r.code, r.line
-                ));
-            }
+        let bytes = std::fs::read(&f.path).unwrap();
+        for p in corpus::reason_lines(&bytes, j.reasons.iter().chain(&j.notes)) {
+            problems.push(format!("{}: {p}", f.name));
         }
     }
     assert!(
@@ -277,13 +91,7 @@ pub fn check_all(kind: &str, fixtures: &[Fixture], policy: &Policy, catalog: &Ca
         .iter()
         .filter_map(|f| mismatch(f, &judge(f, policy, catalog)))
         .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} {kind} fixtures disagree with their sidecars:\n{}",
-        failures.len(),
-        fixtures.len(),
-        failures.join("")
-    );
+    corpus::assert_no_mismatch(kind, fixtures.len(), failures);
 }
 
 pub fn runner(args: &[&std::ffi::OsStr]) -> Output {

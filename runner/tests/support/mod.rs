@@ -1,0 +1,67 @@
+//! What the integration tests share: where the repository and the built binaries are,
+//! digests, tree copies and bounded waits. A test file takes it with `mod support;`.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The repository's root (the workspace above `runner/`).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `runner` binary under test.
+pub fn runner_exe() -> &'static str {
+    env!("CARGO_BIN_EXE_runner")
+}
+
+/// A `runner` command with stdin closed (no test ever types into it).
+pub fn runner() -> Command {
+    let mut c = Command::new(runner_exe());
+    c.stdin(Stdio::null());
+    c
+}
+
+/// The Monty worker: `$RUNNER_MONTY_WORKER`, else `runner-monty-worker` next to the
+/// runner binary (built by `just build`, or `cargo build --release -p runner-monty
+/// --ignore-rust-version`).
+pub fn monty_worker() -> PathBuf {
+    std::env::var_os("RUNNER_MONTY_WORKER")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || Path::new(runner_exe()).with_file_name("runner-monty-worker"),
+            PathBuf::from,
+        )
+}
+
+/// The lowercase hex sha256 of `bytes`, as requests declare their inputs.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    runner::digest::sha256_hex(bytes)
+}
+
+/// A copy of the file, directory or symlink `from` at `to` (symlinks copied as links).
+pub fn copy_tree(from: &Path, to: &Path) {
+    let meta = from.symlink_metadata().unwrap();
+    if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(from).unwrap(), to).unwrap();
+    } else if meta.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        }
+    } else {
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// Polls `done` every 25 ms; fails naming `what` after `limit`.
+pub fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
