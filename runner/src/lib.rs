@@ -31,10 +31,10 @@ pub mod stage;
 
 /// The runner's own version, recorded in every result's Provenance.
 pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The wasmtime version the runner embeds (the ERA backend's, `runner-wasmtime`).
-pub use runner_wasmtime::WASMTIME_VERSION;
 /// sha256 helpers (the sandbox's, shared with the wasmtime worker).
 pub use runner_sandbox::digest;
+/// The wasmtime version the runner embeds (the ERA backend's, `runner-wasmtime`).
+pub use runner_wasmtime::WASMTIME_VERSION;
 /// The Monty version the monty worker (`runner-monty`) embeds, recorded as the engine of
 /// monty results (see `runner_sandbox::monty::MONTY_VERSION`).
 pub const MONTY_VERSION: &str = runner_sandbox::monty::MONTY_VERSION;
