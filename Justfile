@@ -9,7 +9,8 @@ example := "examples/csv-stats/TR-20261121-100000Z-csv-stats.md"
 # rust-version 1.96 and builds and works on this 1.95 toolchain, hence
 # --ignore-rust-version (also on the workspace-wide test and clippy runs).
 
-# Build the release binaries, `runner` and the Monty worker (tests run against them too).
+# Build the release binaries, `runner` and its two workers, `runner-era-worker` and
+# `runner-monty-worker` (tests run against them too).
 # One workspace-wide build: building the two packages separately would compile wasmtime
 # twice, once per feature set.
 build:

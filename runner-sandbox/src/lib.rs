@@ -3,15 +3,16 @@
 //! ([`Outcome`]), the operating-system confinement of a worker process ([`confine`]),
 //! and the worker protocol and supervision ([`worker`]).
 //!
-//! No engine lives here: the wasmtime worker (`runner __worker`) and the Monty worker
-//! (`runner-monty-worker`) both link this crate, and the Monty worker links nothing of
-//! wasmtime. A guest that fails, times out or runs out of memory is an [`Outcome`], not
+//! No engine lives here: the wasmtime worker (`runner-era-worker`, the `runner-wasmtime`
+//! crate) and the Monty worker (`runner-monty-worker`) both link this crate, and the
+//! Monty worker links nothing of wasmtime. A guest that fails, times out or runs out of memory is an [`Outcome`], not
 //! an `Err`; `Err` ([`BackendError`]) means the runner itself could not do its job.
 
 pub mod cache;
 pub mod confine;
 pub mod cpu;
 pub mod determinism;
+pub mod digest;
 pub mod monty;
 pub mod runtime;
 pub mod worker;
@@ -176,4 +177,10 @@ pub enum BackendError {
     Worker(String),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// One engine: runs a [`SandboxSpec`] in a confined worker process and says how it ended.
+/// Implemented by `runner_wasmtime::WasmtimeBackend` and the runner's `MontyBackend`.
+pub trait Backend {
+    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError>;
 }

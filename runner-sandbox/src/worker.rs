@@ -28,6 +28,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,8 @@ const MAX_WORKER_STDERR: usize = 64 << 10;
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 /// How often the runner checks `/out` when no tmpfs enforces its caps.
 const OUT_POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// How often the runner checks whether the worker has exited.
+/// How often the runner checks the deadline (and `/out`) while the worker runs; the
+/// worker's exit itself wakes it at once ([`exit_watch`]).
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// What the worker answers, as one JSON line.
@@ -239,6 +241,7 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
     ));
     let mut killed: Option<Kill> = None;
     let mut next_out_poll = started + OUT_POLL_INTERVAL;
+    let (exited, watcher) = exit_watch(pid);
     loop {
         let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
         match waitid(Id::Pid(pid), flags) {
@@ -262,8 +265,15 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
                 }
             }
         }
-        std::thread::sleep(WAIT_POLL_INTERVAL);
+        match exited.recv_timeout(WAIT_POLL_INTERVAL) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // The watcher is gone without a word (it cannot wait): plain ticks.
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(WAIT_POLL_INTERVAL),
+        }
     }
+    // The worker has exited, so the watcher has returned (or is about to): joined before
+    // the reap, so it never waits on a pid that could be reused.
+    let _ = watcher.join();
     // Still a zombie: its CPU time is readable until it is reaped.
     let cpu = zombie_cpu_time(pid);
     let mut child = guard.0.take().expect("child present until taken");
@@ -480,6 +490,19 @@ fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, String> {
 }
 
 /// Read a pipe to its end, keeping at most `max` bytes; the flag says bytes were dropped.
+/// A thread that blocks until `pid` has exited (without reaping it: `WNOWAIT`) and then
+/// says so on the channel, so the supervisor reaps a finished worker at once instead of
+/// at its next tick (up to [`WAIT_POLL_INTERVAL`] later, 2.5 ms on average per run).
+fn exit_watch(pid: Pid) -> (mpsc::Receiver<()>, JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), flags) {}
+        let _ = tx.send(());
+    });
+    (rx, thread)
+}
+
 fn bounded_reader(
     pipe: Option<impl Read + Send + 'static>,
     max: usize,

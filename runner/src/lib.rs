@@ -11,7 +11,6 @@ pub mod backend;
 pub mod beside;
 pub mod cli;
 pub mod determinism;
-pub mod digest;
 pub mod environment;
 pub mod exit_codes;
 pub mod gate;
@@ -32,9 +31,10 @@ pub mod stage;
 
 /// The runner's own version, recorded in every result's Provenance.
 pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The wasmtime version the runner embeds (kept equal to the pin in Cargo.toml;
-/// a unit test checks them against Cargo.lock).
-pub const WASMTIME_VERSION: &str = "48.0.8";
+/// sha256 helpers (the sandbox's, shared with the wasmtime worker).
+pub use runner_sandbox::digest;
+/// The wasmtime version the runner embeds (the ERA backend's, `runner-wasmtime`).
+pub use runner_wasmtime::WASMTIME_VERSION;
 /// The Monty version the monty worker (`runner-monty`) embeds, recorded as the engine of
 /// monty results (see `runner_sandbox::monty::MONTY_VERSION`).
 pub const MONTY_VERSION: &str = runner_sandbox::monty::MONTY_VERSION;

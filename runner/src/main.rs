@@ -2,10 +2,6 @@
 //! documented code (see `runner::exit_codes`).
 
 fn main() {
-    // The hidden worker mode runs a guest in a confined child process.
-    if std::env::args().nth(1).as_deref() == Some("__worker") {
-        std::process::exit(runner::backend::worker::worker_main());
-    }
     // A probe that applies the worker's confinement and reports it (used by tests).
     if std::env::args().nth(1).as_deref() == Some("__confinement-probe") {
         std::process::exit(runner::backend::probe_main());

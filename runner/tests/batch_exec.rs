@@ -276,7 +276,7 @@ fn spy_worker(dir: &Path) -> PathBuf {
     let lock = dir.join("spy.lock");
     let active = dir.join("spy.active");
     let seen = dir.join("spy.seen");
-    let runner = env!("CARGO_BIN_EXE_runner");
+    let worker = Path::new(env!("CARGO_BIN_EXE_runner")).with_file_name("runner-era-worker");
     std::fs::write(
         &script,
         format!(
@@ -288,7 +288,7 @@ fn spy_worker(dir: &Path) -> PathBuf {
              echo $n >> '{seen}'\n\
              /usr/bin/flock -u 9\n\
              /bin/sleep 0.5\n\
-             '{runner}' __worker\n\
+             '{worker}'\n\
              rc=$?\n\
              /usr/bin/flock 9\n\
              echo $(( $(cat '{active}') - 1 )) > '{active}'\n\
@@ -297,6 +297,7 @@ fn spy_worker(dir: &Path) -> PathBuf {
             lock = lock.display(),
             active = active.display(),
             seen = seen.display(),
+            worker = worker.display(),
         ),
     )
     .unwrap();

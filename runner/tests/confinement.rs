@@ -25,14 +25,14 @@ fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_runner"))
 }
 
-/// Copies of `runner` and `runner-monty-worker` in `dir` (world-readable), so `nobody`
+/// Copies of `runner` and its workers in `dir` (world-readable), so `nobody`
 /// can run them wherever the checkout lives (a clone under /root is closed to it).
 fn binaries_for_nobody(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let runner = Path::new(env!("CARGO_BIN_EXE_runner"));
-    for name in ["runner", "runner-monty-worker"] {
+    for name in ["runner", "runner-era-worker", "runner-monty-worker"] {
         let from = runner.with_file_name(name);
         let to = bin.join(name);
         if std::fs::hard_link(&from, &to).is_err() {

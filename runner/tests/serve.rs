@@ -491,7 +491,8 @@ fn orphan_workers() -> Vec<String> {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let is_worker = cmdline.contains("runner-monty-worker") || cmdline.contains("__worker");
+        let is_worker =
+            cmdline.contains("runner-monty-worker") || cmdline.contains("runner-era-worker");
         if !is_worker {
             continue;
         }

@@ -7,16 +7,18 @@
 //! The validator, staging, result writer and hashing know nothing of which backend ran.
 
 pub mod monty;
-pub mod wasi_determinism;
-pub mod wasmtime;
-pub mod worker;
+
+// The wasmtime backend is a crate of its own (`runner-wasmtime`, with the small
+// `runner-era-worker` binary); its modules keep their places here.
+pub use runner_wasmtime::{engine as wasmtime, wasi_determinism, worker};
 
 // The run's data model and the confinement live in `runner-sandbox`, which both workers
 // link; the wasmtime engine does not, so the Monty worker never links it.
 pub use runner_sandbox::confine;
 pub use runner_sandbox::determinism::Determinism;
 pub use runner_sandbox::{
-    BackendError, GuestProgram, Limits, MontyProgram, Outcome, OutcomeKind, Program, SandboxSpec,
+    Backend, BackendError, GuestProgram, Limits, MontyProgram, Outcome, OutcomeKind, Program,
+    SandboxSpec,
 };
 
 use serde::{Deserialize, Serialize};
@@ -30,11 +32,6 @@ pub enum BackendKind {
     /// The Monty interpreter.
     #[serde(rename = "monty")]
     Monty,
-}
-
-/// One engine. Implementations live in their own modules.
-pub trait Backend {
-    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError>;
 }
 
 /// `runner __confinement-probe [POLICY.toml]`: loads the policy (the built-in one when

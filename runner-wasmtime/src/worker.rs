@@ -2,13 +2,13 @@
 //! the protocol and the supervision both workers share are `runner_sandbox::worker`,
 //! re-exported here.
 //!
-//! The worker is the runner's own binary started as `runner __worker`
-//! ([`worker_main`]). Protocol, both directions bounded:
+//! The worker is `runner-era-worker`, this crate's small binary ([`worker_main`]), found
+//! next to the runner's own binary. Protocol, both directions bounded:
 //! - stdin: one [`WorkerRequest`] as JSON (the spec and the precompiled module to
 //!   load), at most [`MAX_REQUEST_BYTES`];
 //! - the worker loads and verifies the module, confines itself
 //!   ([`confine::confine_worker`]), runs the guest in-process
-//!   ([`super::wasmtime::run_set_up_guest`]), writes the captured output to
+//!   ([`super::engine::run_set_up_guest`]), writes the captured output to
 //!   `capture_dir/stdout` and `capture_dir/stderr`;
 //! - stdout: one [`WorkerReply`] JSON line, the outcome *without* the stdout/stderr
 //!   bytes (the runner reads them back from the capture files), at most
@@ -19,13 +19,13 @@
 //! anything the worker says, and returns a complete [`Outcome`] however the worker
 //! ends: crash, garbage on stdout, silence.
 //!
-//! The Monty worker (`runner-monty-worker`, see [`super::monty`]) speaks the same
+//! The Monty worker (`runner-monty-worker`, `runner::backend::monty`) speaks the same
 //! protocol with its own request type and is supervised by the same
 //! `supervise_worker`; [`read_request`], [`write_capture`] and [`finish`] are its
 //! worker-side half.
 
 use super::confine;
-use super::wasmtime::{
+use super::engine::{
     CpuBudget, CpuClock, GuestSetup, RunOptions, engine_name, ensure_compiled, load_module,
     new_engine, run_set_up_guest, worker_address_space_limit,
 };
@@ -39,10 +39,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// The hidden subcommand that turns the runner binary into a worker.
-pub const WORKER_ARG: &str = "__worker";
-/// Environment variable naming the worker program, overriding the runner's own binary
-/// (tests point it at a build of `examples/backend-worker.rs`).
+/// File name of the worker binary, looked for next to the runner's own.
+pub const WORKER_BIN: &str = "runner-era-worker";
+/// Environment variable naming the worker program, overriding [`WORKER_BIN`] next to the
+/// running executable.
 pub const WORKER_EXE_ENV: &str = "RUNNER_WORKER_EXE";
 /// Allowance for the worker to start and load the precompiled module, added to the
 /// kill deadline along with the grace.
@@ -60,7 +60,7 @@ pub struct WorkerRequest {
 // Worker side
 // ---------------------------------------------------------------------------------
 
-/// Entry point of `runner __worker`: read the request on stdin, run the guest, print
+/// Entry point of `runner-era-worker`: read the request on stdin, run the guest, print
 /// the reply on stdout. Returns the process exit code (0 when the guest ran, whatever
 /// its own exit code; 1 when the worker could not run it).
 pub fn worker_main() -> i32 {
@@ -161,7 +161,7 @@ pub struct WasmtimeBackend {
 
 impl WasmtimeBackend {
     /// A backend whose precompiled modules live in `cache_dir` (see
-    /// [`super::wasmtime::default_cache_dir`]).
+    /// [`super::engine::default_cache_dir`]).
     pub fn new(cache_dir: impl Into<PathBuf>) -> Result<Self, BackendError> {
         Ok(Self {
             engine: new_engine()?,
@@ -172,7 +172,8 @@ impl WasmtimeBackend {
         })
     }
 
-    /// Run workers from `exe` instead of `$RUNNER_WORKER_EXE` or the runner's own binary.
+    /// Run workers from `exe` instead of `$RUNNER_WORKER_EXE` or [`WORKER_BIN`] next to
+    /// the runner's own binary.
     pub fn with_worker_exe(mut self, exe: impl Into<PathBuf>) -> Self {
         self.worker_exe = Some(exe.into());
         self
@@ -225,18 +226,31 @@ impl WasmtimeBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The worker binary: the one given, else `$RUNNER_WORKER_EXE`, else
+    /// [`WORKER_BIN`] next to the running executable. An error when the last is not a
+    /// file, saying how to build it.
+    ///
     /// # Ambient Authority
     ///
     /// Reads `$RUNNER_WORKER_EXE` and the path of the running executable.
-    fn worker_exe(&self) -> Result<PathBuf, BackendError> {
+    pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
         if let Some(exe) = &self.worker_exe {
             return Ok(exe.clone());
         }
         if let Some(exe) = std::env::var_os(WORKER_EXE_ENV).filter(|v| !v.is_empty()) {
             return Ok(PathBuf::from(exe));
         }
-        std::env::current_exe()
-            .map_err(|e| BackendError::Worker(format!("cannot locate the runner binary: {e}")))
+        let runner = std::env::current_exe()
+            .map_err(|e| BackendError::Worker(format!("cannot locate the runner binary: {e}")))?;
+        let exe = runner.with_file_name(WORKER_BIN);
+        if !exe.is_file() {
+            return Err(BackendError::Worker(format!(
+                "the ERA worker {} is missing; build it with `cargo build --release \
+                 --workspace --ignore-rust-version` (or `just build`), or set {WORKER_EXE_ENV}",
+                exe.display()
+            )));
+        }
+        Ok(exe)
     }
 }
 
@@ -274,7 +288,7 @@ impl Backend for WasmtimeBackend {
     }
 }
 
-/// Run the wasmtime worker (`runner __worker`) on `request`.
+/// Run the wasmtime worker (`runner-era-worker`) on `request`.
 fn supervise(
     exe: &Path,
     request: &WorkerRequest,
@@ -284,7 +298,7 @@ fn supervise(
         .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
     supervise_worker(WorkerJob {
         exe,
-        args: &[WORKER_ARG],
+        args: &[],
         payload,
         spec: &request.spec,
         startup_allowance: STARTUP_ALLOWANCE,
@@ -298,26 +312,25 @@ fn supervise(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::backend::OutcomeKind;
-    use crate::backend::wasmtime::testkit::{
+    use crate::OutcomeKind;
+    use crate::engine::testkit::{
         Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
     };
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
-    /// The worker program: `$RUNNER_WORKER_EXE`, else the `backend-worker` example that
-    /// `cargo test` builds next to the test binary.
+    /// The worker program: `$RUNNER_WORKER_EXE`, else `runner-era-worker` in the target
+    /// directory the test binary was built into.
     fn worker_exe() -> PathBuf {
         if let Some(exe) = std::env::var_os(WORKER_EXE_ENV).filter(|v| !v.is_empty()) {
             return PathBuf::from(exe);
         }
-        let exe = target_profile_dir().join("examples").join("backend-worker");
+        let exe = target_profile_dir().join(WORKER_BIN);
         assert!(
             exe.is_file(),
-            "{} is missing: run the tests with `cargo test --release -p runner` (which \
-             builds examples), or `cargo build --release -p runner --example backend-worker`, \
-             or set {WORKER_EXE_ENV}",
+            "{} is missing: build it first (`cargo build --release --workspace \
+             --ignore-rust-version`), or set {WORKER_EXE_ENV}",
             exe.display()
         );
         exe

@@ -4,8 +4,8 @@
 //! preview 1 command (the CPython guest) under a run's limits.
 //!
 //! Execution here is the innermost layer. In production it runs inside the worker
-//! process ([`super::worker`]), which adds OS confinement around it; tests also call
-//! [`run_guest`] directly.
+//! process (`runner-era-worker`, [`super::worker`]), which adds OS confinement around
+//! it; tests also call [`run_guest`] directly.
 //!
 //! The guest's view of the world is deny-by-default (as `WasiCtxBuilder::new()` is)
 //! and widened only to:
@@ -25,7 +25,7 @@ pub use runner_sandbox::cpu::{CpuClock, cpu_time};
 pub use runner_sandbox::runtime::{
     EntryPoint, GuestRuntime, HostImports, NO_HOST, ReadOnlyMount, SCRATCH_IN_OUT,
 };
-pub(crate) use runner_sandbox::worker::truncate;
+use runner_sandbox::worker::truncate;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read, Write};
@@ -993,7 +993,7 @@ fn join_details(details: Vec<String>) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 pub(crate) mod testkit {
     use super::*;
-    use crate::backend::Program;
+    use crate::Program;
     use std::sync::OnceLock;
 
     /// Where the guest is unless `RUNNER_TEST_GUEST` says otherwise.
@@ -1204,7 +1204,7 @@ mod tests {
         let engine = new_engine().unwrap();
         let module = Module::new(&engine, fs::read(&path).unwrap()).unwrap();
         let mut sandbox = Sandbox::new(&["fixture"], limits());
-        if let crate::backend::Program::Guest(g) = &mut sandbox.spec.program {
+        if let crate::Program::Guest(g) = &mut sandbox.spec.program {
             g.wasm_path = path;
             g.runtime = runtime;
         }
@@ -1293,7 +1293,7 @@ mod tests {
         let assets = sandbox.host("assets");
         fs::create_dir(&assets).unwrap();
         fs::write(assets.join("data.txt"), "asset bytes").unwrap();
-        if let crate::backend::Program::Guest(g) = &mut sandbox.spec.program {
+        if let crate::Program::Guest(g) = &mut sandbox.spec.program {
             g.runtime = GuestRuntime {
                 argv0: Some("/usr/local/bin/python.wasm".into()),
                 env: vec![("TMPDIR".into(), "/tmp".into())],
@@ -1649,7 +1649,7 @@ mod tests {
                 ("rmdir_victim_slash", "os.rmdir('/out/victim/')"),
                 ("utime_through", "os.utime('/out/rel/', (0, 0))"),
             ]);
-        if let crate::backend::Program::Guest(g) = &mut sandbox.spec.program {
+        if let crate::Program::Guest(g) = &mut sandbox.spec.program {
             g.argv[2] = code;
         }
         assert_all_failed(&sandbox.run());
