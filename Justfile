@@ -30,8 +30,8 @@ demo: guests
 demo-monty: build
     {{runner}} exec examples/monty-primes/TR-20261121-101500Z-monty-primes.md
 
-# The whole test suite, on the real guests: the suite on CPython 3.12, then the pandas
-# example on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
+# The whole test suite, on the real guests: the suite on CPython 3.12, then the pandas and
+# matplotlib examples on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
 # 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
 # CLI. CI runs this.
 test: guests nats-server
@@ -51,8 +51,9 @@ nats-server:
 bench-nats: build nats-server
     cargo test --release --locked --workspace --ignore-rust-version --test nats -- --ignored --nocapture throughput
 
-# The scientific guest end to end (examples/pandas-groupby): fetches it first if needed,
-# a 98 MB download and a one-time compile of 1.5-3 minutes needing about 2.2 GB of memory.
+# The scientific guest end to end (examples/pandas-groupby and examples/matplotlib-plot):
+# fetches it first if needed, a 98 MB download and a one-time compile of 1.5-3 minutes
+# needing about 2.2 GB of memory.
 # --workspace, as in `test`: building runner alone would unify features differently and
 # compile wasmtime a second time.
 test-sci: build

@@ -356,8 +356,10 @@ fn committed_ci_baseline_reproduces_as_written() {
 }
 
 /// The blocks marked `no-run`, as `README path: first line of the block`.
-const NOT_RUN: &[&str] =
-    &["examples/pandas-groupby/README.md: runner guest fetch cpython-3.15-scientific"];
+const NOT_RUN: &[&str] = &[
+    "examples/matplotlib-plot/README.md: runner guest fetch cpython-3.15-scientific",
+    "examples/pandas-groupby/README.md: runner guest fetch cpython-3.15-scientific",
+];
 
 /// A command block of a README: the line of its opening fence, its lines, and why it is
 /// not run (`None`: it runs).

@@ -21,6 +21,58 @@ const MAX_DEPTH: usize = 64;
 /// # Ambient Authority
 /// Reads under `root`.
 pub fn tree_sha256(root: &Path) -> io::Result<String> {
+    summarize(root, &mut |path, rel, meta| {
+        if meta.is_dir() {
+            return Ok(format!("d {rel}\n"));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+            .open(path)?;
+        Ok(format!("f {} {rel}\n", sha256_reader(file)?))
+    })
+}
+
+/// sha256 hex of the tree's metadata: every entry's path and
+/// [`crate::digest::file_stamp`] (device, inode, size, mtime, ctime), the root's too.
+/// No file is read. Any write, truncation, `chmod`, rename, or entry added or removed
+/// under a directory moves a change time, which only the kernel sets, so an unchanged
+/// stamp means the tree [`tree_sha256`] hashed is still there (the guest store's
+/// reasoning for one file, `guest/store.rs`). Also returns whether every change time
+/// is at least `quiet` old.
+///
+/// # Ambient Authority
+/// Reads metadata under `root`.
+pub fn tree_stamp(root: &Path, quiet: std::time::Duration) -> io::Result<(String, bool)> {
+    use std::os::unix::fs::MetadataExt;
+    let now = std::time::SystemTime::now();
+    let mut all_quiet = true;
+    let mut note = |meta: &fs::Metadata| {
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(meta.ctime()).unwrap_or(0),
+                u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+            );
+        all_quiet &= now.duration_since(changed).is_ok_and(|age| age >= quiet);
+        crate::digest::file_stamp(meta)
+    };
+    let root_line = note(&fs::symlink_metadata(root)?);
+    let hash = summarize(root, &mut |_, rel, meta| {
+        Ok(format!("{rel} {}\n", note(meta)))
+    })?;
+    Ok((
+        sha256_hex(format!("{root_line}\n{hash}").as_bytes()),
+        all_quiet,
+    ))
+}
+
+/// The sha256 of the header and one line per entry (`line(path, relative path,
+/// metadata)`, called for directories and regular files), sorted by path. Anything
+/// else in the tree is an error.
+fn summarize(
+    root: &Path,
+    line: &mut dyn FnMut(&Path, &str, &fs::Metadata) -> io::Result<String>,
+) -> io::Result<String> {
     let meta = fs::symlink_metadata(root)?;
     if !meta.is_dir() {
         return Err(io::Error::other(format!(
@@ -29,7 +81,7 @@ pub fn tree_sha256(root: &Path) -> io::Result<String> {
         )));
     }
     let mut lines = Vec::new();
-    walk(root, "", 0, &mut lines)?;
+    walk(root, "", 0, &mut lines, line)?;
     lines.sort();
     let mut text = String::from(HEADER);
     for line in &lines {
@@ -38,7 +90,13 @@ pub fn tree_sha256(root: &Path) -> io::Result<String> {
     Ok(sha256_hex(text.as_bytes()))
 }
 
-fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(String, String)>) -> io::Result<()> {
+fn walk(
+    dir: &Path,
+    rel: &str,
+    depth: usize,
+    out: &mut Vec<(String, String)>,
+    line: &mut dyn FnMut(&Path, &str, &fs::Metadata) -> io::Result<String>,
+) -> io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(io::Error::other(format!(
             "{} is nested more than {MAX_DEPTH} deep",
@@ -63,17 +121,12 @@ fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(String, String)>) ->
         } else {
             format!("{rel}/{name}")
         };
-        let kind = fs::symlink_metadata(&path)?.file_type();
-        if kind.is_dir() {
-            out.push((rel.clone(), format!("d {rel}\n")));
-            walk(&path, &rel, depth + 1, out)?;
-        } else if kind.is_file() {
-            let file = OpenOptions::new()
-                .read(true)
-                .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-                .open(&path)?;
-            let sha = sha256_reader(file)?;
-            out.push((rel.clone(), format!("f {sha} {rel}\n")));
+        let meta = fs::symlink_metadata(&path)?;
+        if meta.is_dir() {
+            out.push((rel.clone(), line(&path, &rel, &meta)?));
+            walk(&path, &rel, depth + 1, out, line)?;
+        } else if meta.is_file() {
+            out.push((rel.clone(), line(&path, &rel, &meta)?));
         } else {
             return Err(io::Error::other(format!(
                 "{} is neither a file nor a directory",
@@ -110,5 +163,31 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", root.join("pkg/link.py")).unwrap();
         let err = tree_sha256(root).unwrap_err().to_string();
         assert!(err.contains("neither a file nor a directory"), "{err}");
+    }
+
+    #[test]
+    fn the_stamp_moves_with_any_change_and_reads_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir(root.join("fonts")).unwrap();
+        fs::write(root.join("fonts/a.ttf"), "abc").unwrap();
+        let quiet = std::time::Duration::from_secs(3600);
+        let (base, is_quiet) = tree_stamp(root, quiet).unwrap();
+        assert!(!is_quiet, "just written");
+        assert_eq!(tree_stamp(root, quiet).unwrap().0, base, "deterministic");
+        assert!(tree_stamp(root, std::time::Duration::ZERO).unwrap().1);
+
+        // Same size, same content even: the change time still moves.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(root.join("fonts/a.ttf"), "abc").unwrap();
+        let rewritten = tree_stamp(root, quiet).unwrap().0;
+        assert_ne!(rewritten, base, "a rewrite");
+        fs::write(root.join("fonts/b.ttf"), "").unwrap();
+        assert_ne!(tree_stamp(root, quiet).unwrap().0, rewritten, "a new file");
+
+        // An unreadable file does not matter: no file is opened.
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(root.join("fonts/b.ttf"), fs::Permissions::from_mode(0o000)).unwrap();
+        assert!(tree_stamp(root, quiet).is_ok());
     }
 }

@@ -246,7 +246,7 @@ fn normalize_dist_info(dir: &str) -> String {
 
 /// A member name must be a plain relative path: no absolute path, no `..` or `.`
 /// component, no empty component, no backslash, no NUL, no drive letter.
-fn check_member_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_member_name(name: &str) -> Result<(), String> {
     let bad = |why: &str| Err(format!("member `{}` {why}", name.escape_debug()));
     if name.is_empty() {
         return bad("has an empty name");
@@ -315,7 +315,7 @@ fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<
 /// Directories of a tree are 0755 and its files 0644: a worker under its own uid reads
 /// them through the directory its WASI context opened before it gave up the runner's
 /// uid. The store above the trees stays 0700, so no other user of the host reaches them.
-fn create_dirs(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dirs(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o755).create(dir)
 }
 

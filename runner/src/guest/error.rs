@@ -177,6 +177,33 @@ pub enum GuestError {
         actual: String,
     },
 
+    /// A tree ([`super::manifest::GuestTree`]) could not be unpacked from its archive,
+    /// or does not unpack to the pinned tree. Nothing is left in the store.
+    #[error(
+        "guest `{guest}`: cannot unpack `{member}` from {}: {reason}",
+        archive.display()
+    )]
+    TreeUnpack {
+        guest: String,
+        member: String,
+        archive: PathBuf,
+        reason: String,
+    },
+
+    /// A stored tree changed after it was unpacked. Never silently replaced.
+    #[error(
+        "guest `{guest}`: stored tree {} does not match the manifest: expected tree sha256 \
+         {expected}, got {actual}; remove that directory (`runner guest fetch {guest}` or the \
+         next run unpacks it again)",
+        path.display()
+    )]
+    StoredTreeMismatch {
+        guest: String,
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+
     #[error("guest `{guest}`: cannot {action} {}: {source}", path.display())]
     Io {
         guest: String,

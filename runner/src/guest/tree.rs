@@ -1,0 +1,500 @@
+//! Directory trees a guest reads ([`GuestTree`]), shipped as a zip archive inside one of
+//! its assets: matplotlib's data (fonts, styles, its `matplotlibrc`) is
+//! `matplotlib/mpl-data.zip` inside the scientific guest's stdlib zip, and matplotlib
+//! opens it as a directory beside its own `__init__.py`.
+//!
+//! [`ensure_tree`] unpacks a tree once into `<guest dir>/trees/<tree_sha256>/`: the
+//! archive is copied out of the verified asset with a bounded read and checked against
+//! its pinned size and sha256, every member name is checked (relative, no `..`, no
+//! link), the unpacked tree is hashed as a whole (`environment::tree::tree_sha256`) and
+//! must be the pinned tree, and only then is it renamed into place (directories 0755,
+//! files 0644, so a worker under its own uid reads it; the store above stays 0700).
+//! [`locate_tree`] verifies it before every run: a metadata walk (no file read) whose
+//! result matches the record of the last full hash skips the hash, as
+//! `store::Slot::locate` does for one file; anything else hashes the tree again.
+
+use super::manifest::{GuestEntry, GuestTree, MAX_GUEST_SIZE};
+use super::store::{
+    PARTIAL_PREFIX, QUIET, create_private_dir, locate_asset, read_stamp, stamp_path, write_stamp,
+};
+use super::{GuestError, fetch::HashingCopy, missing_asset};
+use crate::digest::sha256_reader;
+use crate::environment::tree::{tree_sha256, tree_stamp};
+use crate::environment::wheel::{check_member_name, create_dirs};
+use nix::fcntl::OFlag;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use zip::ZipArchive;
+use zip::result::ZipError;
+
+/// Most entries a tree may unpack to, whatever its pinned archive says.
+const MAX_TREE_ENTRIES: usize = 100_000;
+
+/// Where `tree` lives in `guest_dir`, whether or not it has been unpacked.
+pub fn tree_dir(tree: &GuestTree, guest_dir: &Path) -> PathBuf {
+    guest_dir.join("trees").join(&tree.tree_sha256)
+}
+
+/// The record of the tree's last full hash, beside the files' (`verified/`).
+fn tree_stamp_path(tree: &GuestTree, guest_dir: &Path) -> PathBuf {
+    stamp_path(guest_dir, &format!("tree-{}", tree.tree_sha256))
+}
+
+/// The verified tree, or `None` when it has not been unpacked. A tree whose metadata is
+/// what the last full hash recorded is not hashed again; otherwise every file is hashed
+/// and the tree must be the pinned one ([`GuestError::StoredTreeMismatch`]).
+///
+/// # Ambient Authority
+/// Reads under `guest_dir`.
+pub fn locate_tree(
+    entry: &GuestEntry,
+    tree: &GuestTree,
+    guest_dir: &Path,
+) -> Result<Option<PathBuf>, GuestError> {
+    let dir = tree_dir(tree, guest_dir);
+    match fs::symlink_metadata(&dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(GuestError::StoredTreeMismatch {
+                guest: entry.name.clone(),
+                path: dir,
+                expected: tree.tree_sha256.clone(),
+                actual: "not a directory".into(),
+            });
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(GuestError::io(&entry.name, "inspect", &dir)(e)),
+    }
+    // Metadata first, then content: a change between the two moves the metadata, so the
+    // record written below can only ever describe a tree that hashed right.
+    let (stamp, quiet) =
+        tree_stamp(&dir, QUIET).unwrap_or_else(|e| (format!("unreadable ({e})"), false));
+    let record = format!("{} {stamp}\n", tree.tree_sha256);
+    let record_path = tree_stamp_path(tree, guest_dir);
+    if read_stamp(&record_path).as_deref() == Some(record.as_str()) {
+        return Ok(Some(dir));
+    }
+    let actual = tree_sha256(&dir).unwrap_or_else(|e| format!("unreadable ({e})"));
+    if actual != tree.tree_sha256 {
+        return Err(GuestError::StoredTreeMismatch {
+            guest: entry.name.clone(),
+            path: dir,
+            expected: tree.tree_sha256.clone(),
+            actual,
+        });
+    }
+    if quiet {
+        // Best effort: without the record the next run simply hashes again.
+        let _ = write_stamp(&record_path, &record);
+    }
+    Ok(Some(dir))
+}
+
+/// The verified tree, unpacked first from its asset when it is not in the store yet
+/// (a guest fetched before the tree was declared gets it on its next run). The asset
+/// must be stored: else [`GuestError::NotFetched`] for an on-request guest, or
+/// [`GuestError::Io`] naming the fetch command.
+///
+/// # Ambient Authority
+/// Reads and writes under `guest_dir`.
+pub fn ensure_tree(
+    entry: &GuestEntry,
+    tree: &GuestTree,
+    guest_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf, GuestError> {
+    if let Some(dir) = locate_tree(entry, tree, guest_dir)? {
+        return Ok(dir);
+    }
+    let asset = entry
+        .assets
+        .iter()
+        .find(|a| a.file == tree.asset)
+        .ok_or_else(|| GuestError::TreeUnpack {
+            guest: entry.name.clone(),
+            member: tree.member.clone(),
+            archive: PathBuf::from(&tree.asset),
+            reason: "no asset of this guest is that file".into(),
+        })?;
+    let Some(archive) = locate_asset(entry, asset, guest_dir)? else {
+        return Err(missing_asset(entry, asset, guest_dir));
+    };
+    install_tree(entry, tree, &archive, guest_dir, progress)
+}
+
+/// Unpacks `tree` from the verified asset at `archive` into the store (see the module
+/// docs). A tree already stored by a concurrent run is kept if it verifies.
+///
+/// # Ambient Authority
+/// Reads `archive`, writes under `guest_dir`.
+fn install_tree(
+    entry: &GuestEntry,
+    tree: &GuestTree,
+    archive: &Path,
+    guest_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf, GuestError> {
+    let guest = entry.name.as_str();
+    let fail = |reason: String| GuestError::TreeUnpack {
+        guest: guest.to_owned(),
+        member: tree.member.clone(),
+        archive: archive.to_owned(),
+        reason,
+    };
+    progress(&format!(
+        "{guest}: unpacking `{}` ({} bytes) from {}",
+        tree.member,
+        tree.size,
+        archive.display()
+    ));
+    let trees = guest_dir.join("trees");
+    create_private_dir(guest, &trees)?;
+    let work = tempfile::Builder::new()
+        .prefix(PARTIAL_PREFIX)
+        .tempdir_in(&trees)
+        .map_err(GuestError::io(
+            guest,
+            "create a temporary directory in",
+            &trees,
+        ))?;
+
+    let inner_path = work.path().join("archive.zip");
+    copy_member(tree, archive, &inner_path).map_err(fail)?;
+    let root = work.path().join("tree");
+    unpack(&inner_path, &root).map_err(fail)?;
+    let actual = tree_sha256(&root).map_err(|e| fail(format!("cannot hash the tree: {e}")))?;
+    if actual != tree.tree_sha256 {
+        return Err(fail(format!(
+            "it unpacks to tree sha256 {actual}, the manifest pins {}",
+            tree.tree_sha256
+        )));
+    }
+    let dest = tree_dir(tree, guest_dir);
+    match fs::rename(&root, &dest) {
+        Ok(()) => {
+            File::open(&trees)
+                .and_then(|dir| dir.sync_all())
+                .map_err(GuestError::io(guest, "sync", &trees))?;
+        }
+        // Unpacked meanwhile by another run: kept if it verifies (below).
+        Err(_) if dest.is_dir() => {}
+        Err(e) => return Err(GuestError::io(guest, "store the tree at", &dest)(e)),
+    }
+    let found = locate_tree(entry, tree, guest_dir)?.ok_or_else(|| {
+        GuestError::io(guest, "store the tree at", &dest)(io::Error::other(
+            "it vanished while being checked; retry",
+        ))
+    })?;
+    progress(&format!(
+        "{guest}: tree sha256 {} verified, stored at {}",
+        tree.tree_sha256,
+        found.display()
+    ));
+    Ok(found)
+}
+
+/// Copies the archive member out of the asset at `archive` to `to`, reading at most one
+/// byte past its pinned size, and checks its size and sha256.
+fn copy_member(tree: &GuestTree, archive: &Path, to: &Path) -> Result<(), String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(archive)
+        .map_err(|e| format!("cannot open the asset: {e}"))?;
+    let mut outer = ZipArchive::new(file).map_err(|e| format!("not a zip archive: {e}"))?;
+    let member = match outer.by_name(&tree.member) {
+        Ok(member) => member,
+        Err(ZipError::FileNotFound) => return Err("the asset has no such member".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if !member.is_file() {
+        return Err("the member is not a regular file".into());
+    }
+    let mut out = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)
+        .map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    let mut tee = HashingCopy {
+        from: member.take(tree.size + 1),
+        to: &mut out,
+        copied: 0,
+        write_error: None,
+    };
+    let actual = match sha256_reader(&mut tee) {
+        Ok(hash) => hash,
+        Err(e) => {
+            return Err(match tee.write_error.take() {
+                Some(w) => format!("cannot write {}: {w}", to.display()),
+                None => format!("cannot read the member: {e}"),
+            });
+        }
+    };
+    if tee.copied != tree.size {
+        return Err(format!(
+            "the member is {}{} bytes, the manifest pins {}",
+            if tee.copied > tree.size { "over " } else { "" },
+            tee.copied.min(tree.size + 1),
+            tree.size
+        ));
+    }
+    if actual != tree.sha256 {
+        return Err(format!(
+            "the member's sha256 is {actual}, the manifest pins {}",
+            tree.sha256
+        ));
+    }
+    Ok(())
+}
+
+/// Unpacks the zip at `inner` into a new directory `root`: every name checked before
+/// anything is written, links refused, files 0644 and directories 0755, at most
+/// [`MAX_TREE_ENTRIES`] entries and [`MAX_GUEST_SIZE`] bytes, every file synced.
+fn unpack(inner: &Path, root: &Path) -> Result<(), String> {
+    let file = File::open(inner).map_err(|e| format!("cannot reopen the archive: {e}"))?;
+    let mut zip = ZipArchive::new(file).map_err(|e| format!("the member is not a zip: {e}"))?;
+    if zip.len() > MAX_TREE_ENTRIES {
+        return Err(format!("it holds more than {MAX_TREE_ENTRIES} entries"));
+    }
+    for i in 0..zip.len() {
+        let member = zip.by_index_raw(i).map_err(|e| format!("entry {i}: {e}"))?;
+        let name = member
+            .name()
+            .map_err(|e| format!("entry {i}: its name is unreadable ({e})"))?;
+        check_member_name(&name)?;
+        if member
+            .unix_mode()
+            .is_some_and(|m| m & 0o170_000 == 0o120_000)
+        {
+            return Err(format!("member `{name}` is a symbolic link"));
+        }
+    }
+    create_dirs(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let mut budget = MAX_GUEST_SIZE;
+    for i in 0..zip.len() {
+        let mut member = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
+        let name = member
+            .name()
+            .map_err(|e| format!("entry {i}: its name is unreadable ({e})"))?
+            .into_owned();
+        let dest = root.join(&name);
+        let made = |e: io::Error| format!("cannot write `{name}`: {e}");
+        if member.is_dir() {
+            create_dirs(&dest).map_err(made)?;
+            continue;
+        }
+        if let Some(parent) = dest.parent() {
+            create_dirs(parent).map_err(made)?;
+        }
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&dest)
+            .map_err(made)?;
+        let copied = io::copy(&mut (&mut member).take(budget + 1), &mut out)
+            .map_err(|e| format!("member `{name}`: {e}"))?;
+        if copied > budget {
+            return Err(format!("it unpacks to more than {MAX_GUEST_SIZE} bytes"));
+        }
+        budget -= copied;
+        out.sync_all().map_err(made)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::sha256_hex;
+    use crate::guest::manifest::GuestAsset;
+    use crate::guest::store::asset_path;
+    use crate::guest::test_support::entry_for;
+    use std::io::Write;
+    use zip::ZipWriter;
+    use zip::write::SimpleFileOptions;
+
+    fn zip_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut zw = ZipWriter::new(io::Cursor::new(Vec::new()));
+        for (name, data) in members {
+            zw.start_file(*name, SimpleFileOptions::default())
+                .expect("start");
+            zw.write_all(data).expect("write");
+        }
+        zw.finish().expect("finish").into_inner()
+    }
+
+    /// A guest whose one asset (`lib.zip`, stored) holds `data/inner.zip`, whose tree
+    /// is pinned to what `inner` unpacks to.
+    struct Case {
+        dir: tempfile::TempDir,
+        entry: GuestEntry,
+    }
+
+    impl Case {
+        fn new(inner: &[(&str, &[u8])]) -> Self {
+            let inner_zip = zip_of(inner);
+            let outer = zip_of(&[("data/inner.zip", &inner_zip), ("x.py", b"pass")]);
+            let dir = tempfile::tempdir().expect("tempdir");
+            // The tree's pin: what the members unpack to, hashed by the same function.
+            let expect = dir.path().join("expect");
+            fs::create_dir(&expect).expect("mkdir");
+            for (name, data) in inner.iter().filter(|(n, _)| check_member_name(n).is_ok()) {
+                let p = expect.join(name);
+                fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+                fs::write(p, data).expect("write");
+            }
+            let mut entry = entry_for(b"guest");
+            let asset = GuestAsset {
+                file: "pkg/lib.zip".into(),
+                sha256: sha256_hex(&outer),
+                size: outer.len() as u64,
+                mount: "/usr/lib/lib.zip".into(),
+            };
+            let guests = dir.path().join("guests");
+            let stored = asset_path(&asset, &guests);
+            fs::create_dir_all(stored.parent().expect("parent")).expect("mkdir");
+            fs::write(&stored, &outer).expect("store asset");
+            entry.trees.push(GuestTree {
+                asset: asset.file.clone(),
+                member: "data/inner.zip".into(),
+                sha256: sha256_hex(&inner_zip),
+                size: inner_zip.len() as u64,
+                tree_sha256: tree_sha256(&expect).expect("hash"),
+                mount: "/usr/lib/lib.zip/data".into(),
+            });
+            entry.assets.push(asset);
+            Case { dir, entry }
+        }
+
+        fn guests(&self) -> PathBuf {
+            self.dir.path().join("guests")
+        }
+
+        fn ensure(&self) -> Result<PathBuf, GuestError> {
+            ensure_tree(
+                &self.entry,
+                &self.entry.trees[0],
+                &self.guests(),
+                &mut |_| {},
+            )
+        }
+    }
+
+    #[test]
+    fn unpacks_once_verified_and_readable_by_a_worker() {
+        use std::os::unix::fs::PermissionsExt;
+        let case = Case::new(&[("matplotlibrc", b"backend: Agg\n"), ("fonts/a.ttf", b"ttf")]);
+        let tree = &case.entry.trees[0];
+        assert_eq!(
+            locate_tree(&case.entry, tree, &case.guests()).expect("ok"),
+            None
+        );
+        let dir = case.ensure().expect("unpacked");
+        assert_eq!(dir, tree_dir(tree, &case.guests()));
+        assert_eq!(
+            fs::read(dir.join("fonts/a.ttf")).expect("read"),
+            b"ttf".to_vec()
+        );
+        let mode = |p: &Path| fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o755);
+        assert_eq!(mode(&dir.join("fonts")), 0o755);
+        assert_eq!(mode(&dir.join("matplotlibrc")), 0o644);
+        // No partial directory is left beside it.
+        let names: Vec<_> = fs::read_dir(case.guests().join("trees"))
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(&tree.tree_sha256)]);
+        // Found again as it is.
+        assert_eq!(case.ensure().expect("again"), dir);
+    }
+
+    #[test]
+    fn a_changed_stored_tree_is_refused_naming_both_hashes() {
+        let case = Case::new(&[("matplotlibrc", b"backend: Agg\n")]);
+        let tree = &case.entry.trees[0];
+        let dir = case.ensure().expect("unpacked");
+        // A record as a quiet tree would have, then a same-size rewrite: the metadata
+        // moves, so the tree is hashed again and refused.
+        let (stamp, _) = tree_stamp(&dir, QUIET).expect("stamp");
+        write_stamp(
+            &tree_stamp_path(tree, &case.guests()),
+            &format!("{} {stamp}\n", tree.tree_sha256),
+        )
+        .expect("record");
+        assert!(locate_tree(&case.entry, tree, &case.guests()).is_ok());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(dir.join("matplotlibrc"), b"backend: Xyz\n").expect("tamper");
+        let err = case.ensure().expect_err("tampered");
+        let msg = err.to_string();
+        assert!(
+            matches!(err, GuestError::StoredTreeMismatch { .. }),
+            "{err:?}"
+        );
+        assert!(msg.contains(&tree.tree_sha256), "{msg}");
+        assert!(msg.contains(&dir.display().to_string()), "{msg}");
+        // A file added under the tree is refused too.
+        fs::write(dir.join("matplotlibrc"), b"backend: Agg\n").expect("restore");
+        assert!(case.ensure().is_ok(), "restored");
+        fs::write(dir.join("extra.py"), b"").expect("add");
+        assert!(matches!(
+            case.ensure(),
+            Err(GuestError::StoredTreeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn wrong_pins_and_hostile_archives_leave_nothing() {
+        let check = |case: &Case, want: &str| {
+            let err = case.ensure().expect_err("refused");
+            let msg = err.to_string();
+            assert!(matches!(err, GuestError::TreeUnpack { .. }), "{err:?}");
+            assert!(msg.contains(want), "{msg} lacks {want}");
+            let trees = case.guests().join("trees");
+            let left = fs::read_dir(&trees).map(|d| d.count()).unwrap_or(0);
+            assert_eq!(left, 0, "nothing left in {}", trees.display());
+        };
+        let mut case = Case::new(&[("a.txt", b"a")]);
+        case.entry.trees[0].sha256 = "0".repeat(64);
+        check(&case, "the manifest pins 0000");
+        let mut case = Case::new(&[("a.txt", b"a")]);
+        case.entry.trees[0].size -= 1;
+        check(&case, "bytes, the manifest pins");
+        let mut case = Case::new(&[("a.txt", b"a")]);
+        case.entry.trees[0].tree_sha256 = "1".repeat(64);
+        check(&case, "it unpacks to tree sha256");
+        let mut case = Case::new(&[("a.txt", b"a")]);
+        case.entry.trees[0].member = "data/absent.zip".into();
+        check(&case, "no such member");
+        // Names that would leave the tree: refused before anything is written.
+        let case = Case::new(&[("ok.txt", b"a"), ("../escape.txt", b"b")]);
+        check(&case, "escapes the install directory");
+        assert!(!case.guests().join("trees/escape.txt").exists());
+        let case = Case::new(&[("/abs.txt", b"b")]);
+        check(&case, "absolute path");
+    }
+
+    #[test]
+    fn a_missing_asset_names_the_fetch() {
+        let mut case = Case::new(&[("a.txt", b"a")]);
+        fs::remove_file(asset_path(&case.entry.assets[0], &case.guests())).expect("rm");
+        let err = case.ensure().expect_err("no asset");
+        assert!(matches!(err, GuestError::Io { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("runner guest fetch test-guest"),
+            "{err}"
+        );
+        case.entry.fetch = crate::guest::FetchPolicy::OnRequest;
+        let err = case.ensure().expect_err("no asset");
+        assert!(matches!(err, GuestError::NotFetched { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains("runner guest fetch test-guest"),
+            "{err}"
+        );
+    }
+}
