@@ -34,7 +34,7 @@ demo-monty: build
 # matplotlib examples on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
 # 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
 # CLI. CI runs this.
-test: guests nats-server
+test: guests nats-server pyperformance
     RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
     {{just_executable()}} test-sci
     {{just_executable()}} test-monty-diff
@@ -72,6 +72,21 @@ test-monty-diff: build monty-cli
 monty-cli:
     [ -x target/monty-venv/bin/pip ] || python3 -m venv target/monty-venv
     target/monty-venv/bin/pip install --quiet --require-hashes --only-binary :all: -r tests/monty-diff/requirements.txt
+
+# pyperformance 1.11.0's sources (its sdist from PyPI, pinned by sha256) unpacked into
+# target/pyperformance: the benchmarks runner/tests/pyperformance.rs runs unmodified in the
+# default guest and natively, comparing their outputs. Fetched once.
+pyperformance:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dir=target/pyperformance
+    sha=00a4f4ed08822e19939aea5f337583ad2b4fb3c2a5b3ff917ae4dfed15a4a984
+    [ -f "$dir/pyperformance-1.11.0/pyperformance/data-files/benchmarks/bm_nbody/run_benchmark.py" ] && exit 0
+    mkdir -p "$dir"
+    echo "pyperformance==1.11.0 --hash=sha256:$sha" > "$dir/requirements.txt"
+    python3 -m pip download --quiet --no-deps --no-binary :all: --require-hashes -r "$dir/requirements.txt" -d "$dir"
+    echo "$sha  $dir/pyperformance-1.11.0.tar.gz" | sha256sum --check --quiet
+    tar -xzf "$dir/pyperformance-1.11.0.tar.gz" -C "$dir"
 
 # What CI runs: formatting, lints, then the tests.
 ci: lint test

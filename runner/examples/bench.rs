@@ -461,6 +461,92 @@ fn main() {
         target: "(for information)".into(),
     });
 
+    // 5. Compute inside the default guest: pyperformance benchmarks (`just pyperformance`),
+    // run unmodified against the pyperf stand-in of runner/tests/pyperformance.rs: the
+    // guest's own run (`runtime_sec`) vs the host's python3 running the same files.
+    let pyperf_dir = env_path("PYPERFORMANCE").unwrap_or_else(|| {
+        "target/pyperformance/pyperformance-1.11.0/pyperformance/data-files/benchmarks".into()
+    });
+    let shim = std::fs::read_to_string("tests/pyperformance/pyperf.py");
+    match shim {
+        Ok(shim) if pyperf_dir.join("bm_nbody").is_dir() => {
+            let native_version = Command::new("python3")
+                .arg("--version")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
+            for name in [
+                "nbody",
+                "richards",
+                "float",
+                "fannkuch",
+                "spectral_norm",
+                "nqueens",
+            ] {
+                let script =
+                    std::fs::read_to_string(pyperf_dir.join(format!("bm_{name}/run_benchmark.py")))
+                        .unwrap();
+                let inputs = dir.join(format!("pyperf-{name}"));
+                std::fs::create_dir_all(&inputs).unwrap();
+                std::fs::write(inputs.join("run_benchmark.py"), &script).unwrap();
+                std::fs::write(inputs.join("pyperf.py"), &shim).unwrap();
+                let id = format!("TR-bench-pyperf-{}", name.replace('_', "-"));
+                let sha = |t: &str| runner::digest::sha256_hex(t.as_bytes());
+                let body = format!(
+                    "## Command\n`python -u run_benchmark.py`\n\n## Input Files\n\
+                     - `/in/run_benchmark.py` sha256: {} (input)\n\
+                     - `/in/pyperf.py` sha256: {} (input)\n",
+                    sha(&script),
+                    sha(&shim)
+                );
+                let mut text = request(&id, "ERA", &body);
+                text = text.replacen(
+                    "time_limit_sec: 30\n---",
+                    &format!(
+                        "time_limit_sec: 30\ninputs:\n  - path: \"/in/run_benchmark.py\"\n    sha256: \"{}\"\n  - path: \"/in/pyperf.py\"\n    sha256: \"{}\"\n---",
+                        sha(&script),
+                        sha(&shim)
+                    ),
+                    1,
+                );
+                let req = dir.join(format!("{id}.md"));
+                std::fs::write(&req, text).unwrap();
+                let inputs_dir = dir.join("inputs");
+                std::fs::create_dir_all(&inputs_dir).unwrap();
+                std::fs::write(inputs_dir.join("run_benchmark.py"), &script).unwrap();
+                std::fs::write(inputs_dir.join("pyperf.py"), &shim).unwrap();
+                let Some((_, guest_run)) = exec_json(&runner, &req, &results, 3) else {
+                    rows.push(Row {
+                        what: format!("pyperformance {name}"),
+                        ours: "did not complete".into(),
+                        reference: "-".into(),
+                        ratio: "-".into(),
+                        target: "≤ 2×".into(),
+                    });
+                    continue;
+                };
+                let (native_med, _) = time_command(3, || {
+                    let mut c = Command::new("python3");
+                    c.args(["-E", "-s", "run_benchmark.py"])
+                        .current_dir(&inputs)
+                        .env("PYTHONHASHSEED", "0");
+                    c
+                });
+                rows.push(Row {
+                    what: format!("pyperformance {name}, inside the default guest"),
+                    ours: format!("guest's own run {}", ms(guest_run)),
+                    reference: format!("native {native_version} {}", ms(native_med)),
+                    ratio: format!("{:.2}×", guest_run.as_secs_f64() / native_med.as_secs_f64()),
+                    target: "≤ 2×".into(),
+                });
+            }
+        }
+        _ => eprintln!(
+            "pyperformance not found at {}: `just pyperformance` first; compute rows skipped",
+            pyperf_dir.display()
+        ),
+    }
+
     println!("| what | runner | reference (same run) | ratio | target |");
     println!("|---|---|---|---|---|");
     for r in rows {
