@@ -11,8 +11,8 @@
 //! `runner verify` does (every hash re-derived from the files, the statement, and the
 //! request given); a tampered or partial candidate is passed over, with the reason.
 
-use crate::lock::verify::{self, RequestLookup};
 use crate::lock::Lock;
+use crate::lock::verify::{self, RequestLookup};
 use crate::pipeline::RunPlan;
 use crate::policy::Policy;
 use crate::stage::InputsRoot;

@@ -193,7 +193,11 @@ fn verify(result: &str) {
         .arg(result)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{result}: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{result}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -358,13 +362,18 @@ fn a_tampered_or_partial_result_is_not_reused_and_the_log_says_why() {
     }
     let log = stderr(&out);
     assert!(
-        log.contains(&format!("{}: same run, but it does not verify", doc.display()))
-            && log.contains("stdout")
+        log.contains(&format!(
+            "{}: same run, but it does not verify",
+            doc.display()
+        )) && log.contains("stdout")
             && log.contains("it runs again"),
         "{log}"
     );
     assert!(
-        log.contains(&format!("{}: same run, but it does not verify", partial_doc.display())),
+        log.contains(&format!(
+            "{}: same run, but it does not verify",
+            partial_doc.display()
+        )),
         "{log}"
     );
     // The fresh runs are verified results now: the next rerun reuses everything.

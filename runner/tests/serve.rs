@@ -557,7 +557,10 @@ fn sigkill_at_random_moments_loses_nothing_and_runs_nothing_twice() {
     }
     // The kills landed while requests flowed: the last host still has work.
     let before_last = dirs.done().len();
-    assert!(before_last < n, "every request was done before a kill: {kills:?}");
+    assert!(
+        before_last < n,
+        "every request was done before a kill: {kills:?}"
+    );
     eprintln!("kills (after N done, + ms, done at the kill): {kills:?}");
     let host = Host::start(&dirs, "final", &["--jobs", "2"]);
     let start = Instant::now();
@@ -792,7 +795,10 @@ mod needs_root {
         });
         let log = host.stderr();
         assert!(log.contains("retry 1 in 1 s"), "{log}");
-        assert!(log.contains("No space left on device"), "the host says why: {log}");
+        assert!(
+            log.contains("No space left on device"),
+            "the host says why: {log}"
+        );
         let retries: Vec<Value> = host
             .lines()
             .into_iter()

@@ -773,7 +773,9 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
                     .collect()
             })
             .unwrap_or_default(),
-        outcome: stored["outcome"].as_str().and_then(crate::reuse::outcome_kind),
+        outcome: stored["outcome"]
+            .as_str()
+            .and_then(crate::reuse::outcome_kind),
         exit_code: stored["exit_code"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok()),

@@ -168,7 +168,10 @@ fn print_progress(request: &Path, report: &ExecReport) {
     // One write per run, so the lines of runs finishing together do not interleave.
     let text = match (&report.result_path, report.outcome) {
         (Some(path), _) if report.reused => {
-            format!("{}: reused (verified, nothing ran): {path}\n", request.display())
+            format!(
+                "{}: reused (verified, nothing ran): {path}\n",
+                request.display()
+            )
         }
         (Some(path), Some(outcome)) => format!(
             "{}: {outcome}, exit code {}, {:.3} s: {path}\n",
