@@ -573,12 +573,15 @@ impl Drop for Serve {
     }
 }
 
+/// A request's body sections for the i-th request.
+type Body = dyn Fn(usize) -> String;
+
 fn serve_rows(rows: &mut Vec<Row>, b: &ServeBench<'_>) {
     let era_body = |i: usize| {
         format!("## Command\n`python -c \"print('hello {i}')\"`\n\n## Input Files\nNone.\n")
     };
     let monty_body = |i: usize| format!("## Code\n```python\nprint({i})\n```\n");
-    let kinds: [(&str, &str, &dyn Fn(usize) -> String); 2] =
+    let kinds: [(&str, &str, &Body); 2] =
         [("ERA", "era", &era_body), ("monty", "monty", &monty_body)];
     for (backend, tag, body) in kinds {
         // Latency: one request at a time; `latency_sec` is the host's own measure from
