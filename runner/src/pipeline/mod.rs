@@ -95,6 +95,11 @@ impl Pipeline {
         &self.policy
     }
 
+    /// The public half of the key every run's statement is signed with, if any.
+    pub fn verifying_key(&self) -> Option<ed25519_dalek::VerifyingKey> {
+        self.sign_key.as_ref().map(SigningKey::verifying_key)
+    }
+
     /// Judges the request at `path`, runs it with its inputs from `inputs` (default:
     /// `inputs/` beside it) and publishes into `results` (default: `results/` beside it).
     pub fn exec(

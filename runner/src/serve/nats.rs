@@ -773,7 +773,9 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
                     .collect()
             })
             .unwrap_or_default(),
-        outcome: stored["outcome"].as_str().and_then(outcome_kind),
+        outcome: stored["outcome"]
+            .as_str()
+            .and_then(crate::reuse::outcome_kind),
         exit_code: stored["exit_code"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok()),
@@ -782,20 +784,6 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
         reused: true,
         delivery: stored["delivery"].as_i64().unwrap_or(1),
     }
-}
-
-/// The static name of an outcome kind read back from JSON.
-fn outcome_kind(kind: &str) -> Option<&'static str> {
-    [
-        "completed",
-        "timed_out",
-        "memory_exceeded",
-        "cpu_exhausted",
-        "output_limit",
-        "trapped",
-    ]
-    .into_iter()
-    .find(|k| *k == kind)
 }
 
 /// The files of result `id` in `dir`, as (object name, path): `id.*` beside the document

@@ -10,7 +10,7 @@
 //! Output: one result per request (as a single run writes it); on stdout the result
 //! paths in the order given, or with `--json` one array of objects in that order
 //! (`{"request", "verdict", "reasons", "result_path", "outcome", "exit_code",
-//! "runtime_sec"}`); on stderr a line per run as it finishes and a summary. The exit
+//! "runtime_sec", "reused"}`); on stderr a line per run as it finishes and a summary. The exit
 //! code is the highest of the runs' exit codes (0 only when every request ran).
 
 use super::{ExecCommand, ExecReport, not_run_text};
@@ -120,10 +120,12 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     let mut worst = exit_codes::OK;
     let mut outcomes: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut not_run = 0usize;
+    let mut reused = 0usize;
     let mut entries = Vec::with_capacity(done.len());
     for (index, (code, report)) in done {
         worst = worst.max(code);
         match report.outcome {
+            _ if report.reused => reused += 1,
             Some(outcome) => *outcomes.entry(outcome).or_default() += 1,
             None => not_run += 1,
         }
@@ -150,7 +152,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     let ran: usize = outcomes.values().sum();
     let kinds: Vec<String> = outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
     eprintln!(
-        "batch: {} requests, {ran} ran ({}), {not_run} not run; {jobs} at a time, {elapsed:.2} s ({:.1} requests/s); exit code {worst}",
+        "batch: {} requests, {ran} ran ({}), {reused} reused, {not_run} not run; {jobs} at a time, {elapsed:.2} s ({:.1} requests/s); exit code {worst}",
         entries.len(),
         if kinds.is_empty() {
             "-".to_owned()
@@ -165,6 +167,12 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
 fn print_progress(request: &Path, report: &ExecReport) {
     // One write per run, so the lines of runs finishing together do not interleave.
     let text = match (&report.result_path, report.outcome) {
+        (Some(path), _) if report.reused => {
+            format!(
+                "{}: reused (verified, nothing ran): {path}\n",
+                request.display()
+            )
+        }
         (Some(path), Some(outcome)) => format!(
             "{}: {outcome}, exit code {}, {:.3} s: {path}\n",
             request.display(),
