@@ -490,7 +490,7 @@ fn main() {
     let shim = std::fs::read_to_string("tests/pyperformance/pyperf.py");
     match shim {
         Ok(shim) if pyperf_dir.join("bm_nbody").is_dir() => {
-            let native_version = Command::new("python3")
+            let native_version = Command::new(native_python())
                 .arg("--version")
                 .output()
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
@@ -546,7 +546,7 @@ fn main() {
                     continue;
                 };
                 let (native_med, _) = time_command(3, || {
-                    let mut c = Command::new("python3");
+                    let mut c = Command::new(native_python());
                     c.args(["-E", "-s", "run_benchmark.py"])
                         .current_dir(&inputs)
                         .env("PYTHONHASHSEED", "0");
