@@ -64,6 +64,11 @@ pub struct MontyProgram {
     pub code: String,
     /// The `## Inputs (JSON)` object, when present.
     pub inputs_json: Option<String>,
+    /// The run was granted `network: allowlist`: the runner's broker serves the
+    /// exchange directory [`runtime::NET_IN_OUT`] inside `/out`, and the code's
+    /// `fetch(...)` speaks to it (absent in the JSON: no network).
+    #[serde(default)]
+    pub network: bool,
 }
 
 /// The program a backend runs.

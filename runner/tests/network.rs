@@ -145,8 +145,26 @@ struct Case {
 
 const REQUEST: &str = "TR-20261125-060000Z-net.md";
 
+/// The `[network]` table the tests' policies add to the default policy.
+fn policy_text(allow: &[String], max_requests: u32, extra: &str) -> String {
+    format!(
+        "{}\n[network]\nallow = {}\nmax_response_bytes = {CAP}\nmax_requests = {max_requests}\ntimeout_sec = 2\n{extra}",
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"))
+            .unwrap(),
+        serde_json::to_string(allow).unwrap()
+    )
+}
+
+const FRONT: &str = "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261125-060000Z-net\"\ncreated_utc: \"2026-11-25T06:00:00Z\"\nrequested_by: \"core-agent\"\napproved_by: \"operator-ada\"\napproved_utc: \"2026-11-25T06:05:00Z\"\npurpose: \"Fetch loopback URLs through the network allowlist.\"\n";
+const RISK: &str = "\n## Risk Assessment\n- Risk level: low\n- Justification: fetches from test servers on loopback only.\n- Data sensitivity: public\n- Network rationale: the test servers on 127.0.0.1 are the data source\n";
+
 impl Case {
     fn new(allow: &[String], max_requests: u32, urls: &Value) -> Self {
+        Self::with_policy_extra(allow, max_requests, urls, "")
+    }
+
+    /// [`Case::new`] with more `[network]` keys (`ca_files`, ...).
+    fn with_policy_extra(allow: &[String], max_requests: u32, urls: &Value, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let inputs = dir.path().join("inputs");
         std::fs::create_dir(&inputs).unwrap();
@@ -156,21 +174,37 @@ impl Case {
         )
         .unwrap();
         std::fs::write(inputs.join("urls.json"), urls.to_string()).unwrap();
-        let policy = format!(
-            "{}\n[network]\nallow = {}\nmax_response_bytes = {CAP}\nmax_requests = {max_requests}\ntimeout_sec = 2\n",
-            std::fs::read_to_string(
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml")
-            )
-            .unwrap(),
-            serde_json::to_string(allow).unwrap()
-        );
-        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        std::fs::write(
+            dir.path().join("policy.toml"),
+            policy_text(allow, max_requests, extra),
+        )
+        .unwrap();
         let (a, b) = (
             sha256_file(&inputs.join("fetch.py")),
             sha256_file(&inputs.join("urls.json")),
         );
         let request = format!(
-            "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261125-060000Z-net\"\ncreated_utc: \"2026-11-25T06:00:00Z\"\nrequested_by: \"core-agent\"\napproved_by: \"operator-ada\"\napproved_utc: \"2026-11-25T06:05:00Z\"\npurpose: \"Fetch loopback URLs through the network allowlist.\"\nbackend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n  - path: \"/in/fetch.py\"\n    sha256: \"{a}\"\n  - path: \"/in/urls.json\"\n    sha256: \"{b}\"\n---\n# Network fetch\n\n## Command\n`python -u fetch.py`\n\n## Input Files\n- `/in/fetch.py` sha256: {a} (the fetcher)\n- `/in/urls.json` sha256: {b} (the URLs)\n\n## Output Expectations\n- stdout: one JSON line per URL.\n\n## Risk Assessment\n- Risk level: low\n- Justification: fetches from test servers on loopback only.\n- Data sensitivity: public\n- Network rationale: the test servers on 127.0.0.1 are the data source\n"
+            "{FRONT}backend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n  - path: \"/in/fetch.py\"\n    sha256: \"{a}\"\n  - path: \"/in/urls.json\"\n    sha256: \"{b}\"\n---\n# Network fetch\n\n## Command\n`python -u fetch.py`\n\n## Input Files\n- `/in/fetch.py` sha256: {a} (the fetcher)\n- `/in/urls.json` sha256: {b} (the URLs)\n\n## Output Expectations\n- stdout: one JSON line per URL.\n{RISK}"
+        );
+        std::fs::write(dir.path().join(REQUEST), request).unwrap();
+        Self { dir }
+    }
+
+    /// A monty request running `tests/network/fetch_monty.py` over `urls`.
+    fn monty(allow: &[String], max_requests: u32, urls: &Value) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("policy.toml"),
+            policy_text(allow, max_requests, ""),
+        )
+        .unwrap();
+        let code = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/fetch_monty.py"),
+        )
+        .unwrap();
+        let request = format!(
+            "{FRONT}backend: monty\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 64\ntime_limit_sec: 60\n---\n# Network fetch with Monty\n\n## Code\n```python\n{code}```\n\n## Inputs (JSON)\n```json\n{}\n```\n\n## Output Expectations\n- stdout: one line per URL.\n{RISK}",
+            serde_json::json!({ "urls": urls })
         );
         std::fs::write(dir.path().join(REQUEST), request).unwrap();
         Self { dir }
@@ -364,6 +398,14 @@ fn refusals_are_clear_and_recorded() {
         .map(|e| e["contacted"].as_bool().unwrap())
         .collect();
     assert_eq!(contacted, [false, true, false, true, true, false]);
+
+    // Offline, the refusals replay too: those decided before any contact are decided
+    // again, those decided after the origin answered are served as recorded.
+    drop(server);
+    drop(outside);
+    let (out, v) = case.run(&["replay", result.to_str().unwrap()]);
+    assert!(out.status.success(), "replay: {v}");
+    assert_eq!(v["verdict"], "MATCH", "{v}");
 }
 
 #[test]
@@ -448,4 +490,148 @@ fn a_listed_name_resolving_to_an_internal_address_is_refused() {
     );
     assert!(server.hits().is_empty(), "{:?}", server.hits());
     assert_eq!(exchanges(&result)[0]["refusal"], "network.private_address");
+}
+
+/// Monty's own door: `fetch(url, ...)` goes through the same broker, is recorded the
+/// same way, verified and replayed offline; an origin off the list raises `OSError`
+/// naming the refusal and never reaches that server.
+#[test]
+fn monty_fetch_is_brokered_recorded_and_refused_off_the_list() {
+    let outside = Server::start(1);
+    let server = Server::start(outside.port);
+    let o = server.origin();
+    let urls = serde_json::json!([
+        {"url": format!("{o}/hello")},
+        {"url": format!("{o}/same")},
+        {"url": format!("{}/hello", outside.origin())},
+        {"url": format!("{o}/off")},
+    ]);
+    let case = Case::monty(std::slice::from_ref(&o), 16, &urls);
+    let (result, lines) = case.exec();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["status"], 200, "{lines:?}");
+    assert_eq!(lines[0]["bytes"], 19);
+    assert_eq!(lines[0]["content_type"], "text/plain");
+    // A redirect within the origin is followed, each hop its own exchange.
+    assert_eq!(lines[1]["status"], 200, "{lines:?}");
+    assert_eq!(lines[1]["final_url"], format!("{o}/hello"));
+    assert_eq!(lines[1]["sha256"], lines[0]["sha256"]);
+    assert!(
+        refusal(&lines[2]).starts_with("network.origin_not_allowed"),
+        "{lines:?}"
+    );
+    assert!(
+        refusal(&lines[3]).starts_with("network.redirect_refused"),
+        "{lines:?}"
+    );
+    assert!(outside.hits().is_empty(), "{:?}", outside.hits());
+    assert_eq!(
+        server.hits(),
+        ["/hello", "/same", "/hello", "/off"].map(String::from)
+    );
+
+    let ex = exchanges(&result);
+    let verdicts: Vec<(&str, Option<&str>)> = ex
+        .iter()
+        .map(|e| (e["verdict"].as_str().unwrap(), e["refusal"].as_str()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("allowed", None),
+            ("allowed", None),
+            ("allowed", None),
+            ("refused", Some("network.origin_not_allowed")),
+            ("refused", Some("network.redirect_refused")),
+        ]
+    );
+    assert_eq!(
+        ex[0]["response_sha256"],
+        format!("sha256:{}", lines[0]["sha256"].as_str().unwrap())
+    );
+    let text = std::fs::read_to_string(&result).unwrap();
+    assert!(text.contains("network_used: \"allowlist\""), "{text}");
+    assert!(text.contains("backend: \"monty\"") || text.contains("backend: monty"), "{text}");
+
+    let (out, v) = case.run(&["verify", result.to_str().unwrap()]);
+    assert!(out.status.success(), "verify: {v}");
+    drop(server);
+    drop(outside);
+    let (out, v) = case.run(&["replay", result.to_str().unwrap()]);
+    assert!(out.status.success(), "replay: {v}");
+    assert_eq!(v["verdict"], "MATCH", "{v}");
+}
+
+/// A TLS server on 127.0.0.1 (python3's `ssl`, `tests/network/tls_server.py`) with one
+/// of the committed test certificates; stopped when dropped.
+struct TlsServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl TlsServer {
+    fn start(name: &str) -> Self {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network");
+        let mut child = Command::new("python3")
+            .arg(dir.join("tls_server.py"))
+            .arg(dir.join(format!("tls/{name}.pem")))
+            .arg(dir.join(format!("tls/{name}.key")))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the HTTPS test needs python3 on PATH for its TLS server");
+        let mut line = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the TLS server printed {line:?}, not its port"));
+        Self { child, port }
+    }
+
+    fn origin(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HTTPS: a server whose certificate chains to a CA the policy's `ca_files` names is
+/// fetched (TLS verified); one signed by a CA nothing trusts is refused, the refusal
+/// naming TLS, and recorded.
+#[test]
+fn https_is_verified_against_the_policys_ca_files() {
+    let trusted = TlsServer::start("server");
+    let untrusted = TlsServer::start("untrusted-server");
+    let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/tls/test-ca.pem");
+    let urls = serde_json::json!([
+        {"url": format!("{}/hello", trusted.origin())},
+        {"url": format!("{}/hello", untrusted.origin())},
+    ]);
+    let case = Case::with_policy_extra(
+        &[trusted.origin(), untrusted.origin()],
+        5,
+        &urls,
+        &format!("ca_files = [{}]\n", serde_json::to_string(&ca).unwrap()),
+    );
+    let (result, lines) = case.exec();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["status"], 200, "{lines:?}");
+    assert_eq!(lines[0]["bytes"], 14, "{lines:?}");
+    let refused = refusal(&lines[1]);
+    assert!(refused.starts_with("network.fetch_failed"), "{lines:?}");
+    assert!(refused.contains("TLS"), "the refusal does not name TLS: {refused}");
+    let ex = exchanges(&result);
+    assert_eq!(ex[0]["verdict"], "allowed");
+    assert_eq!(ex[1]["refusal"], "network.fetch_failed");
+    assert!(ex[1]["detail"].as_str().unwrap().contains("TLS"), "{ex:?}");
+    let (out, v) = case.run(&["verify", result.to_str().unwrap()]);
+    assert!(out.status.success(), "verify: {v}");
 }
