@@ -86,7 +86,11 @@ fn serve(mut stream: TcpStream, hits: &Mutex<Vec<String>>, other_port: u16) {
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     let path = head.split(' ').nth(1).unwrap_or("").to_owned();
-    hits.lock().unwrap().push(path.clone());
+    let seen = {
+        let mut hits = hits.lock().unwrap();
+        hits.push(path.clone());
+        hits.iter().filter(|p| **p == path).count()
+    };
     let reply = |status: &str, headers: &str, body: &[u8]| {
         let mut r = format!(
             "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n",
@@ -104,6 +108,10 @@ fn serve(mut stream: TcpStream, hits: &Mutex<Vec<String>>, other_port: u16) {
         ),
         "/big" => reply("200 OK", "", &vec![b'x'; BIG]),
         "/inject" => reply("200 OK", "", INJECT.as_bytes()),
+        // Another body on every visit, and a status that changes after the first.
+        "/counter" => reply("200 OK", "", format!("visit {seen}").as_bytes()),
+        "/flip" if seen == 1 => reply("200 OK", "", b"here"),
+        "/flip" => reply("404 Not Found", "", b"gone"),
         "/same" => reply("302 Found", "Location: /hello\r\n", b""),
         "/off" => reply(
             "302 Found",
@@ -634,4 +642,74 @@ fn https_is_verified_against_the_policys_ca_files() {
     assert!(ex[1]["detail"].as_str().unwrap().contains("TLS"), "{ex:?}");
     let (out, v) = case.run(&["verify", result.to_str().unwrap()]);
     assert!(out.status.success(), "verify: {v}");
+}
+
+/// `replay --live` fetches again and reports, exchange by exchange, which responses
+/// changed: the same body, another body, another status, and a server that is gone
+/// (now refused); in text and in `--json`.
+#[test]
+fn replay_live_reports_which_responses_changed() {
+    let server = Server::start(1);
+    let gone = Server::start(1);
+    let o = server.origin();
+    let urls = serde_json::json!([
+        {"url": format!("{o}/hello")},
+        {"url": format!("{o}/counter")},
+        {"url": format!("{o}/flip")},
+        {"url": format!("{}/hello", gone.origin())},
+    ]);
+    let case = Case::new(&[o.clone(), gone.origin()], 16, &urls);
+    let (result, lines) = case.exec();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines.iter().all(|l| l["status"] == 200), "{lines:?}");
+    drop(gone);
+
+    let (out, v) = case.run(&["replay", result.to_str().unwrap(), "--live"]);
+    assert!(out.status.success(), "replay --live: {v}");
+    assert_eq!(v["verdict"], "DRIFT", "{v}");
+    let verdicts: Vec<&str> = v["network"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["same", "changed_body", "changed_status", "now_refused"],
+        "{v}"
+    );
+    let now_refused = &v["network"][3];
+    assert!(
+        now_refused["actual"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused network.fetch_failed"),
+        "{v}"
+    );
+    let drift: Vec<&str> = v["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["verdict"] == "DRIFT")
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert!(drift.contains(&"network exchanges"), "{v}");
+    assert_eq!(server.hits().iter().filter(|p| *p == "/counter").count(), 2);
+
+    // The text report names each exchange's verdict.
+    let out = runner()
+        .arg("--policy")
+        .arg(case.policy())
+        .args(["replay", result.to_str().unwrap(), "--live"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in ["SAME", "CHANGED_BODY", "CHANGED_STATUS", "NOW_REFUSED"] {
+        assert!(text.contains(word), "{word} missing: {text}");
+    }
+    // Without --live the same baseline replays offline and matches.
+    let (out, v) = case.run(&["replay", result.to_str().unwrap()]);
+    assert!(out.status.success(), "replay: {v}");
+    assert_eq!(v["verdict"], "MATCH", "{v}");
+    assert_eq!(v["network"], serde_json::json!([]), "{v}");
 }
