@@ -164,6 +164,7 @@ fn trapped(detail: String) -> Outcome {
         detail: Some(detail),
         engine: runner_sandbox::monty::engine_name(),
         confinement: Vec::new(),
+        usage: None,
     }
 }
 

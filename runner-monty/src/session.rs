@@ -430,6 +430,7 @@ fn classify(
         detail: (!details.is_empty()).then(|| truncate(&details.join("; "), MAX_DETAIL)),
         engine: runner_sandbox::monty::engine_name(),
         confinement: Vec::new(),
+        usage: None,
     }
 }
 

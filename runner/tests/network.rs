@@ -311,6 +311,14 @@ fn allowed_fetch_is_recorded_verified_and_replayed_offline() {
         "the result does not pass the gate: {v}"
     );
 
+    // What the run used is recorded beside the egress log (the ERA worker's peak RSS
+    // holds the engine and a 256 MiB-capped guest: more than 10 MiB, less than 1 GiB).
+    let usage = &lock(&result)["usage"];
+    let rss = usage["peak_rss_bytes"].as_u64().unwrap();
+    assert!((10 << 20..1 << 30).contains(&rss), "{usage}");
+    assert!(usage["cpu_ms"].as_u64().unwrap() > 0, "{usage}");
+    assert_eq!(usage["limit_fired"], Value::Null, "{usage}");
+
     let ex = exchanges(&result);
     assert_eq!(ex.len(), 4);
     assert_eq!(ex[1]["status"], 302);

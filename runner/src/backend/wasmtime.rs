@@ -931,6 +931,7 @@ pub fn run_set_up_guest(
         detail: join_details(details),
         engine: engine_name(),
         confinement: Vec::new(),
+        usage: None,
     })
 }
 
