@@ -191,6 +191,9 @@ pub struct Usage {
     /// module beside the guest's linear memory. `None` when the worker was killed
     /// before it could report.
     pub peak_rss_bytes: Option<u64>,
+    /// wasmtime only: the largest linear memory the store's limiter granted the guest,
+    /// in bytes; `None` for monty, or when the worker was killed before it could report.
+    pub peak_linear_memory_bytes: Option<u64>,
     /// Bytes under `/out` when the run ended (before collection); `None` when it could
     /// not be walked.
     pub out_bytes: Option<u64>,

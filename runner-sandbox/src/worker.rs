@@ -71,12 +71,10 @@ pub fn finish(mut reply: WorkerReply) -> i32 {
     if let WorkerReply::Ok { outcome } = &mut reply
         && let Ok(usage) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
     {
-        outcome.usage = Some(crate::Usage {
-            peak_rss_bytes: u64::try_from(usage.max_rss())
+        outcome.usage.get_or_insert_with(crate::Usage::default).peak_rss_bytes =
+            u64::try_from(usage.max_rss())
                 .ok()
-                .map(|kib| kib.saturating_mul(1024)),
-            ..crate::Usage::default()
-        });
+                .map(|kib| kib.saturating_mul(1024));
     }
     let mut line = match serde_json::to_vec(&reply) {
         Ok(line) => line,
@@ -391,6 +389,10 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
         cpu_ms: cpu.map(|c| u64::try_from(c.as_millis()).unwrap_or(u64::MAX)),
         wall_ms: u64::try_from((elapsed * 1000.0).round() as u128).unwrap_or(u64::MAX),
         peak_rss_bytes: outcome.usage.as_ref().and_then(|u| u.peak_rss_bytes),
+        peak_linear_memory_bytes: outcome
+            .usage
+            .as_ref()
+            .and_then(|u| u.peak_linear_memory_bytes),
         out_bytes: usage.map(|u| u.bytes),
         stdout_bytes: outcome.stdout.len() as u64,
         stderr_bytes: outcome.stderr.len() as u64,

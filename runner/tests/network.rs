@@ -317,6 +317,9 @@ fn allowed_fetch_is_recorded_verified_and_replayed_offline() {
     let rss = usage["peak_rss_bytes"].as_u64().unwrap();
     assert!((10 << 20..1 << 30).contains(&rss), "{usage}");
     assert!(usage["cpu_ms"].as_u64().unwrap() > 0, "{usage}");
+    // CPython's linear memory: megabytes, within the request's 256 MiB.
+    let linear = usage["peak_linear_memory_bytes"].as_u64().unwrap();
+    assert!((1 << 20..=256 << 20).contains(&linear), "{usage}");
     assert_eq!(usage["limit_fired"], Value::Null, "{usage}");
 
     let ex = exchanges(&result);

@@ -67,6 +67,7 @@ fn usage_is_recorded_in_lock_and_statement_and_ignored_by_replay() {
     );
     assert_eq!(u["stderr_bytes"], 0, "{u}");
     assert_eq!(u["limit_fired"], Value::Null, "{u}");
+    assert_eq!(u["peak_linear_memory_bytes"], Value::Null, "monty has no linear memory: {u}");
     let statement: Value = serde_json::from_slice(
         &std::fs::read(result.with_extension("intoto.json")).unwrap(),
     )
