@@ -202,7 +202,12 @@ fn parse_answer(raw: &[u8]) -> Result<Answer, Failure> {
         .map(|pairs| {
             pairs
                 .iter()
-                .filter_map(|p| Some((p.get(0)?.as_str()?.to_owned(), p.get(1)?.as_str()?.to_owned())))
+                .filter_map(|p| {
+                    Some((
+                        p.get(0)?.as_str()?.to_owned(),
+                        p.get(1)?.as_str()?.to_owned(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -254,7 +259,12 @@ fn parse_args(args: &CallArgs) -> Result<Request, Failure> {
         None => "GET".to_owned(),
         Some(v) => v
             .as_str()
-            .ok_or_else(|| type_error(format!("fetch() method must be a str, not {}", v.type_name())))?
+            .ok_or_else(|| {
+                type_error(format!(
+                    "fetch() method must be a str, not {}",
+                    v.type_name()
+                ))
+            })?
             .to_ascii_uppercase(),
     };
     let body = match present(&given[2]) {
@@ -274,15 +284,16 @@ fn parse_args(args: &CallArgs) -> Result<Request, Failure> {
         None => Vec::new(),
         Some(v) => {
             let pairs = v.pairs().ok_or_else(|| {
-                type_error(format!("fetch() headers must be a dict, not {}", v.type_name()))
+                type_error(format!(
+                    "fetch() headers must be a dict, not {}",
+                    v.type_name()
+                ))
             })?;
             pairs
                 .into_iter()
                 .map(|(k, v)| match (k.as_str(), v.as_str()) {
                     (Some(k), Some(v)) => Ok((k.to_owned(), v.to_owned())),
-                    _ => Err(type_error(
-                        "fetch() headers must map str to str".into(),
-                    )),
+                    _ => Err(type_error("fetch() headers must map str to str".into())),
                 })
                 .collect::<Result<_, _>>()?
         }
@@ -340,7 +351,10 @@ mod tests {
         a.push_arg(MontyObject::none());
         a.push_arg(MontyObject::string("text"));
         let r = parse_args(&a).unwrap();
-        assert_eq!((r.method.as_str(), r.body.as_slice()), ("GET", &b"text"[..]));
+        assert_eq!(
+            (r.method.as_str(), r.body.as_slice()),
+            ("GET", &b"text"[..])
+        );
     }
 
     #[test]
@@ -390,7 +404,10 @@ mod tests {
 
     #[test]
     fn answers_and_refusals() {
-        let a = parse_answer(b"{\"status\":200,\"reason\":\"OK\",\"headers\":[[\"A\",\"1\"],[\"a\",\"2\"]]}\nbody").unwrap();
+        let a = parse_answer(
+            b"{\"status\":200,\"reason\":\"OK\",\"headers\":[[\"A\",\"1\"],[\"a\",\"2\"]]}\nbody",
+        )
+        .unwrap();
         assert_eq!((a.status, a.body.as_slice()), (200, &b"body"[..]));
         let o = a.into_object("http://x.org/");
         let text = o.py_repr();

@@ -111,15 +111,7 @@ pub fn run(
     capture: Capture,
     arm: Arm,
 ) -> Outcome {
-    run_determined(
-        code,
-        inputs,
-        mounts,
-        limits,
-        capture,
-        arm,
-        Host::default(),
-    )
+    run_determined(code, inputs, mounts, limits, capture, arm, Host::default())
 }
 
 /// What the host offers a run beyond its mounts: its clocks and entropy (see
@@ -255,7 +247,9 @@ fn execute(
                 lookup.resume(NameLookupResult::Undefined, print)
             }
             (RunProgress::FunctionCall(call), None) => match host.net.as_mut() {
-                Some(door) if call.function_name == crate::net::FETCH && call.object_id.is_none() => {
+                Some(door)
+                    if call.function_name == crate::net::FETCH && call.object_id.is_none() =>
+                {
                     match door.fetch(&call.args, deadline) {
                         Ok(response) => call.resume(response, print),
                         Err(crate::net::Failure::Raise(exc)) => call.resume(exc, print),

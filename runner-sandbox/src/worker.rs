@@ -71,10 +71,12 @@ pub fn finish(mut reply: WorkerReply) -> i32 {
     if let WorkerReply::Ok { outcome } = &mut reply
         && let Ok(usage) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
     {
-        outcome.usage.get_or_insert_with(crate::Usage::default).peak_rss_bytes =
-            u64::try_from(usage.max_rss())
-                .ok()
-                .map(|kib| kib.saturating_mul(1024));
+        outcome
+            .usage
+            .get_or_insert_with(crate::Usage::default)
+            .peak_rss_bytes = u64::try_from(usage.max_rss())
+            .ok()
+            .map(|kib| kib.saturating_mul(1024));
     }
     let mut line = match serde_json::to_vec(&reply) {
         Ok(line) => line,

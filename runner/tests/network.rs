@@ -3,7 +3,10 @@
 //! and replayed offline; every refusal (an origin off the list, a redirect off the list,
 //! an unlisted IP literal, an oversized body, a slow-loris server, requests past
 //! `max_requests`) ends as the README says, recorded; a body that tries to inject text
-//! into the result stays inside its fenced excerpt.
+//! into the result stays inside its fenced excerpt. The attacks are data fixtures, one
+//! file each under `tests/network/attacks/` (named after the attack, with the ending it
+//! must have), driven by [`attack_fixtures_end_as_they_say`]. Monty's `fetch`, HTTPS
+//! against the committed test CA, and `replay --live` are tested here too.
 //!
 //! Needs the CPython guest fetched (`just guests`); a run without it fails loudly.
 
@@ -157,8 +160,10 @@ const REQUEST: &str = "TR-20261125-060000Z-net.md";
 fn policy_text(allow: &[String], max_requests: u32, extra: &str) -> String {
     format!(
         "{}\n[network]\nallow = {}\nmax_response_bytes = {CAP}\nmax_requests = {max_requests}\ntimeout_sec = 2\n{extra}",
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml"))
-            .unwrap(),
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml")
+        )
+        .unwrap(),
         serde_json::to_string(allow).unwrap()
     )
 }
@@ -427,26 +432,141 @@ fn refusals_are_clear_and_recorded() {
     assert_eq!(v["verdict"], "MATCH", "{v}");
 }
 
+/// The attacks of issue 18 item 6, one data fixture each under `tests/network/attacks/`
+/// (named after the attack, with the ending it must have): each runs on the real
+/// CPython guest against a listed loopback server and an unlisted one.
 #[test]
-fn requests_past_max_requests_are_refused_without_reaching_the_server() {
-    let server = Server::start(1);
-    let o = server.origin();
-    let urls: Vec<Value> = (0..100)
-        .map(|_| serde_json::json!({"url": format!("{o}/hello")}))
+fn attack_fixtures_end_as_they_say() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/attacks");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
-    let case = Case::new(std::slice::from_ref(&o), 5, &Value::Array(urls));
-    let (result, lines) = case.exec();
-    assert_eq!(lines.len(), 100);
-    assert!(lines[..5].iter().all(|l| l["status"] == 200));
-    assert!(
-        lines[5..]
-            .iter()
-            .all(|l| refusal(l).starts_with("network.max_requests"))
+    files.sort();
+    assert!(files.len() >= 8, "fixtures missing in {}", dir.display());
+    for file in &files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let fixture: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        run_attack(&name, &fixture);
+    }
+}
+
+fn run_attack(name: &str, fixture: &Value) {
+    let outside = Server::start(1);
+    let listed = Server::start(outside.port);
+    let url_of = |u: &Value| -> String {
+        if let Some(url) = u["url"].as_str() {
+            return url.to_owned();
+        }
+        let port = match u["server"].as_str().unwrap() {
+            "listed" => listed.port,
+            "outside" => outside.port,
+            other => panic!("{name}: unknown server {other:?}"),
+        };
+        let userinfo = u["userinfo"]
+            .as_str()
+            .map_or(String::new(), |i| format!("{i}@"));
+        format!(
+            "http://{userinfo}127.0.0.1:{port}{}",
+            u["path"].as_str().unwrap()
+        )
+    };
+    let repeat = fixture["repeat"].as_u64().unwrap_or(1);
+    let urls: Vec<Value> = (0..repeat)
+        .flat_map(|_| fixture["urls"].as_array().unwrap().iter())
+        .map(|u| serde_json::json!({"url": url_of(u), "print": u["print"].as_bool().unwrap_or(false)}))
+        .collect();
+    let max_requests = u32::try_from(fixture["max_requests"].as_u64().unwrap_or(16)).unwrap();
+    let case = Case::new(
+        &[listed.origin()],
+        max_requests,
+        &Value::Array(urls.clone()),
     );
-    assert_eq!(server.hits().len(), 5);
+    let started = Instant::now();
+    let (result, lines) = case.exec();
+    let took = started.elapsed();
+    let expect = &fixture["expect"];
+    assert_eq!(lines.len(), urls.len(), "{name}: {lines:?}");
+    let ok = lines.iter().filter(|l| l["status"] == 200).count();
+    assert_eq!(
+        ok as u64,
+        expect["ok"].as_u64().unwrap_or(0),
+        "{name}: {lines:?}"
+    );
+    let mut refused = std::collections::BTreeMap::<String, u64>::new();
+    for line in &lines {
+        if let Some(code) = line["refused"].as_str() {
+            let code = code.split(':').next().unwrap().to_owned();
+            *refused.entry(code).or_default() += 1;
+        }
+    }
+    let want: std::collections::BTreeMap<String, u64> = expect["refused"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(refused, want, "{name}: {lines:?}");
+    if let Some(n) = expect["outside_hits"].as_u64() {
+        assert_eq!(
+            outside.hits().len() as u64,
+            n,
+            "{name}: {:?}",
+            outside.hits()
+        );
+    }
+    if let Some(n) = expect["listed_hits"].as_u64() {
+        assert_eq!(listed.hits().len() as u64, n, "{name}: {:?}", listed.hits());
+    }
+    if let Some(s) = expect["max_seconds"].as_u64() {
+        assert!(took < Duration::from_secs(s), "{name} took {took:?}");
+    }
     let l = lock(&result);
-    assert_eq!(l["network"]["exchanges"].as_array().unwrap().len(), 5 + 32);
-    assert_eq!(l["network"]["unrecorded_refusals"], 100 - 5 - 32);
+    // Every refusal the guest saw is in the lock, recorded or counted.
+    let recorded_refusals = exchanges(&result)
+        .iter()
+        .filter(|e| e["verdict"] == "refused")
+        .count() as u64;
+    assert_eq!(
+        recorded_refusals + l["network"]["unrecorded_refusals"].as_u64().unwrap(),
+        want.values().sum::<u64>(),
+        "{name}: {l}"
+    );
+    if let Some(n) = expect["lock_exchanges"].as_u64() {
+        assert_eq!(exchanges(&result).len() as u64, n, "{name}");
+    }
+    if let Some(n) = expect["unrecorded_refusals"].as_u64() {
+        assert_eq!(l["network"]["unrecorded_refusals"], n, "{name}");
+    }
+    let text = std::fs::read_to_string(&result).unwrap();
+    for (heading, n) in expect["result_heading_count"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(
+            text.matches(&format!("\n{heading}\n")).count() as u64,
+            n.as_u64().unwrap(),
+            "{name}: {text}"
+        );
+    }
+    // Every refusal is named in the result's Safety Notes.
+    for code in want.keys() {
+        assert!(
+            text.contains(code.as_str()),
+            "{name}: {code} not in the result"
+        );
+    }
+    if expect["result_passes_validate"] == true {
+        let (out, v) = case.run(&["validate", result.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{name}: the result does not pass the gate: {v}"
+        );
+    }
 }
 
 #[test]
@@ -570,7 +690,10 @@ fn monty_fetch_is_brokered_recorded_and_refused_off_the_list() {
     );
     let text = std::fs::read_to_string(&result).unwrap();
     assert!(text.contains("network_used: \"allowlist\""), "{text}");
-    assert!(text.contains("backend: \"monty\"") || text.contains("backend: monty"), "{text}");
+    assert!(
+        text.contains("backend: \"monty\"") || text.contains("backend: monty"),
+        "{text}"
+    );
 
     let (out, v) = case.run(&["verify", result.to_str().unwrap()]);
     assert!(out.status.success(), "verify: {v}");
@@ -646,7 +769,10 @@ fn https_is_verified_against_the_policys_ca_files() {
     assert_eq!(lines[0]["bytes"], 14, "{lines:?}");
     let refused = refusal(&lines[1]);
     assert!(refused.starts_with("network.fetch_failed"), "{lines:?}");
-    assert!(refused.contains("TLS"), "the refusal does not name TLS: {refused}");
+    assert!(
+        refused.contains("TLS"),
+        "the refusal does not name TLS: {refused}"
+    );
     let ex = exchanges(&result);
     assert_eq!(ex[0]["verdict"], "allowed");
     assert_eq!(ex[1]["refusal"], "network.fetch_failed");

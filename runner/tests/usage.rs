@@ -61,23 +61,27 @@ fn usage_is_recorded_in_lock_and_statement_and_ignored_by_replay() {
     // A list of 200 000 ints is megabytes: the peak is at least that.
     assert!(u["peak_rss_bytes"].as_u64().unwrap() > 4 << 20, "{u}");
     assert_eq!(u["out_bytes"], 3000, "{u}");
-    assert_eq!(
-        u["stdout_bytes"], lock["outputs"]["stdout"]["bytes"],
-        "{u}"
-    );
+    assert_eq!(u["stdout_bytes"], lock["outputs"]["stdout"]["bytes"], "{u}");
     assert_eq!(u["stderr_bytes"], 0, "{u}");
     assert_eq!(u["limit_fired"], Value::Null, "{u}");
-    assert_eq!(u["peak_linear_memory_bytes"], Value::Null, "monty has no linear memory: {u}");
-    let statement: Value = serde_json::from_slice(
-        &std::fs::read(result.with_extension("intoto.json")).unwrap(),
-    )
-    .unwrap();
+    assert_eq!(
+        u["peak_linear_memory_bytes"],
+        Value::Null,
+        "monty has no linear memory: {u}"
+    );
+    let statement: Value =
+        serde_json::from_slice(&std::fs::read(result.with_extension("intoto.json")).unwrap())
+            .unwrap();
     assert_eq!(statement["predicate"]["usage"], *u);
     let out = runner()
         .args(["verify", result.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // Usage differs from run to run; replay does not compare it.
     let out = runner()
         .args(["replay", result.to_str().unwrap(), "--request"])
