@@ -172,8 +172,9 @@ pub struct Outcome {
     pub confinement: Vec<String>,
     /// What the run used (issue 18 item 5), filled in by the runner after the worker
     /// ended; `None` in the worker's own reply except for its peak memory.
+    /// Boxed: the figures would otherwise make every `Outcome` twice its size.
     #[serde(default)]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
 }
 
 /// What one run used: recorded in the lock and the in-toto predicate, never compared

@@ -73,7 +73,7 @@ pub fn finish(mut reply: WorkerReply) -> i32 {
     {
         outcome
             .usage
-            .get_or_insert_with(crate::Usage::default)
+            .get_or_insert_with(Box::default)
             .peak_rss_bytes = u64::try_from(usage.max_rss())
             .ok()
             .map(|kib| kib.saturating_mul(1024));
@@ -387,7 +387,7 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
 
     outcome.engine = job.engine;
     outcome.confinement.extend(runner_layers);
-    outcome.usage = Some(crate::Usage {
+    outcome.usage = Some(Box::new(crate::Usage {
         cpu_ms: cpu.map(|c| u64::try_from(c.as_millis()).unwrap_or(u64::MAX)),
         wall_ms: u64::try_from((elapsed * 1000.0).round() as u128).unwrap_or(u64::MAX),
         peak_rss_bytes: outcome.usage.as_ref().and_then(|u| u.peak_rss_bytes),
@@ -400,7 +400,7 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
         stderr_bytes: outcome.stderr.len() as u64,
         limit_fired: (outcome.kind != OutcomeKind::Completed)
             .then(|| outcome.kind.as_str().to_owned()),
-    });
+    }));
     Ok(Supervised::Outcome(outcome))
 }
 
