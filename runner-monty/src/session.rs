@@ -111,18 +111,19 @@ pub fn run(
     capture: Capture,
     arm: Arm,
 ) -> Outcome {
-    run_determined(
-        code,
-        inputs,
-        mounts,
-        limits,
-        capture,
-        arm,
-        &Determinism::default(),
-    )
+    run_determined(code, inputs, mounts, limits, capture, arm, Host::default())
 }
 
-/// [`run`] with the run's clocks and entropy (see [`os_policy`]).
+/// What the host offers a run beyond its mounts: its clocks and entropy (see
+/// [`os_policy`]) and, for a run granted `network: allowlist`, the network door
+/// ([`crate::net`]).
+#[derive(Debug, Default)]
+pub struct Host {
+    pub determinism: Determinism,
+    pub net: Option<crate::net::Door>,
+}
+
+/// [`run`] with the run's host services ([`Host`]).
 pub fn run_determined(
     code: String,
     inputs: BoundInputs,
@@ -130,7 +131,7 @@ pub fn run_determined(
     limits: &Limits,
     mut capture: Capture,
     arm: Arm,
-    determinism: &Determinism,
+    mut host: Host,
 ) -> Outcome {
     let started = Instant::now();
     let deadline = started + limits.wall;
@@ -144,7 +145,7 @@ pub fn run_determined(
         deadline,
         arm,
         &mut notes,
-        determinism,
+        &mut host,
     );
     let runtime_sec = started.elapsed().as_secs_f64();
     classify(ended, capture, &notes, limits, runtime_sec)
@@ -160,8 +161,9 @@ fn execute(
     deadline: Instant,
     arm: Arm,
     notes: &mut HostNotes,
-    determinism: &Determinism,
+    host: &mut Host,
 ) -> Result<(), MontyException> {
+    let determinism = &host.determinism;
     let policy = os_policy(limits, determinism);
     // `os.urandom` suspends to the host: with a recorded seed it reads the ChaCha20
     // stream the ERA guest's `random_get` reads.
@@ -237,16 +239,31 @@ fn execute(
                     },
                 }
             }
-            // No host names or functions are offered: an unknown name is a NameError,
-            // raised by Monty itself and so catchable, as in CPython (`foo()` with no
-            // `foo` suspends as a call, not a lookup).
+            // No host names are offered, and no function but `fetch` in a run granted
+            // the network: an unknown name is a NameError, raised by Monty itself and
+            // so catchable, as in CPython (`foo()` with no `foo` suspends as a call,
+            // not a lookup).
             (RunProgress::NameLookup(lookup), None) => {
                 lookup.resume(NameLookupResult::Undefined, print)
             }
-            (RunProgress::FunctionCall(call), None) => {
-                let name = call.function_name.clone();
-                call.resume(ExtFunctionResult::NotFound(name), print)
-            }
+            (RunProgress::FunctionCall(call), None) => match host.net.as_mut() {
+                Some(door)
+                    if call.function_name == crate::net::FETCH && call.object_id.is_none() =>
+                {
+                    match door.fetch(&call.args, deadline) {
+                        Ok(response) => call.resume(response, print),
+                        Err(crate::net::Failure::Raise(exc)) => call.resume(exc, print),
+                        Err(crate::net::Failure::Deadline) => {
+                            notes.deadline = true;
+                            call.abort(wall_exceeded(limits.wall), print)
+                        }
+                    }
+                }
+                _ => {
+                    let name = call.function_name.clone();
+                    call.resume(ExtFunctionResult::NotFound(name), print)
+                }
+            },
             (RunProgress::ResolveFutures(futures), None) => futures.abort(
                 MontyException::new(
                     ExcType::NotImplementedError,
@@ -407,6 +424,7 @@ fn classify(
         detail: (!details.is_empty()).then(|| truncate(&details.join("; "), MAX_DETAIL)),
         engine: runner_sandbox::monty::engine_name(),
         confinement: Vec::new(),
+        usage: None,
     }
 }
 

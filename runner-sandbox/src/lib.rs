@@ -65,6 +65,11 @@ pub struct MontyProgram {
     pub code: String,
     /// The `## Inputs (JSON)` object, when present.
     pub inputs_json: Option<String>,
+    /// The run was granted `network: allowlist`: the runner's broker serves the
+    /// exchange directory [`runtime::NET_IN_OUT`] inside `/out`, and the code's
+    /// `fetch(...)` speaks to it (absent in the JSON: no network).
+    #[serde(default)]
+    pub network: bool,
 }
 
 /// The program a backend runs.
@@ -166,6 +171,39 @@ pub struct Outcome {
     pub engine: String,
     /// Confinement layers that applied to the worker (rlimits, namespaces, …).
     pub confinement: Vec<String>,
+    /// What the run used (issue 18 item 5), filled in by the runner after the worker
+    /// ended; `None` in the worker's own reply except for its peak memory.
+    /// Boxed: the figures would otherwise make every `Outcome` twice its size.
+    #[serde(default)]
+    pub usage: Option<Box<Usage>>,
+}
+
+/// What one run used: recorded in the lock and the in-toto predicate, never compared
+/// by replay (it varies run to run, like `created_utc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// User + system CPU time of the worker process, in milliseconds (the kernel's
+    /// clock ticks, 10 ms granular); `None` when it could not be read.
+    pub cpu_ms: Option<u64>,
+    /// Wall-clock milliseconds from the worker's start to its end.
+    pub wall_ms: u64,
+    /// The worker process's peak resident set (`getrusage` `ru_maxrss`), in bytes: for
+    /// monty the interpreter's; for wasmtime it includes the engine and the mapped
+    /// module beside the guest's linear memory. `None` when the worker was killed
+    /// before it could report.
+    pub peak_rss_bytes: Option<u64>,
+    /// wasmtime only: the largest linear memory the store's limiter granted the guest,
+    /// in bytes; `None` for monty, or when the worker was killed before it could report.
+    pub peak_linear_memory_bytes: Option<u64>,
+    /// Bytes under `/out` when the run ended (before collection); `None` when it could
+    /// not be walked.
+    pub out_bytes: Option<u64>,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// The limit that ended the run (`timed_out`, `memory_exceeded`, `cpu_exhausted`,
+    /// `output_limit`), or `None`.
+    pub limit_fired: Option<String>,
 }
 
 /// The runner could not do its job (as opposed to the guest failing).

@@ -66,8 +66,20 @@ pub enum WorkerReply {
 /// Print `reply` as the worker's one JSON line on stdout and return the worker's exit
 /// code (0 when the guest ran, 1 when the worker could not run it). Every worker
 /// (this one, `runner-monty-worker`) ends here.
-pub fn finish(reply: WorkerReply) -> i32 {
+pub fn finish(mut reply: WorkerReply) -> i32 {
     let code = i32::from(!matches!(reply, WorkerReply::Ok { .. }));
+    // The worker's own peak memory: only it can read its `ru_maxrss` (the runner reaps
+    // it with `waitpid`, which does not return one per child).
+    if let WorkerReply::Ok { outcome } = &mut reply
+        && let Ok(usage) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+    {
+        outcome
+            .usage
+            .get_or_insert_with(Box::default)
+            .peak_rss_bytes = u64::try_from(usage.max_rss())
+            .ok()
+            .map(|kib| kib.saturating_mul(1024));
+    }
     let mut line = match serde_json::to_vec(&reply) {
         Ok(line) => line,
         Err(e) => {
@@ -385,6 +397,20 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
 
     outcome.engine = job.engine;
     outcome.confinement.extend(runner_layers);
+    outcome.usage = Some(Box::new(crate::Usage {
+        cpu_ms: cpu.map(|c| u64::try_from(c.as_millis()).unwrap_or(u64::MAX)),
+        wall_ms: u64::try_from((elapsed * 1000.0).round() as u128).unwrap_or(u64::MAX),
+        peak_rss_bytes: outcome.usage.as_ref().and_then(|u| u.peak_rss_bytes),
+        peak_linear_memory_bytes: outcome
+            .usage
+            .as_ref()
+            .and_then(|u| u.peak_linear_memory_bytes),
+        out_bytes: usage.map(|u| u.bytes),
+        stdout_bytes: outcome.stdout.len() as u64,
+        stderr_bytes: outcome.stderr.len() as u64,
+        limit_fired: (outcome.kind != OutcomeKind::Completed)
+            .then(|| outcome.kind.as_str().to_owned()),
+    }));
     Ok(Supervised::Outcome(outcome))
 }
 
@@ -441,6 +467,7 @@ fn limit_outcome(kind: OutcomeKind, detail: String, runtime_sec: f64, engine: &s
         detail: Some(detail),
         engine: engine.to_owned(),
         confinement: Vec::new(),
+        usage: None,
     }
 }
 

@@ -459,6 +459,9 @@ struct GuestLimiter {
     table_elements: usize,
     memory_denied: Option<usize>,
     table_denied: bool,
+    /// The largest linear memory the guest was granted (its peak: wasm memories never
+    /// shrink).
+    memory_peak: usize,
 }
 
 impl ResourceLimiter for GuestLimiter {
@@ -472,6 +475,7 @@ impl ResourceLimiter for GuestLimiter {
             self.memory_denied = Some(self.memory_denied.unwrap_or(0).max(desired));
             return Ok(false);
         }
+        self.memory_peak = self.memory_peak.max(desired);
         Ok(true)
     }
 
@@ -824,6 +828,7 @@ pub fn run_set_up_guest(
             memory_bytes: to_usize(limits.memory_bytes),
             table_elements: MAX_TABLE_ELEMENTS,
             memory_denied: None,
+            memory_peak: 0,
             table_denied: false,
         },
         watch: Watch {
@@ -871,6 +876,7 @@ pub fn run_set_up_guest(
     let (kind, exit_code, mut details) = classify(result, limits);
     let data = store.data();
     let memory_denied = data.limiter.memory_denied;
+    let memory_peak = data.limiter.memory_peak;
     let table_denied = data.limiter.table_denied;
     drop(store);
     drop(runtime);
@@ -931,6 +937,10 @@ pub fn run_set_up_guest(
         detail: join_details(details),
         engine: engine_name(),
         confinement: Vec::new(),
+        usage: Some(Box::new(runner_sandbox::Usage {
+            peak_linear_memory_bytes: Some(memory_peak as u64),
+            ..Default::default()
+        })),
     })
 }
 

@@ -145,6 +145,15 @@ fn main() {
     let results = dir.join("results");
     let _ = std::fs::remove_dir_all(&results);
     let mut rows = Vec::new();
+    // `BENCH_ONLY=fetch`: the fetch-latency row alone (it needs no venv).
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("fetch") {
+        let row = fetch_latency(&runner, &dir, &results).unwrap_or_else(|why| panic!("{why}"));
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            row.what, row.ours, row.reference, row.ratio, row.target
+        );
+        return;
+    }
 
     // 1. ERA hello world: runner exec (warm cache) vs the bare in-process guest run.
     let era = dir.join("TR-bench-era-hello.md");
@@ -567,6 +576,14 @@ fn main() {
         ),
     }
 
+    // 5. Fetch latency through the network broker (issue 18): 100 sequential urlopen
+    // calls of a 342-byte body from a loopback server, in the ERA guest through the
+    // runner's broker, against the host's python3 fetching the same server directly.
+    match fetch_latency(&runner, &dir, &results) {
+        Ok(row) => rows.push(row),
+        Err(why) => eprintln!("fetch latency not measured: {why}"),
+    }
+
     println!("| what | runner | reference (same run) | ratio | target |");
     println!("|---|---|---|---|---|");
     for r in rows {
@@ -767,5 +784,136 @@ fn native_python() -> PathBuf {
             .map(|s| PathBuf::from(s.trim()))
             .filter(|p| p.is_file())
             .unwrap_or_else(|| "python3".into())
+    })
+}
+
+/// A loopback HTTP server answering every request with the same 342 bytes; it lives
+/// as long as the bench process.
+fn loopback_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let body = [b'x'; 342];
+            let mut reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            reply.extend_from_slice(&body);
+            let _ = stream.write_all(&reply);
+        }
+    });
+    port
+}
+
+/// The fetch loop, the same in the guest and on the host: `python fetch.py N` fetches
+/// `url` N times in sequence. Timed from outside as whole processes (the guest's own
+/// clock may be the policy's virtual one): the per-fetch cost is the difference
+/// between 501 fetches and 1, over 500.
+fn fetch_loop(url: &str) -> String {
+    format!(
+        "import sys\nimport urllib.request\n\nfor _ in range(int(sys.argv[1])):\n    urllib.request.urlopen({url:?}).read()\n"
+    )
+}
+
+fn fetch_latency(runner: &PathBuf, dir: &Path, results: &PathBuf) -> Result<Row, String> {
+    let port = loopback_server();
+    let code = fetch_loop(&format!("http://127.0.0.1:{port}/f"));
+    let here = dir.join("fetch");
+    let _ = std::fs::remove_dir_all(&here);
+    std::fs::create_dir_all(here.join("inputs")).map_err(|e| e.to_string())?;
+    let script = here.join("inputs/fetch.py");
+    std::fs::write(&script, &code).map_err(|e| e.to_string())?;
+    let sha = runner::digest::sha256_hex(code.as_bytes());
+    let policy = here.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "{}\n[network]\nallow = [\"http://127.0.0.1:{port}\"]\nmax_requests = 1000\n",
+            runner::policy::DEFAULT_POLICY_TOML
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let write_request = |n: u32| -> Result<PathBuf, String> {
+        let id = format!("TR-bench-fetch-{n}");
+        let text = request(
+            &id,
+            "ERA",
+            &format!("## Command\n`python fetch.py {n}`\n\n## Input Files\n- `/in/fetch.py` sha256: {sha} (the fetch loop)\n"),
+        )
+        .replace("network: none", "network: allowlist")
+        .replace(
+            "time_limit_sec: 30\n---",
+            &format!("time_limit_sec: 30\ninputs:\n  - path: \"/in/fetch.py\"\n    sha256: \"{sha}\"\n---"),
+        )
+        .replace(
+            "Network rationale: none needed",
+            "Network rationale: the bench's loopback server",
+        );
+        let path = here.join(format!("{id}.md"));
+        std::fs::write(&path, text).map_err(|e| e.to_string())?;
+        Ok(path)
+    };
+    let guest = |request: &PathBuf| -> Result<Duration, String> {
+        let t = Instant::now();
+        let out = Command::new(runner)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("exec")
+            .arg(request)
+            .arg("--results")
+            .arg(results)
+            .arg("--json")
+            .output()
+            .map_err(|e| e.to_string())?;
+        let took = t.elapsed();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if v["outcome"] != "completed" || v["exit_code"] != 0 {
+            return Err(format!(
+                "runner exec: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(took)
+    };
+    let host = |n: u32| -> Result<Duration, String> {
+        let t = Instant::now();
+        let st = Command::new("python3")
+            .arg(&script)
+            .arg(n.to_string())
+            .status()
+            .map_err(|e| format!("python3: {e}"))?;
+        st.success()
+            .then(|| t.elapsed())
+            .ok_or_else(|| "python3 failed".to_owned())
+    };
+    let median = |f: &dyn Fn() -> Result<Duration, String>| -> Result<Duration, String> {
+        let mut v = (0..3).map(|_| f()).collect::<Result<Vec<_>, _>>()?;
+        v.sort();
+        Ok(v[1])
+    };
+    let (one, many) = (write_request(1)?, write_request(501)?);
+    guest(&one)?;
+    let per = |a: Duration, b: Duration| b.saturating_sub(a).as_secs_f64() * 1000.0 / 500.0;
+    let guest_ms = per(median(&|| guest(&one))?, median(&|| guest(&many))?);
+    let host_ms = per(median(&|| host(1))?, median(&|| host(501))?);
+    Ok(Row {
+        what: "fetch latency: `urlopen` of 342 bytes from 127.0.0.1, per fetch ((501 − 1 fetches) / 500, median of 3)".into(),
+        ours: format!("ERA guest through the broker {guest_ms:.2} ms"),
+        reference: format!("host python3 directly {host_ms:.2} ms"),
+        ratio: format!("{:.2}×", guest_ms / host_ms),
+        target: "(for information)".into(),
     })
 }

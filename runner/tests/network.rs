@@ -3,7 +3,10 @@
 //! and replayed offline; every refusal (an origin off the list, a redirect off the list,
 //! an unlisted IP literal, an oversized body, a slow-loris server, requests past
 //! `max_requests`) ends as the README says, recorded; a body that tries to inject text
-//! into the result stays inside its fenced excerpt.
+//! into the result stays inside its fenced excerpt. The attacks are data fixtures, one
+//! file each under `tests/network/attacks/` (named after the attack, with the ending it
+//! must have), driven by [`attack_fixtures_end_as_they_say`]. Monty's `fetch`, HTTPS
+//! against the committed test CA, and `replay --live` are tested here too.
 //!
 //! Needs the CPython guest fetched (`just guests`); a run without it fails loudly.
 
@@ -86,7 +89,11 @@ fn serve(mut stream: TcpStream, hits: &Mutex<Vec<String>>, other_port: u16) {
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     let path = head.split(' ').nth(1).unwrap_or("").to_owned();
-    hits.lock().unwrap().push(path.clone());
+    let seen = {
+        let mut hits = hits.lock().unwrap();
+        hits.push(path.clone());
+        hits.iter().filter(|p| **p == path).count()
+    };
     let reply = |status: &str, headers: &str, body: &[u8]| {
         let mut r = format!(
             "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n",
@@ -104,6 +111,10 @@ fn serve(mut stream: TcpStream, hits: &Mutex<Vec<String>>, other_port: u16) {
         ),
         "/big" => reply("200 OK", "", &vec![b'x'; BIG]),
         "/inject" => reply("200 OK", "", INJECT.as_bytes()),
+        // Another body on every visit, and a status that changes after the first.
+        "/counter" => reply("200 OK", "", format!("visit {seen}").as_bytes()),
+        "/flip" if seen == 1 => reply("200 OK", "", b"here"),
+        "/flip" => reply("404 Not Found", "", b"gone"),
         "/same" => reply("302 Found", "Location: /hello\r\n", b""),
         "/off" => reply(
             "302 Found",
@@ -145,8 +156,28 @@ struct Case {
 
 const REQUEST: &str = "TR-20261125-060000Z-net.md";
 
+/// The `[network]` table the tests' policies add to the default policy.
+fn policy_text(allow: &[String], max_requests: u32, extra: &str) -> String {
+    format!(
+        "{}\n[network]\nallow = {}\nmax_response_bytes = {CAP}\nmax_requests = {max_requests}\ntimeout_sec = 2\n{extra}",
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml")
+        )
+        .unwrap(),
+        serde_json::to_string(allow).unwrap()
+    )
+}
+
+const FRONT: &str = "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261125-060000Z-net\"\ncreated_utc: \"2026-11-25T06:00:00Z\"\nrequested_by: \"core-agent\"\napproved_by: \"operator-ada\"\napproved_utc: \"2026-11-25T06:05:00Z\"\npurpose: \"Fetch loopback URLs through the network allowlist.\"\n";
+const RISK: &str = "\n## Risk Assessment\n- Risk level: low\n- Justification: fetches from test servers on loopback only.\n- Data sensitivity: public\n- Network rationale: the test servers on 127.0.0.1 are the data source\n";
+
 impl Case {
     fn new(allow: &[String], max_requests: u32, urls: &Value) -> Self {
+        Self::with_policy_extra(allow, max_requests, urls, "")
+    }
+
+    /// [`Case::new`] with more `[network]` keys (`ca_files`, ...).
+    fn with_policy_extra(allow: &[String], max_requests: u32, urls: &Value, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let inputs = dir.path().join("inputs");
         std::fs::create_dir(&inputs).unwrap();
@@ -156,21 +187,37 @@ impl Case {
         )
         .unwrap();
         std::fs::write(inputs.join("urls.json"), urls.to_string()).unwrap();
-        let policy = format!(
-            "{}\n[network]\nallow = {}\nmax_response_bytes = {CAP}\nmax_requests = {max_requests}\ntimeout_sec = 2\n",
-            std::fs::read_to_string(
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/default.toml")
-            )
-            .unwrap(),
-            serde_json::to_string(allow).unwrap()
-        );
-        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        std::fs::write(
+            dir.path().join("policy.toml"),
+            policy_text(allow, max_requests, extra),
+        )
+        .unwrap();
         let (a, b) = (
             sha256_file(&inputs.join("fetch.py")),
             sha256_file(&inputs.join("urls.json")),
         );
         let request = format!(
-            "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261125-060000Z-net\"\ncreated_utc: \"2026-11-25T06:00:00Z\"\nrequested_by: \"core-agent\"\napproved_by: \"operator-ada\"\napproved_utc: \"2026-11-25T06:05:00Z\"\npurpose: \"Fetch loopback URLs through the network allowlist.\"\nbackend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n  - path: \"/in/fetch.py\"\n    sha256: \"{a}\"\n  - path: \"/in/urls.json\"\n    sha256: \"{b}\"\n---\n# Network fetch\n\n## Command\n`python -u fetch.py`\n\n## Input Files\n- `/in/fetch.py` sha256: {a} (the fetcher)\n- `/in/urls.json` sha256: {b} (the URLs)\n\n## Output Expectations\n- stdout: one JSON line per URL.\n\n## Risk Assessment\n- Risk level: low\n- Justification: fetches from test servers on loopback only.\n- Data sensitivity: public\n- Network rationale: the test servers on 127.0.0.1 are the data source\n"
+            "{FRONT}backend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n  - path: \"/in/fetch.py\"\n    sha256: \"{a}\"\n  - path: \"/in/urls.json\"\n    sha256: \"{b}\"\n---\n# Network fetch\n\n## Command\n`python -u fetch.py`\n\n## Input Files\n- `/in/fetch.py` sha256: {a} (the fetcher)\n- `/in/urls.json` sha256: {b} (the URLs)\n\n## Output Expectations\n- stdout: one JSON line per URL.\n{RISK}"
+        );
+        std::fs::write(dir.path().join(REQUEST), request).unwrap();
+        Self { dir }
+    }
+
+    /// A monty request running `tests/network/fetch_monty.py` over `urls`.
+    fn monty(allow: &[String], max_requests: u32, urls: &Value) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("policy.toml"),
+            policy_text(allow, max_requests, ""),
+        )
+        .unwrap();
+        let code = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/fetch_monty.py"),
+        )
+        .unwrap();
+        let request = format!(
+            "{FRONT}backend: monty\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 64\ntime_limit_sec: 60\n---\n# Network fetch with Monty\n\n## Code\n```python\n{code}```\n\n## Inputs (JSON)\n```json\n{}\n```\n\n## Output Expectations\n- stdout: one line per URL.\n{RISK}",
+            serde_json::json!({ "urls": urls })
         );
         std::fs::write(dir.path().join(REQUEST), request).unwrap();
         Self { dir }
@@ -269,6 +316,17 @@ fn allowed_fetch_is_recorded_verified_and_replayed_offline() {
         "the result does not pass the gate: {v}"
     );
 
+    // What the run used is recorded beside the egress log (the ERA worker's peak RSS
+    // holds the engine and a 256 MiB-capped guest: more than 10 MiB, less than 1 GiB).
+    let usage = &lock(&result)["usage"];
+    let rss = usage["peak_rss_bytes"].as_u64().unwrap();
+    assert!((10 << 20..1 << 30).contains(&rss), "{usage}");
+    assert!(usage["cpu_ms"].as_u64().unwrap() > 0, "{usage}");
+    // CPython's linear memory: megabytes, within the request's 256 MiB.
+    let linear = usage["peak_linear_memory_bytes"].as_u64().unwrap();
+    assert!((1 << 20..=256 << 20).contains(&linear), "{usage}");
+    assert_eq!(usage["limit_fired"], Value::Null, "{usage}");
+
     let ex = exchanges(&result);
     assert_eq!(ex.len(), 4);
     assert_eq!(ex[1]["status"], 302);
@@ -364,28 +422,151 @@ fn refusals_are_clear_and_recorded() {
         .map(|e| e["contacted"].as_bool().unwrap())
         .collect();
     assert_eq!(contacted, [false, true, false, true, true, false]);
+
+    // Offline, the refusals replay too: those decided before any contact are decided
+    // again, those decided after the origin answered are served as recorded.
+    drop(server);
+    drop(outside);
+    let (out, v) = case.run(&["replay", result.to_str().unwrap()]);
+    assert!(out.status.success(), "replay: {v}");
+    assert_eq!(v["verdict"], "MATCH", "{v}");
 }
 
+/// The attacks of issue 18 item 6, one data fixture each under `tests/network/attacks/`
+/// (named after the attack, with the ending it must have): each runs on the real
+/// CPython guest against a listed loopback server and an unlisted one.
 #[test]
-fn requests_past_max_requests_are_refused_without_reaching_the_server() {
-    let server = Server::start(1);
-    let o = server.origin();
-    let urls: Vec<Value> = (0..100)
-        .map(|_| serde_json::json!({"url": format!("{o}/hello")}))
+fn attack_fixtures_end_as_they_say() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/attacks");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
-    let case = Case::new(std::slice::from_ref(&o), 5, &Value::Array(urls));
-    let (result, lines) = case.exec();
-    assert_eq!(lines.len(), 100);
-    assert!(lines[..5].iter().all(|l| l["status"] == 200));
-    assert!(
-        lines[5..]
-            .iter()
-            .all(|l| refusal(l).starts_with("network.max_requests"))
+    files.sort();
+    assert!(files.len() >= 8, "fixtures missing in {}", dir.display());
+    for file in &files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let fixture: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        run_attack(&name, &fixture);
+    }
+}
+
+fn run_attack(name: &str, fixture: &Value) {
+    let outside = Server::start(1);
+    let listed = Server::start(outside.port);
+    let url_of = |u: &Value| -> String {
+        if let Some(url) = u["url"].as_str() {
+            return url.to_owned();
+        }
+        let port = match u["server"].as_str().unwrap() {
+            "listed" => listed.port,
+            "outside" => outside.port,
+            other => panic!("{name}: unknown server {other:?}"),
+        };
+        let userinfo = u["userinfo"]
+            .as_str()
+            .map_or(String::new(), |i| format!("{i}@"));
+        format!(
+            "http://{userinfo}127.0.0.1:{port}{}",
+            u["path"].as_str().unwrap()
+        )
+    };
+    let repeat = fixture["repeat"].as_u64().unwrap_or(1);
+    let urls: Vec<Value> = (0..repeat)
+        .flat_map(|_| fixture["urls"].as_array().unwrap().iter())
+        .map(|u| serde_json::json!({"url": url_of(u), "print": u["print"].as_bool().unwrap_or(false)}))
+        .collect();
+    let max_requests = u32::try_from(fixture["max_requests"].as_u64().unwrap_or(16)).unwrap();
+    let case = Case::new(
+        &[listed.origin()],
+        max_requests,
+        &Value::Array(urls.clone()),
     );
-    assert_eq!(server.hits().len(), 5);
+    let started = Instant::now();
+    let (result, lines) = case.exec();
+    let took = started.elapsed();
+    let expect = &fixture["expect"];
+    assert_eq!(lines.len(), urls.len(), "{name}: {lines:?}");
+    let ok = lines.iter().filter(|l| l["status"] == 200).count();
+    assert_eq!(
+        ok as u64,
+        expect["ok"].as_u64().unwrap_or(0),
+        "{name}: {lines:?}"
+    );
+    let mut refused = std::collections::BTreeMap::<String, u64>::new();
+    for line in &lines {
+        if let Some(code) = line["refused"].as_str() {
+            let code = code.split(':').next().unwrap().to_owned();
+            *refused.entry(code).or_default() += 1;
+        }
+    }
+    let want: std::collections::BTreeMap<String, u64> = expect["refused"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(refused, want, "{name}: {lines:?}");
+    if let Some(n) = expect["outside_hits"].as_u64() {
+        assert_eq!(
+            outside.hits().len() as u64,
+            n,
+            "{name}: {:?}",
+            outside.hits()
+        );
+    }
+    if let Some(n) = expect["listed_hits"].as_u64() {
+        assert_eq!(listed.hits().len() as u64, n, "{name}: {:?}", listed.hits());
+    }
+    if let Some(s) = expect["max_seconds"].as_u64() {
+        assert!(took < Duration::from_secs(s), "{name} took {took:?}");
+    }
     let l = lock(&result);
-    assert_eq!(l["network"]["exchanges"].as_array().unwrap().len(), 5 + 32);
-    assert_eq!(l["network"]["unrecorded_refusals"], 100 - 5 - 32);
+    // Every refusal the guest saw is in the lock, recorded or counted.
+    let recorded_refusals = exchanges(&result)
+        .iter()
+        .filter(|e| e["verdict"] == "refused")
+        .count() as u64;
+    assert_eq!(
+        recorded_refusals + l["network"]["unrecorded_refusals"].as_u64().unwrap(),
+        want.values().sum::<u64>(),
+        "{name}: {l}"
+    );
+    if let Some(n) = expect["lock_exchanges"].as_u64() {
+        assert_eq!(exchanges(&result).len() as u64, n, "{name}");
+    }
+    if let Some(n) = expect["unrecorded_refusals"].as_u64() {
+        assert_eq!(l["network"]["unrecorded_refusals"], n, "{name}");
+    }
+    let text = std::fs::read_to_string(&result).unwrap();
+    for (heading, n) in expect["result_heading_count"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(
+            text.matches(&format!("\n{heading}\n")).count() as u64,
+            n.as_u64().unwrap(),
+            "{name}: {text}"
+        );
+    }
+    // Every refusal is named in the result's Safety Notes.
+    for code in want.keys() {
+        assert!(
+            text.contains(code.as_str()),
+            "{name}: {code} not in the result"
+        );
+    }
+    if expect["result_passes_validate"] == true {
+        let (out, v) = case.run(&["validate", result.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{name}: the result does not pass the gate: {v}"
+        );
+    }
 }
 
 #[test]
@@ -448,4 +629,224 @@ fn a_listed_name_resolving_to_an_internal_address_is_refused() {
     );
     assert!(server.hits().is_empty(), "{:?}", server.hits());
     assert_eq!(exchanges(&result)[0]["refusal"], "network.private_address");
+}
+
+/// Monty's own door: `fetch(url, ...)` goes through the same broker, is recorded the
+/// same way, verified and replayed offline; an origin off the list raises `OSError`
+/// naming the refusal and never reaches that server.
+#[test]
+fn monty_fetch_is_brokered_recorded_and_refused_off_the_list() {
+    let outside = Server::start(1);
+    let server = Server::start(outside.port);
+    let o = server.origin();
+    let urls = serde_json::json!([
+        {"url": format!("{o}/hello")},
+        {"url": format!("{o}/same")},
+        {"url": format!("{}/hello", outside.origin())},
+        {"url": format!("{o}/off")},
+    ]);
+    let case = Case::monty(std::slice::from_ref(&o), 16, &urls);
+    let (result, lines) = case.exec();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["status"], 200, "{lines:?}");
+    assert_eq!(lines[0]["bytes"], 19);
+    assert_eq!(lines[0]["content_type"], "text/plain");
+    // A redirect within the origin is followed, each hop its own exchange.
+    assert_eq!(lines[1]["status"], 200, "{lines:?}");
+    assert_eq!(lines[1]["final_url"], format!("{o}/hello"));
+    assert_eq!(lines[1]["sha256"], lines[0]["sha256"]);
+    assert!(
+        refusal(&lines[2]).starts_with("network.origin_not_allowed"),
+        "{lines:?}"
+    );
+    assert!(
+        refusal(&lines[3]).starts_with("network.redirect_refused"),
+        "{lines:?}"
+    );
+    assert!(outside.hits().is_empty(), "{:?}", outside.hits());
+    assert_eq!(
+        server.hits(),
+        ["/hello", "/same", "/hello", "/off"].map(String::from)
+    );
+
+    let ex = exchanges(&result);
+    let verdicts: Vec<(&str, Option<&str>)> = ex
+        .iter()
+        .map(|e| (e["verdict"].as_str().unwrap(), e["refusal"].as_str()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("allowed", None),
+            ("allowed", None),
+            ("allowed", None),
+            ("refused", Some("network.origin_not_allowed")),
+            ("refused", Some("network.redirect_refused")),
+        ]
+    );
+    assert_eq!(
+        ex[0]["response_sha256"],
+        format!("sha256:{}", lines[0]["sha256"].as_str().unwrap())
+    );
+    let text = std::fs::read_to_string(&result).unwrap();
+    assert!(text.contains("network_used: \"allowlist\""), "{text}");
+    assert!(
+        text.contains("backend: \"monty\"") || text.contains("backend: monty"),
+        "{text}"
+    );
+
+    let (out, v) = case.run(&["verify", result.to_str().unwrap()]);
+    assert!(out.status.success(), "verify: {v}");
+    drop(server);
+    drop(outside);
+    let (out, v) = case.run(&["replay", result.to_str().unwrap()]);
+    assert!(out.status.success(), "replay: {v}");
+    assert_eq!(v["verdict"], "MATCH", "{v}");
+}
+
+/// A TLS server on 127.0.0.1 (python3's `ssl`, `tests/network/tls_server.py`) with one
+/// of the committed test certificates; stopped when dropped.
+struct TlsServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl TlsServer {
+    fn start(name: &str) -> Self {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network");
+        let mut child = Command::new("python3")
+            .arg(dir.join("tls_server.py"))
+            .arg(dir.join(format!("tls/{name}.pem")))
+            .arg(dir.join(format!("tls/{name}.key")))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the HTTPS test needs python3 on PATH for its TLS server");
+        let mut line = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the TLS server printed {line:?}, not its port"));
+        Self { child, port }
+    }
+
+    fn origin(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HTTPS: a server whose certificate chains to a CA the policy's `ca_files` names is
+/// fetched (TLS verified); one signed by a CA nothing trusts is refused, the refusal
+/// naming TLS, and recorded.
+#[test]
+fn https_is_verified_against_the_policys_ca_files() {
+    let trusted = TlsServer::start("server");
+    let untrusted = TlsServer::start("untrusted-server");
+    let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/tls/test-ca.pem");
+    let urls = serde_json::json!([
+        {"url": format!("{}/hello", trusted.origin())},
+        {"url": format!("{}/hello", untrusted.origin())},
+    ]);
+    let case = Case::with_policy_extra(
+        &[trusted.origin(), untrusted.origin()],
+        5,
+        &urls,
+        &format!("ca_files = [{}]\n", serde_json::to_string(&ca).unwrap()),
+    );
+    let (result, lines) = case.exec();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["status"], 200, "{lines:?}");
+    assert_eq!(lines[0]["bytes"], 14, "{lines:?}");
+    let refused = refusal(&lines[1]);
+    assert!(refused.starts_with("network.fetch_failed"), "{lines:?}");
+    assert!(
+        refused.contains("TLS"),
+        "the refusal does not name TLS: {refused}"
+    );
+    let ex = exchanges(&result);
+    assert_eq!(ex[0]["verdict"], "allowed");
+    assert_eq!(ex[1]["refusal"], "network.fetch_failed");
+    assert!(ex[1]["detail"].as_str().unwrap().contains("TLS"), "{ex:?}");
+    let (out, v) = case.run(&["verify", result.to_str().unwrap()]);
+    assert!(out.status.success(), "verify: {v}");
+}
+
+/// `replay --live` fetches again and reports, exchange by exchange, which responses
+/// changed: the same body, another body, another status, and a server that is gone
+/// (now refused); in text and in `--json`.
+#[test]
+fn replay_live_reports_which_responses_changed() {
+    let server = Server::start(1);
+    let gone = Server::start(1);
+    let o = server.origin();
+    let urls = serde_json::json!([
+        {"url": format!("{o}/hello")},
+        {"url": format!("{o}/counter")},
+        {"url": format!("{o}/flip")},
+        {"url": format!("{}/hello", gone.origin())},
+    ]);
+    let case = Case::new(&[o.clone(), gone.origin()], 16, &urls);
+    let (result, lines) = case.exec();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines.iter().all(|l| l["status"] == 200), "{lines:?}");
+    drop(gone);
+
+    let (out, v) = case.run(&["replay", result.to_str().unwrap(), "--live"]);
+    assert!(out.status.success(), "replay --live: {v}");
+    assert_eq!(v["verdict"], "DRIFT", "{v}");
+    let verdicts: Vec<&str> = v["network"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["same", "changed_body", "changed_status", "now_refused"],
+        "{v}"
+    );
+    let now_refused = &v["network"][3];
+    assert!(
+        now_refused["actual"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused network.fetch_failed"),
+        "{v}"
+    );
+    let drift: Vec<&str> = v["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["verdict"] == "DRIFT")
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert!(drift.contains(&"network exchanges"), "{v}");
+    assert_eq!(server.hits().iter().filter(|p| *p == "/counter").count(), 2);
+
+    // The text report names each exchange's verdict.
+    let out = runner()
+        .arg("--policy")
+        .arg(case.policy())
+        .args(["replay", result.to_str().unwrap(), "--live"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in ["SAME", "CHANGED_BODY", "CHANGED_STATUS", "NOW_REFUSED"] {
+        assert!(text.contains(word), "{word} missing: {text}");
+    }
+    // Without --live the same baseline replays offline and matches.
+    let (out, v) = case.run(&["replay", result.to_str().unwrap()]);
+    assert!(out.status.success(), "replay: {v}");
+    assert_eq!(v["verdict"], "MATCH", "{v}");
+    assert_eq!(v["network"], serde_json::json!([]), "{v}");
 }

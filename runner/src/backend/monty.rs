@@ -143,6 +143,7 @@ mod tests {
             program: Program::Monty(MontyProgram {
                 code: "print(1)".into(),
                 inputs_json: None,
+                network: false,
             }),
             in_dir: root.join("in"),
             out_dir: root.join("out"),

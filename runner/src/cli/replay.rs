@@ -1,5 +1,5 @@
 //! `runner replay TS-….md [--inputs DIR] [--results DIR] [--request FILE] [--check]
-//! [--across-upgrade] [--json]`: re-run the request a lock pins and compare every output
+//! [--across-upgrade] [--live] [--json]`: re-run the request a lock pins and compare every output
 //! (stdout, stderr, each artifact, exit code, outcome). The work is
 //! [`crate::pipeline::Pipeline::replay`]'s; this is its command line and its report.
 //!
@@ -8,12 +8,16 @@
 //! pinned: a replay on something else is not a replay. `--across-upgrade` runs it
 //! anyway and reports each changed pin beside the comparison (`MATCH_ACROSS_UPGRADE` or
 //! `DRIFT`). Inputs whose hash differs from the pin are reported as drift and nothing
-//! runs (the request's approval covers only the pinned bytes).
+//! runs (the request's approval covers only the pinned bytes). A run with network is
+//! replayed offline from its recorded egress log; `--live` fetches again and reports,
+//! exchange by exchange, which responses changed.
 
 use crate::exit_codes;
 use crate::lock::PinChange;
 use crate::pipeline::Pipeline;
-use crate::pipeline::replay::{ReplayError, ReplayMode, ReplaySource, Replayed};
+use crate::pipeline::replay::{
+    ExchangeComparison, NetworkSource, ReplayError, ReplayMode, ReplaySource, Replayed,
+};
 use crate::policy::Policy;
 use crate::result::ResultsRoot;
 use serde::Serialize;
@@ -27,6 +31,7 @@ Examples:
   runner replay examples/ci-replay/baseline/TS-*.md --check
   runner replay results/TS-20261121-100000Z-csv-stats.md --request TR-20261121-100000Z-csv-stats.md --json
   runner replay baseline/TS-*.md --check --across-upgrade --results new-baseline
+  runner replay results/TS-20261125-060000Z-net.md --live
 
 Exit codes: 0 replayed (MATCH or MATCH_ACROSS_UPGRADE, or DRIFT without --check),
 1 refused, 5 drift with --check.")]
@@ -58,10 +63,18 @@ pub struct ReplayCommand {
     /// `--check --across-upgrade --results new-baseline`.
     #[arg(long)]
     pub across_upgrade: bool,
+    /// For a run with network (`network: allowlist`): fetch again, under the allowlist
+    /// and caps in force, instead of serving the baseline's recording offline, and
+    /// report each exchange beside the baseline's (`same`, `changed_body`,
+    /// `changed_status`, `now_refused`, ...). A changed response is also DRIFT of the
+    /// `network exchanges` output. Example: `--live`.
+    #[arg(long)]
+    pub live: bool,
     /// Print `{"verdict": "MATCH"|"MATCH_ACROSS_UPGRADE"|"DRIFT"|"REFUSED",
     /// "result_path", "outputs": [{"name", "expected", "actual", "verdict"}],
-    /// "changed_pins": [{"pin", "expected", "actual"}], "refused", "notes"}` (schema:
-    /// schemas/replay.json). Example: `--json`.
+    /// "changed_pins": [{"pin", "expected", "actual"}], "refused", "notes",
+    /// "network": [{"seq", "method", "url", "verdict", "expected", "actual"}]}`
+    /// (schema: schemas/replay.json). Example: `--json`.
     #[arg(long)]
     pub json: bool,
 }
@@ -87,6 +100,9 @@ pub struct ReplayReport {
     /// entropy, by the policy's `[determinism]`), so that output depending on it
     /// cannot be reproduced: one line each, empty when everything was recorded.
     pub notes: Vec<String>,
+    /// With `--live`: each network exchange of the baseline beside the one fetched
+    /// now, paired by order; empty without `--live`.
+    pub network: Vec<ExchangeComparison>,
 }
 
 impl ReplayCommand {
@@ -114,6 +130,7 @@ impl ReplayCommand {
                     changed_pins: Vec::new(),
                     refused,
                     notes: Vec::new(),
+                    network: Vec::new(),
                 },
             ),
         };
@@ -141,6 +158,17 @@ impl ReplayCommand {
                 println!(
                     "  CHANGED  {}  pinned {}  now {}",
                     p.pin, p.expected, p.actual
+                );
+            }
+            for x in &report.network {
+                println!(
+                    "  {:17}  network {} {} {}  expected {}  actual {}",
+                    x.verdict.to_ascii_uppercase(),
+                    x.seq,
+                    x.method,
+                    x.url,
+                    x.expected,
+                    x.actual
                 );
             }
             for r in &report.refused {
@@ -186,7 +214,16 @@ impl ReplayCommand {
             inputs: self.inputs.as_deref(),
         };
         let replayed: Replayed = pipeline
-            .replay(&source, &ResultsRoot::named(&results_dir), mode)
+            .replay(
+                &source,
+                &ResultsRoot::named(&results_dir),
+                mode,
+                if self.live {
+                    NetworkSource::Live
+                } else {
+                    NetworkSource::Recorded
+                },
+            )
             .map_err(failed)?;
         let verdict = replayed.verdict();
         let result_path = match (&self.results, replayed.result_path) {
@@ -200,6 +237,7 @@ impl ReplayCommand {
             changed_pins: replayed.changed_pins,
             refused: Vec::new(),
             notes: replayed.notes,
+            network: replayed.network,
         })
     }
 }

@@ -62,6 +62,11 @@ pub struct Lock {
     /// run without network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::net::NetworkLog>,
+    /// What the run used (CPU, memory, wall time, bytes written; issue 18 item 5).
+    /// Varies run to run, like `created_utc`: replay compares the outputs it names,
+    /// never this. Absent in locks written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<runner_sandbox::Usage>,
     pub lock_sha256: String,
 }
 
@@ -481,6 +486,7 @@ pub(crate) mod tests {
                 seed: Some("5".repeat(64)),
             }),
             network: None,
+            usage: None,
             lock_sha256: String::new(),
         }
     }

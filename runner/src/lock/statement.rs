@@ -95,6 +95,9 @@ pub fn statement(lock: &Lock, result_file: &str) -> Value {
     if let Some(n) = &lock.network {
         statement["predicate"]["network"] = json!(n);
     }
+    if let Some(u) = &lock.usage {
+        statement["predicate"]["usage"] = json!(u);
+    }
     statement
 }
 

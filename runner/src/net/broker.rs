@@ -33,6 +33,14 @@ const POLL: Duration = Duration::from_millis(1);
 const MAX_HEADER_LINE: u64 = 64 * 1024;
 /// How many refusals past `max_requests` are recorded one by one.
 const EXTRA_REFUSALS_RECORDED: u32 = 32;
+/// Refusals decided after the origin was contacted, which a replay serves as recorded.
+const REPLAYED_REFUSALS: &[&str] = &[
+    "network.redirect_refused",
+    "network.response_too_large",
+    "network.timeout",
+    "network.fetch_failed",
+    "network.private_address",
+];
 /// Methods the broker performs.
 const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
@@ -530,7 +538,10 @@ fn fetch(
         )
     })?;
     let deadline = Instant::now() + Duration::from_secs(policy.timeout_sec);
-    let mut response = agent.run(request).map_err(transport_refusal)?;
+    let https = url.origin.scheme == super::Scheme::Https;
+    let mut response = agent
+        .run(request)
+        .map_err(|e| transport_refusal(e, https))?;
     let status = response.status().as_u16();
     let headers: Vec<(String, String)> = response
         .headers()
@@ -576,7 +587,7 @@ fn fetch(
             Err(e) => {
                 return Err(match ureq::Error::from(e) {
                     ureq::Error::BodyExceedsLimit(_) => too_large(),
-                    other => transport_refusal(other),
+                    other => transport_refusal(other, https),
                 });
             }
         }
@@ -588,7 +599,11 @@ fn fetch(
     })
 }
 
-fn transport_refusal(e: ureq::Error) -> Refusal {
+/// The refusal for a failed transfer. Over `https`, one that TLS failed says so:
+/// rustls's errors (an untrusted or mismatched certificate, a bad handshake) reach here
+/// as ureq's TLS errors or as I/O errors of kind `InvalidData`, which plain TCP never
+/// gives.
+fn transport_refusal(e: ureq::Error, https: bool) -> Refusal {
     match e {
         ureq::Error::Timeout(t) => {
             Refusal("network.timeout", format!("the exchange timed out ({t})"))
@@ -598,6 +613,12 @@ fn transport_refusal(e: ureq::Error) -> Refusal {
         }
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
             Refusal("network.timeout", format!("the exchange timed out ({io})"))
+        }
+        ureq::Error::Io(io) if https && io.kind() == std::io::ErrorKind::InvalidData => {
+            Refusal("network.fetch_failed", format!("TLS failed: {io}"))
+        }
+        tls @ (ureq::Error::Rustls(_) | ureq::Error::Tls(_)) => {
+            Refusal("network.fetch_failed", format!("TLS failed: {tls}"))
         }
         other => Refusal("network.fetch_failed", other.to_string()),
     }
@@ -609,13 +630,15 @@ fn replay(
     recorded: &[Exchange],
     dir: &Path,
     next: &mut usize,
-    ex: &Exchange,
+    ex: &mut Exchange,
 ) -> Result<Answer, Refusal> {
     let unrecorded = |why: String| Refusal("network.replay_unrecorded", why);
-    // Refusals the recording holds were decided by the checks above, which ran again.
+    // Refusals decided before any contact were decided by the checks above, which ran
+    // again; one decided after the origin answered (a redirect off the list, a body too
+    // large, a timeout, a failed transfer) is served as recorded.
     let Some(want) = recorded[(*next).min(recorded.len())..]
         .iter()
-        .find(|r| r.allowed())
+        .find(|r| r.allowed() || r.contacted)
     else {
         return Err(unrecorded(format!(
             "the recording holds no further exchange for {} {}",
@@ -632,6 +655,21 @@ fn replay(
         .iter()
         .position(|r| r.seq == want.seq)
         .map_or(recorded.len(), |i| i + 1);
+    if !want.allowed() {
+        ex.status = want.status;
+        let code = want.refusal.as_deref().unwrap_or("");
+        let code = REPLAYED_REFUSALS
+            .iter()
+            .find(|c| **c == code)
+            .copied()
+            .ok_or_else(|| {
+                unrecorded(format!(
+                    "the recording's exchange {} was refused with {code:?}, not a code a replay serves",
+                    want.seq
+                ))
+            })?;
+        return Err(Refusal(code, want.detail.clone().unwrap_or_default()));
+    }
     let body = std::fs::read(dir.join(body_file_name(want.seq)))
         .map_err(|e| unrecorded(format!("the recorded body of exchange {}: {e}", want.seq)))?;
     let sha = format!("sha256:{}", sha256_hex(&body));

@@ -1,5 +1,6 @@
 //! A run granted `network: allowlist`: its exchange directory, the read-only
-//! `sitecustomize.py` that wires urllib to it, and the broker serving it ([`crate::net`]).
+//! `sitecustomize.py` that wires urllib to it (ERA guests) or the `fetch` of the Monty
+//! worker, and the broker serving it ([`crate::net`]).
 
 use super::SetupError;
 use crate::backend::Program;
@@ -18,8 +19,8 @@ pub struct Recording {
     pub bodies: PathBuf,
 }
 
-/// Gives `program` its `/net` door and starts the broker; `Ok(None)` for a run without
-/// network. A Monty run with `network: allowlist` is refused here (no door yet).
+/// Gives `program` its network door (an ERA guest: `/net` and the urllib handler; Monty:
+/// its worker's `fetch`) and starts the broker; `Ok(None)` for a run without network.
 ///
 /// # Ambient authority
 /// Creates directories and files under the run directory (and its `/out` tmpfs); the
@@ -35,32 +36,34 @@ pub(super) fn start(
         return Ok(None);
     }
     let fail = |m: String| SetupError::Network(m);
-    let Program::Guest(guest) = program else {
-        return Err(fail(
-            "`network: allowlist` is served to the ERA guests only; the monty backend has no network door yet".into(),
-        ));
-    };
     let exchange = run.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
     std::fs::create_dir(&exchange)
         .map_err(|e| fail(format!("cannot create {}: {e}", exchange.display())))?;
-    let lib = run.path().join("net-lib");
-    std::fs::create_dir(&lib)
-        .and_then(|()| std::fs::write(lib.join("sitecustomize.py"), net::SITECUSTOMIZE))
-        .map_err(|e| fail(format!("cannot write {}: {e}", lib.display())))?;
-    guest.runtime.mounts.push(ReadOnlyMount {
-        host: lib,
-        guest: net::GUEST_LIB.into(),
-    });
-    guest
-        .runtime
-        .env
-        .push(("PYTHONPATH".into(), net::GUEST_LIB.into()));
-    // The guest waits a little longer than the broker's own timeout for an answer.
-    guest.runtime.env.push((
-        "RUNNER_NET_WAIT_SEC".into(),
-        (policy.network.timeout_sec + 5).to_string(),
-    ));
-    guest.runtime.exchange = Some(net::GUEST_EXCHANGE.into());
+    match program {
+        // Monty code calls `fetch(...)`, which its worker answers through the same
+        // exchange directory.
+        Program::Monty(monty) => monty.network = true,
+        Program::Guest(guest) => {
+            let lib = run.path().join("net-lib");
+            std::fs::create_dir(&lib)
+                .and_then(|()| std::fs::write(lib.join("sitecustomize.py"), net::SITECUSTOMIZE))
+                .map_err(|e| fail(format!("cannot write {}: {e}", lib.display())))?;
+            guest.runtime.mounts.push(ReadOnlyMount {
+                host: lib,
+                guest: net::GUEST_LIB.into(),
+            });
+            guest
+                .runtime
+                .env
+                .push(("PYTHONPATH".into(), net::GUEST_LIB.into()));
+            // The guest waits a little longer than the broker's own timeout for an answer.
+            guest.runtime.env.push((
+                "RUNNER_NET_WAIT_SEC".into(),
+                (policy.network.timeout_sec + 5).to_string(),
+            ));
+            guest.runtime.exchange = Some(net::GUEST_EXCHANGE.into());
+        }
+    }
     let source = match recording {
         Some(r) => Source::Replay {
             recorded: r.exchanges.clone(),

@@ -102,6 +102,7 @@ impl Engines {
                     program: Program::Monty(MontyProgram {
                         code: code.clone(),
                         inputs_json: inputs_json.clone(),
+                        network: false,
                     }),
                     guest: None,
                     environment: None,

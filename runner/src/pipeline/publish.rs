@@ -221,6 +221,7 @@ fn draft_lock(
         replay_of: ctx.plan.replay_of.clone(),
         determinism: Some(ctx.determinism.into()),
         network: ctx.network.map(|n| n.log.clone()),
+        usage: outcome.usage.as_deref().cloned(),
         lock_sha256: String::new(),
     }
 }

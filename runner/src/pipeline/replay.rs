@@ -54,6 +54,40 @@ impl ReplayMode {
     }
 }
 
+/// Where a replay's network answers come from (a baseline with an egress log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkSource {
+    /// The baseline's recording, offline (the default).
+    Recorded,
+    /// Fetched again, under the allowlist and caps in force (`--live`; a strict replay
+    /// has checked they are the pinned ones), each exchange compared with the
+    /// baseline's ([`ExchangeComparison`]).
+    Live,
+}
+
+/// One exchange of the baseline beside the live replay's, paired by order.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct ExchangeComparison {
+    /// The exchange's sequence number (the baseline's; the replay's when the baseline
+    /// has none at that place).
+    pub seq: u32,
+    pub method: String,
+    pub url: String,
+    /// `same` (same status and body hash, or the same refusal), `changed_body` (same
+    /// status, another body), `changed_status`, `now_refused` (allowed in the
+    /// baseline, refused now), `now_allowed`, `changed_refusal` (refused both times,
+    /// for another reason), `different_request` (the guest asked for something else
+    /// at this place), `not_requested` (the baseline's exchange has no counterpart
+    /// now), `new_request` (one the baseline did not make).
+    #[schemars(extend("enum" = ["same", "changed_body", "changed_status", "now_refused", "now_allowed", "changed_refusal", "different_request", "not_requested", "new_request"]))]
+    pub verdict: &'static str,
+    /// The baseline's: `200 sha256:…`, `refused network.…`, the request when it
+    /// differs, or `absent`.
+    pub expected: String,
+    /// The replay's, in the same form.
+    pub actual: String,
+}
+
 /// The pin name of the whole policy text: reported, never a reason to refuse (when the
 /// lock has `policy.run_sha256`, which is what replay compares).
 pub const POLICY_TEXT_PIN: &str = "policy_text";
@@ -70,6 +104,9 @@ pub struct Replayed {
     /// What the baseline saw that was not recorded (the host's clocks or entropy), so
     /// that output depending on it drifts: one line each.
     pub notes: Vec<String>,
+    /// With [`NetworkSource::Live`]: each exchange of the baseline beside the
+    /// replay's; empty otherwise.
+    pub network: Vec<ExchangeComparison>,
 }
 
 impl Replayed {
@@ -144,6 +181,7 @@ impl Pipeline {
         source: &ReplaySource<'_>,
         results: &ResultsRoot,
         mode: ReplayMode,
+        network: NetworkSource,
     ) -> Result<Replayed, ReplayError> {
         let refuse = |msg: String| ReplayError::Refused(vec![msg]);
         let (id, dir) = result_location(source.result);
@@ -175,7 +213,13 @@ impl Pipeline {
                 .map_err(|e| refuse(format!("the lock {}: {e}", lock_path.display())))?,
             None => crate::backend::Determinism::default(),
         });
-        let notes = DeterminismPin::unreproducible(lock.determinism.as_ref());
+        let mut notes = DeterminismPin::unreproducible(lock.determinism.as_ref());
+        if network == NetworkSource::Live && lock.network.is_none() {
+            notes.push(
+                "--live: the baseline made no network exchange, so there is nothing to fetch again"
+                    .to_owned(),
+            );
+        }
         let changed_pins = self.pin_differences(&lock, &plan);
         let mut refused = Vec::new();
         if mode == ReplayMode::Strict {
@@ -219,13 +263,17 @@ impl Pipeline {
                 changed_pins,
                 result_path: None,
                 notes,
+                network: Vec::new(),
             });
         }
-        // A run with network is replayed offline: its broker serves the recording.
-        plan.network_replay = lock.network.as_ref().map(|n| super::network::Recording {
-            exchanges: n.exchanges.clone(),
-            bodies: dir.join(&id),
-        });
+        // A run with network is replayed offline: its broker serves the recording;
+        // with --live it fetches again.
+        if network == NetworkSource::Recorded {
+            plan.network_replay = lock.network.as_ref().map(|n| super::network::Recording {
+                exchanges: n.exchanges.clone(),
+                bodies: dir.join(&id),
+            });
+        }
         plan.replay_of = Some(ReplayOf {
             result_id: lock.result_id.clone(),
             lock_sha256: lock.lock_sha256.clone(),
@@ -233,11 +281,18 @@ impl Pipeline {
             changed_pins: changed_pins.clone(),
         });
         let summary = self.run(&plan, &inputs, results)?;
+        let network = match network {
+            NetworkSource::Live => {
+                compare_exchanges(lock.network.as_ref(), summary.lock.network.as_ref())
+            }
+            NetworkSource::Recorded => Vec::new(),
+        };
         Ok(Replayed {
             outputs: compare(&lock, &summary.lock),
             changed_pins,
             result_path: Some(summary.result_path),
             notes,
+            network,
         })
     }
 
@@ -376,6 +431,57 @@ fn limits_difference(a: &LimitsPin, b: &LimitsPin) -> (String, String) {
         }
     }
     (expected.join(" "), actual.join(" "))
+}
+
+/// Each exchange of the baseline's log beside the live replay's, paired by order.
+pub fn compare_exchanges(
+    expected: Option<&crate::net::NetworkLog>,
+    actual: Option<&crate::net::NetworkLog>,
+) -> Vec<ExchangeComparison> {
+    use crate::net::Exchange;
+    let e = expected.map_or(&[][..], |n| n.exchanges.as_slice());
+    let a = actual.map_or(&[][..], |n| n.exchanges.as_slice());
+    let answer = |x: &Exchange| match (&x.refusal, x.allowed()) {
+        (_, true) => format!(
+            "{} {}",
+            x.status.map_or("-".to_owned(), |s| s.to_string()),
+            x.response_sha256.as_deref().unwrap_or("-")
+        ),
+        (Some(code), false) => format!("refused {code}"),
+        (None, false) => "refused".to_owned(),
+    };
+    let request = |x: &Exchange| format!("{} {} {}", x.method, x.url, x.request_sha256);
+    (0..e.len().max(a.len()))
+        .filter_map(|i| {
+            let (verdict, expected, actual, base) = match (e.get(i), a.get(i)) {
+                (Some(x), Some(y)) if request(x) != request(y) => {
+                    ("different_request", request(x), request(y), x)
+                }
+                (Some(x), Some(y)) => {
+                    let verdict = match (x.allowed(), y.allowed()) {
+                        (true, true) if x.status != y.status => "changed_status",
+                        (true, true) if x.response_sha256 != y.response_sha256 => "changed_body",
+                        (true, false) => "now_refused",
+                        (false, true) => "now_allowed",
+                        (false, false) if x.refusal != y.refusal => "changed_refusal",
+                        _ => "same",
+                    };
+                    (verdict, answer(x), answer(y), x)
+                }
+                (Some(x), None) => ("not_requested", answer(x), "absent".to_owned(), x),
+                (None, Some(y)) => ("new_request", "absent".to_owned(), answer(y), y),
+                (None, None) => return None,
+            };
+            Some(ExchangeComparison {
+                seq: base.seq,
+                method: base.method.clone(),
+                url: base.url.clone(),
+                verdict,
+                expected,
+                actual,
+            })
+        })
+        .collect()
 }
 
 /// Inputs whose bytes differ from the pin, each as a DRIFT entry.

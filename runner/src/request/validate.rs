@@ -328,11 +328,6 @@ fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
     if let Some((node, line)) = f.require("network", r) {
         match scalar_str(node).as_deref() {
             Some("none") => {}
-            Some("allowlist") if backend == BackendKind::Monty => r.add(
-                "network.allowlist_unsupported",
-                "`network: allowlist` is served to the ERA guests only: the monty backend has no network door yet",
-                line,
-            ),
             Some("allowlist") if policy.network.enabled() => network_allowlist = true,
             Some("allowlist") => r.add(
                 "network.allowlist_unsupported",
