@@ -9,6 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{monty_worker, runner_exe, sha256_hex, wait_for};
+
 use async_nats::jetstream::{self, consumer::pull};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -18,23 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
-
-fn runner_exe() -> &'static str {
-    env!("CARGO_BIN_EXE_runner")
-}
-
-fn monty_worker() -> PathBuf {
-    std::env::var_os("RUNNER_MONTY_WORKER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(
-            || Path::new(runner_exe()).with_file_name("runner-monty-worker"),
-            PathBuf::from,
-        )
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    runner::digest::sha256_hex(bytes)
-}
 
 /// A `nats-server -js` of the test's own, on loopback, killed on drop.
 struct NatsServer {
@@ -159,14 +146,6 @@ impl Drop for Host {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 
@@ -303,21 +282,6 @@ impl Client {
             })
         });
     }
-}
-
-/// An approved monty request whose code is `code`.
-fn monty(id: &str, code: &str) -> String {
-    format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
-         created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"nats-test\"\n\
-         approved_by: \"nats-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
-         purpose: \"NATS test.\"\nbackend: monty\nlanguage: python\nnetwork: none\n\
-         cpu_limit: \"10\"\nmemory_limit_mb: 64\ntime_limit_sec: 30\n---\n## Code\n\
-         ```python\n{code}\n```\n\n## Inputs (JSON)\n```json\n{{}}\n```\n\n\
-         ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
-         - Justification: a test.\n- Data sensitivity: public\n\
-         - Network rationale: none needed\n"
-    )
 }
 
 /// An approved ERA request running `python -u job.py` with `job.py` declared by sha256.
@@ -687,4 +651,9 @@ fn three_hosts_a_mixed_load_and_a_sigkill_give_one_result_per_request() {
     for host in hosts.drain(1..) {
         assert_eq!(host.stop(), Some(0));
     }
+}
+
+/// An approved monty request whose code is `code`.
+fn monty(id: &str, code: &str) -> String {
+    support::monty_request(id, code, "nats")
 }

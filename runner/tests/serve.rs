@@ -8,39 +8,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{monty_worker, runner_exe, wait_for};
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn runner_exe() -> &'static str {
-    env!("CARGO_BIN_EXE_runner")
-}
-
-fn monty_worker() -> PathBuf {
-    std::env::var_os("RUNNER_MONTY_WORKER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(
-            || Path::new(runner_exe()).with_file_name("runner-monty-worker"),
-            PathBuf::from,
-        )
-}
-
-/// An approved monty request whose code is `code`.
-fn monty(id: &str, code: &str) -> String {
-    format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
-         created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"serve-test\"\n\
-         approved_by: \"serve-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
-         purpose: \"Serve test.\"\nbackend: monty\nlanguage: python\nnetwork: none\n\
-         cpu_limit: \"10\"\nmemory_limit_mb: 64\ntime_limit_sec: 30\n---\n## Code\n\
-         ```python\n{code}\n```\n\n## Inputs (JSON)\n```json\n{{}}\n```\n\n\
-         ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
-         - Justification: a test.\n- Data sensitivity: public\n\
-         - Network rationale: none needed\n"
-    )
-}
 
 fn hello(id: &str) -> String {
     monty(id, &format!("print('hello from {id}')"))
@@ -205,15 +181,6 @@ impl Drop for Host {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// Polls `done` until it is true or `limit` passes.
-fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 
@@ -835,4 +802,9 @@ mod needs_root {
             assert!(name.starts_with("TS-"), "left in the results: {name}");
         }
     }
+}
+
+/// An approved monty request whose code is `code`.
+fn monty(id: &str, code: &str) -> String {
+    support::monty_request(id, code, "serve")
 }

@@ -3,36 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{monty_worker, runner_exe};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn runner_exe() -> &'static str {
-    env!("CARGO_BIN_EXE_runner")
-}
-
-fn monty_worker() -> PathBuf {
-    std::env::var_os("RUNNER_MONTY_WORKER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(
-            || Path::new(runner_exe()).with_file_name("runner-monty-worker"),
-            PathBuf::from,
-        )
-}
-
-fn monty(id: &str, code: &str) -> String {
-    format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
-         created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"shard-test\"\n\
-         approved_by: \"shard-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
-         purpose: \"Shard test.\"\nbackend: monty\nlanguage: python\nnetwork: none\n\
-         cpu_limit: \"10\"\nmemory_limit_mb: 64\ntime_limit_sec: 30\n---\n## Code\n\
-         ```python\n{code}\n```\n\n## Inputs (JSON)\n```json\n{{}}\n```\n\n\
-         ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
-         - Justification: a test.\n- Data sensitivity: public\n\
-         - Network rationale: none needed\n"
-    )
-}
 
 /// The `request` of each entry of one shard's `--json` array, sorted.
 fn shard_requests(dir: &Path, results: &Path, shard: &str) -> std::process::Child {
@@ -132,4 +109,9 @@ fn a_bad_shard_is_refused_naming_the_problem() {
             "{bad}: {err}"
         );
     }
+}
+
+/// An approved monty request whose code is `code`.
+fn monty(id: &str, code: &str) -> String {
+    support::monty_request(id, code, "shard")
 }

@@ -65,3 +65,19 @@ pub fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// An approved monty request whose code is `code`, with no inputs; `who` names the test
+/// (its requester is `<who>-test`, its approver `<who>-operator`).
+pub fn monty_request(id: &str, code: &str, who: &str) -> String {
+    format!(
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
+         created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"{who}-test\"\n\
+         approved_by: \"{who}-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
+         purpose: \"A {who} test.\"\nbackend: monty\nlanguage: python\nnetwork: none\n\
+         cpu_limit: \"10\"\nmemory_limit_mb: 64\ntime_limit_sec: 30\n---\n## Code\n\
+         ```python\n{code}\n```\n\n## Inputs (JSON)\n```json\n{{}}\n```\n\n\
+         ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
+         - Justification: a test.\n- Data sensitivity: public\n\
+         - Network rationale: none needed\n"
+    )
+}
