@@ -8,7 +8,7 @@ mod support;
 use support::{monty_worker, runner_exe};
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The `request` of each entry of one shard's `--json` array, sorted.
