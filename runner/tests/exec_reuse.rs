@@ -9,32 +9,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn runner_exe() -> &'static str {
-    env!("CARGO_BIN_EXE_runner")
-}
-
-fn monty_worker() -> PathBuf {
-    std::env::var_os("RUNNER_MONTY_WORKER")
-        .filter(|v| !v.is_empty())
-        .map_or_else(
-            || Path::new(runner_exe()).with_file_name("runner-monty-worker"),
-            PathBuf::from,
-        )
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+use support::{monty_worker, runner_exe, sha256_hex as sha256};
 
 /// An approved request: `inputs` is the front matter list, `body` the sections before
 /// Output Expectations.
