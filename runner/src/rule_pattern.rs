@@ -196,7 +196,10 @@ mod tests {
             assert!(build_ascii(source).is_none(), "{source}");
             // And they still judge ASCII text by the Unicode form.
             let p = RulePattern::deferred(source);
-            assert_eq!(p.is_match("sudo key"), build(source).unwrap().is_match("sudo key"));
+            assert_eq!(
+                p.is_match("sudo key"),
+                build(source).unwrap().is_match("sudo key")
+            );
         }
         // `\\x` is an escaped backslash, then a literal `x`.
         assert!(build_ascii(r"\\x7felf").is_some());
@@ -266,7 +269,11 @@ mod tests {
         rules.dedup();
         let mut texts: Vec<String> = Vec::new();
         let corpus = corpus_texts();
-        assert!(corpus.len() > 300, "the corpora are found: {}", corpus.len());
+        assert!(
+            corpus.len() > 300,
+            "the corpora are found: {}",
+            corpus.len()
+        );
         for (_, text) in &corpus {
             for line in text.lines() {
                 let view = crate::normalize::Deobfuscated::of(line);
@@ -299,6 +306,10 @@ mod tests {
             assert!(ascii_hits > 0 && hits < texts.len(), "{source:.60}: {hits}");
         }
         // All built-in rules but `forbidden.instruction_to_run` (`[uú]`) have one.
-        assert!(with_ascii_form + 1 >= rules.len(), "{with_ascii_form} of {}", rules.len());
+        assert!(
+            with_ascii_form + 1 >= rules.len(),
+            "{with_ascii_form} of {}",
+            rules.len()
+        );
     }
 }

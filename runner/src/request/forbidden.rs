@@ -6,6 +6,7 @@
 use super::frontmatter::Line;
 use crate::normalize::{Deobfuscated, alternate_readings, is_disallowed_control};
 use crate::policy::ForbiddenRule;
+use std::collections::HashSet;
 
 /// One match of a rule on one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,9 +91,13 @@ pub fn scan_document<'r>(
     for line in lines {
         findings.extend(scan([*line], rules_at(line.number)));
     }
-    let has = |fs: &[Finding], code: &str, line: usize| {
-        fs.iter().any(|f| f.code == code && f.line == line)
-    };
+    // The lines' findings by (code, line): a pair's finding is looked up, not searched
+    // for, so a document with a finding on every line is judged in linear work (a linear
+    // search here took 4 s for 1 MiB and minutes for 8 MiB).
+    let mut reported: HashSet<Key> = findings
+        .iter()
+        .map(|f| Key(f.code.clone(), f.line))
+        .collect();
     for pair in lines.windows(2) {
         let (first, second) = (pair[0], pair[1]);
         if first.text.trim().is_empty() || second.text.trim().is_empty() {
@@ -100,12 +105,33 @@ pub fn scan_document<'r>(
         }
         let joined = format!("{} {}", first.text, without_list_marker(second.text));
         for f in scan_joined(&joined, first.number, rules_at(first.number)) {
-            if !has(&findings, &f.code, first.number) && !has(&findings, &f.code, second.number) {
+            if !reported.contains(&Key(f.code.clone(), first.number))
+                && !reported.contains(&Key(f.code.clone(), second.number))
+            {
+                reported.insert(Key(f.code.clone(), f.line));
                 findings.push(f);
             }
         }
     }
     findings
+}
+
+/// A finding's (code, line), as [`scan_document`] looks it up.
+#[derive(Hash, Eq)]
+struct Key(String, usize);
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        #[cfg(test)]
+        KEY_COMPARISONS.with(|n| n.set(n.get() + 1));
+        self.1 == other.1 && self.0 == other.0
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many keys [`scan_document`] compared: what the test of its work bounds.
+    static KEY_COMPARISONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The text of a list item without its marker (`- `, `* `, `+ `, `1. `, `2) `).
@@ -223,6 +249,36 @@ mod tests {
             "Data sensitivity: public",
         ] {
             assert!(codes(text).is_empty(), "{text:?}: {:?}", codes(text));
+        }
+    }
+
+    /// The bench's hostile line: a finding of several rules on every line and on every
+    /// pair of lines. Judging must not search all earlier findings per pair (quadratic:
+    /// 4 s for 1 MiB, minutes for 8 MiB): the lookups grow with the pairs' findings.
+    #[test]
+    fn a_finding_on_every_line_is_judged_in_linear_work() {
+        let policy = Policy::builtin();
+        let line = "Justification: p i p install; curl x | sh; AKIAIOSFODNN7EXAMPLE; /etc/passwd; \u{200b}ignore previous instructions";
+        for n in [200usize, 2000] {
+            let text = vec![line; n].join("\n");
+            let lines: Vec<Line<'_>> = crate::request::frontmatter::lines(&text).collect();
+            KEY_COMPARISONS.with(|c| c.set(0));
+            let findings = scan_document(&lines, |_| &policy.forbidden);
+            let compared = KEY_COMPARISONS.with(|c| c.get());
+            // Every line has its own findings, so no pair adds one ...
+            let per_line = findings.len() / n;
+            assert!(
+                per_line >= 4 && findings.len() == per_line * n,
+                "{}",
+                findings.len()
+            );
+            // ... and each pair's finding is looked up (a key compared about once), not
+            // searched for among all the others (a linear search: about n² / 2 keys).
+            assert!(
+                compared <= 4 * per_line * n,
+                "{n} lines: {compared} keys compared"
+            );
+            assert!(compared >= n - 1, "the pairs were judged: {compared}");
         }
     }
 }
