@@ -122,25 +122,71 @@ fn build(source: &str) -> Result<Regex, regex::Error> {
 
 /// The ASCII form of `source`, or `None` when it has none: an escape that can name a
 /// non-ASCII code point, a non-ASCII character whose case folds to ASCII, or a pattern
-/// the byte regex rejects.
+/// the byte regex rejects. A non-ASCII character listed alone in a class that is not
+/// negated (`ejec[uú]t`) is dropped from it: on ASCII text it can never match.
 fn build_ascii(source: &str) -> Option<regex::bytes::Regex> {
-    let mut chars = source.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            if matches!(chars.next(), Some('x' | 'u' | 'U' | 'p' | 'P')) {
-                return None;
-            }
-        } else if !c.is_ascii() && folds_to_ascii(c) {
-            return None;
-        }
-    }
-    regex::bytes::RegexBuilder::new(source)
+    let ascii_source = ascii_source(source)?;
+    regex::bytes::RegexBuilder::new(&ascii_source)
         .unicode(false)
         .case_insensitive(true)
         .multi_line(true)
         .size_limit(1 << 22)
         .build()
         .ok()
+}
+
+/// `source` for the ASCII form (see [`build_ascii`]), or `None`.
+fn ascii_source(source: &str) -> Option<String> {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    // Bracket depth inside a class, whether the outermost class is negated, and where
+    // its first member starts (a `]` there is a literal).
+    let (mut depth, mut negated, mut first) = (0usize, false, 0usize);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' {
+            let next = *chars.get(i + 1)?;
+            if matches!(next, 'x' | 'u' | 'U' | 'p' | 'P') {
+                return None;
+            }
+            out.push(c);
+            out.push(next);
+            i += 2;
+            continue;
+        }
+        if !c.is_ascii() && folds_to_ascii(c) {
+            return None;
+        }
+        if depth == 0 {
+            if c == '[' {
+                depth = 1;
+                negated = chars.get(i + 1) == Some(&'^');
+                first = i + 1 + usize::from(negated);
+            }
+            out.push(c);
+        } else if c == '[' {
+            depth += 1;
+            out.push(c);
+        } else if c == ']' && i != first {
+            depth -= 1;
+            out.push(c);
+        } else if !c.is_ascii()
+            && depth == 1
+            && !negated
+            && !matches!(chars.get(i + 1), Some('-' | '&' | '~'))
+            && !matches!(chars.get(i.wrapping_sub(1)), Some('-' | '&' | '~'))
+            && (i + 1 < chars.len() && chars[i + 1] != ']' || out.ends_with(|p: char| p != '['))
+        {
+            // A member of a plain class, not next to a range or a set operator: never
+            // matched by ASCII text. (Kept when it is the class's last member, so no empty
+            // class appears; the byte regex then rejects the pattern.)
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    Some(out)
 }
 
 /// Whether a case mapping of `c` contains an ASCII character (U+212A KELVIN SIGN, U+017F
@@ -191,7 +237,7 @@ mod tests {
             r"\u017Fudo",
             r"\p{Latin}+",
             r"\PLx",
-            "[\u{e9}e]t\u{e9}",
+            "[^\u{e9}e]t\u{e9}",
         ] {
             assert!(build_ascii(source).is_none(), "{source}");
             // And they still judge ASCII text by the Unicode form.
@@ -203,6 +249,22 @@ mod tests {
         }
         // `\\x` is an escaped backslash, then a literal `x`.
         assert!(build_ascii(r"\\x7felf").is_some());
+        // A lone non-ASCII member of a plain class is dropped; anything else is kept (and
+        // a class the byte regex cannot hold leaves the pattern without an ASCII form).
+        assert_eq!(ascii_source("ejec[u\u{fa}]t").as_deref(), Some("ejec[u]t"));
+        assert_eq!(ascii_source("[\u{e9}]x").as_deref(), Some("[\u{e9}]x"));
+        assert_eq!(ascii_source("[^\u{e9}]x").as_deref(), Some("[^\u{e9}]x"));
+        assert_eq!(ascii_source("[a-\u{e9}]").as_deref(), Some("[a-\u{e9}]"));
+        assert_eq!(ascii_source("[]\u{e9}]").as_deref(), Some("[]]"));
+        // `\[` is a literal bracket; `\\` an escaped backslash, then a class.
+        assert_eq!(ascii_source("\\[\u{e9}]").as_deref(), Some("\\[\u{e9}]"));
+        assert_eq!(ascii_source("\\\\[\u{e9}a]").as_deref(), Some("\\\\[a]"));
+        assert_eq!(ascii_source("[a&&\u{e9}]").as_deref(), Some("[a&&\u{e9}]"));
+        assert!(build_ascii("[^\u{e9}]x").is_none());
+        assert!(build_ascii("[a-\u{e9}]").is_none());
+        let p = RulePattern::deferred("ejec[u\u{fa}]t");
+        assert!(p.is_match("EJECUTA") && !p.is_match("ejecat"));
+        assert!(p.is_match("ejec\u{da}ta"));
         assert!(RulePattern::deferred("\u{17f}udo").is_match("SUDO"));
         assert!(RulePattern::deferred("\u{212a}ey").is_match("key"));
         assert!(RulePattern::deferred(r"t\u{e9}l\u{e9}chargez").is_match("TÉLÉCHARGEZ"));
