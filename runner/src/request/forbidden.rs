@@ -117,8 +117,15 @@ pub fn scan_document<'r>(
 }
 
 /// A finding's (code, line), as [`scan_document`] looks it up.
-#[derive(Hash, Eq)]
+#[derive(Eq)]
 struct Key(String, usize);
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.1.hash(state);
+        self.0.hash(state);
+    }
+}
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
