@@ -1149,7 +1149,7 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
         out_bytes: 1 << 20,
         out_files: 16,
     };
-    let dir = |var: &str| std::env::var_os(var).map(PathBuf::from);
+    let dir = |var: &str| crate::env::var_os(var).map(PathBuf::from);
     let (read_dir, write_dir) = (dir("RUNNER_PROBE_READ_DIR"), dir("RUNNER_PROBE_WRITE_DIR"));
     // Unlike a worker, the probe keeps its own /proc/self readable: it reports from
     // there (limits, status, network). Nothing else is added.

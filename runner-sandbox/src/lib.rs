@@ -13,6 +13,7 @@ pub mod confine;
 pub mod cpu;
 pub mod determinism;
 pub mod digest;
+pub mod env;
 pub mod monty;
 pub mod runtime;
 pub mod worker;
