@@ -15,6 +15,7 @@ pub mod determinism;
 pub mod digest;
 pub mod env;
 pub mod monty;
+pub mod read;
 pub mod runtime;
 pub mod worker;
 
