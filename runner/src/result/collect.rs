@@ -295,6 +295,8 @@ fn collect_entry(
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use cap_std::ambient_authority;

@@ -454,6 +454,8 @@ pub fn is_temporary_name(name: &OsStr) -> bool {
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
