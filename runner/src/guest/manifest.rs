@@ -420,34 +420,28 @@ impl FieldChecker<'_> {
     fn runtime(&self, raw: &RawGuest) -> Result<GuestRuntime, GuestError> {
         let mut runtime = GuestRuntime::default();
         if let Some(v) = &raw.entry {
-            runtime.entry = match v.get_ref().as_str() {
-                "command" => EntryPoint::Command,
-                "reactor" => EntryPoint::Reactor,
-                other => {
-                    return Err(self.error(
-                        v,
-                        "entry",
-                        format!("`{other}` is not `command` or `reactor`"),
-                    ));
-                }
-            };
+            runtime.entry = self.choice(
+                v,
+                "entry",
+                &[
+                    ("command", EntryPoint::Command),
+                    ("reactor", EntryPoint::Reactor),
+                ],
+            )?;
         }
         if let Some(v) = &raw.argv0 {
             self.rule(v, "argv0", valid_guest_path)?;
             runtime.argv0 = Some(v.get_ref().clone());
         }
         if let Some(v) = &raw.host_imports {
-            runtime.host_imports = match v.get_ref().as_str() {
-                "refuse" => HostImports::Refuse,
-                "no-host" => HostImports::NoHost,
-                other => {
-                    return Err(self.error(
-                        v,
-                        "host_imports",
-                        format!("`{other}` is not `refuse` or `no-host`"),
-                    ));
-                }
-            };
+            runtime.host_imports = self.choice(
+                v,
+                "host_imports",
+                &[
+                    ("refuse", HostImports::Refuse),
+                    ("no-host", HostImports::NoHost),
+                ],
+            )?;
         }
         if let Some(v) = &raw.scratch {
             self.rule(v, "scratch", valid_guest_path)?;
@@ -489,6 +483,28 @@ impl FieldChecker<'_> {
         check: impl Fn(&str) -> Result<(), String>,
     ) -> Result<(), GuestError> {
         check(value.get_ref()).map_err(|reason| self.error(value, field, reason))
+    }
+
+    /// The value of a keyword field: one of `choices`, else an error naming them all
+    /// (`` `x` is not `a` or `b` ``).
+    fn choice<T: Copy>(
+        &self,
+        value: &Spanned<String>,
+        field: &'static str,
+        choices: &[(&str, T)],
+    ) -> Result<T, GuestError> {
+        let given = value.get_ref().as_str();
+        match choices.iter().find(|(word, _)| *word == given) {
+            Some(&(_, chosen)) => Ok(chosen),
+            None => {
+                let words: Vec<String> = choices.iter().map(|(w, _)| format!("`{w}`")).collect();
+                Err(self.error(
+                    value,
+                    field,
+                    format!("`{given}` is not {}", words.join(" or ")),
+                ))
+            }
+        }
     }
 
     fn error<T>(&self, value: &Spanned<T>, field: &'static str, reason: String) -> GuestError {

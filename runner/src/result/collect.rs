@@ -303,6 +303,11 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     /// Collects the directory `out` into `dest`, at most `max_entries`, 8 levels deep.
+    #[track_caller]
+    fn assert_finding(c: &Collected, want: impl Fn(&str) -> bool) {
+        assert!(c.findings.iter().any(|f| want(f)), "{:?}", c.findings);
+    }
+
     fn collect_dirs(out: &std::path::Path, dest: &std::path::Path, max_entries: u64) -> Collected {
         let src = Dir::open_ambient_dir(out, ambient_authority()).unwrap();
         let dst = Dir::open_ambient_dir(dest, ambient_authority()).unwrap();
@@ -336,27 +341,11 @@ mod tests {
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
         assert_eq!(c.artifacts[1].sha256, crate::digest::sha256_hex(b"{}"));
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("/out/escape is a symlink to `../../../etc/passwd`")),
-            "{:?}",
-            c.findings
-        );
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("bad\\u{a}name\\u{1b}")),
-            "{:?}",
-            c.findings
-        );
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("/out/pipe is not a regular file")),
-            "{:?}",
-            c.findings
-        );
+        assert_finding(&c, |f| {
+            f.contains("/out/escape is a symlink to `../../../etc/passwd`")
+        });
+        assert_finding(&c, |f| f.contains("bad\\u{a}name\\u{1b}"));
+        assert_finding(&c, |f| f.contains("/out/pipe is not a regular file"));
         assert!(!dest.path().join("escape").exists());
     }
 
@@ -400,13 +389,9 @@ mod tests {
             assert_eq!(by_path.get(path), Some(&sha.as_str()), "{path}");
             assert_eq!(std::fs::read(dest.path().join(path)).unwrap(), content);
         }
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("/out/bad name") && f.contains("stored as /out/unsafe-name-3")),
-            "{:?}",
-            c.findings
-        );
+        assert_finding(&c, |f| {
+            f.contains("/out/bad name") && f.contains("stored as /out/unsafe-name-3")
+        });
     }
 
     /// A copy that cannot be written is the runner's problem, not the guest's: an
