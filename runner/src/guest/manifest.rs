@@ -420,28 +420,14 @@ impl FieldChecker<'_> {
     fn runtime(&self, raw: &RawGuest) -> Result<GuestRuntime, GuestError> {
         let mut runtime = GuestRuntime::default();
         if let Some(v) = &raw.entry {
-            runtime.entry = self.choice(
-                v,
-                "entry",
-                &[
-                    ("command", EntryPoint::Command),
-                    ("reactor", EntryPoint::Reactor),
-                ],
-            )?;
+            runtime.entry = self.choice(v, "entry", ENTRY_POINTS)?;
         }
         if let Some(v) = &raw.argv0 {
             self.rule(v, "argv0", valid_guest_path)?;
             runtime.argv0 = Some(v.get_ref().clone());
         }
         if let Some(v) = &raw.host_imports {
-            runtime.host_imports = self.choice(
-                v,
-                "host_imports",
-                &[
-                    ("refuse", HostImports::Refuse),
-                    ("no-host", HostImports::NoHost),
-                ],
-            )?;
+            runtime.host_imports = self.choice(v, "host_imports", HOST_IMPORTS)?;
         }
         if let Some(v) = &raw.scratch {
             self.rule(v, "scratch", valid_guest_path)?;
@@ -518,6 +504,18 @@ impl FieldChecker<'_> {
         }
     }
 }
+
+/// The words of `entry` and what each means.
+const ENTRY_POINTS: &[(&str, EntryPoint)] = &[
+    ("command", EntryPoint::Command),
+    ("reactor", EntryPoint::Reactor),
+];
+
+/// The words of `host_imports` and what each means.
+const HOST_IMPORTS: &[(&str, HostImports)] = &[
+    ("refuse", HostImports::Refuse),
+    ("no-host", HostImports::NoHost),
+];
 
 fn non_empty(v: &str) -> Result<&str, String> {
     if v.is_empty() {
