@@ -254,23 +254,14 @@ mod tests {
 
     #[test]
     fn a_pin_this_runner_cannot_reproduce_is_an_error_naming_the_field() {
+        let error = |pin: &DeterminismPin| pin.to_determinism().unwrap_err().to_string();
         let d = DeterminismPolicy::default().fresh().unwrap();
         let mut pin = DeterminismPin::from(&d);
         pin.seed = Some("XYZ".into());
-        assert!(
-            pin.to_determinism()
-                .unwrap_err()
-                .to_string()
-                .contains("determinism.entropy")
-        );
+        assert!(error(&pin).contains("determinism.entropy"));
         let mut pin = DeterminismPin::from(&d);
         pin.clock = "virtual-fuel/v9".into();
-        assert!(
-            pin.to_determinism()
-                .unwrap_err()
-                .to_string()
-                .contains("determinism.clock")
-        );
+        assert!(error(&pin).contains("determinism.clock"));
         let mut pin = DeterminismPin::from(&d);
         pin.clock_step_ns = None;
         assert!(pin.to_determinism().is_err());
