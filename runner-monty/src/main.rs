@@ -13,6 +13,8 @@
 
 mod capture;
 mod inputs;
+// reason: the worker side of the network exchange directory
+#[allow(clippy::disallowed_methods)]
 mod net;
 mod session;
 
@@ -178,6 +180,8 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

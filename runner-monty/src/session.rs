@@ -457,6 +457,8 @@ fn truncate(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::inputs;

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 /// # Ambient Authority
 /// Reads the process environment and, as a last resort, the password database.
 pub fn default_cache_dir() -> PathBuf {
-    cache_dir_from_env(&|key| std::env::var_os(key), passwd_home)
+    cache_dir_from_env(&crate::env::var_os, passwd_home)
 }
 
 /// The user's home directory from the password database.

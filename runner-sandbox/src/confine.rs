@@ -60,8 +60,15 @@ fn unshare_private_mounts() -> Result<bool, BackendError> {
         Err(nix::errno::Errno::EPERM | nix::errno::Errno::EINVAL) => return Ok(false),
         Err(e) => return Err(BackendError::Worker(format!("unshare(CLONE_NEWNS): {e}"))),
     }
-    // Without this, mounts made here would still propagate to the host's namespace
-    // (most systems mount / shared). Failing here leaves a namespace we must not use.
+    make_mounts_private()?;
+    PRIVATE_MOUNT_NS.store(true, Ordering::SeqCst);
+    Ok(true)
+}
+
+/// `mount --make-rprivate /` in a fresh mount namespace. Without it, mounts made there
+/// would still propagate to the host's namespace (most systems mount / shared); failing
+/// here leaves a namespace that must not be used.
+fn make_mounts_private() -> Result<(), BackendError> {
     nix::mount::mount(
         None::<&str>,
         "/",
@@ -69,9 +76,7 @@ fn unshare_private_mounts() -> Result<bool, BackendError> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))?;
-    PRIVATE_MOUNT_NS.store(true, Ordering::SeqCst);
-    Ok(true)
+    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))
 }
 
 /// True once [`enter_private_mount_namespace`] succeeded in this process.
@@ -216,14 +221,7 @@ pub fn mount_tmpfs_in_thread_namespace(
         Ok(()) => {}
         Err(_) => return Ok(None),
     }
-    nix::mount::mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))?;
+    make_mounts_private()?;
     mount_tmpfs(out_dir, limits).map(Some)
 }
 
@@ -1149,7 +1147,7 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
         out_bytes: 1 << 20,
         out_files: 16,
     };
-    let dir = |var: &str| std::env::var_os(var).map(PathBuf::from);
+    let dir = |var: &str| crate::env::var_os(var).map(PathBuf::from);
     let (read_dir, write_dir) = (dir("RUNNER_PROBE_READ_DIR"), dir("RUNNER_PROBE_WRITE_DIR"));
     // Unlike a worker, the probe keeps its own /proc/self readable: it reports from
     // there (limits, status, network). Nothing else is added.

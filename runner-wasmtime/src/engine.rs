@@ -1013,8 +1013,7 @@ pub(crate) mod testkit {
         "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763";
 
     pub fn guest_path() -> PathBuf {
-        let path = std::env::var_os("RUNNER_TEST_GUEST")
-            .filter(|v| !v.is_empty())
+        let path = runner_sandbox::env::non_empty("RUNNER_TEST_GUEST")
             .map_or_else(|| PathBuf::from(DEFAULT_GUEST), PathBuf::from);
         assert!(
             path.is_file(),

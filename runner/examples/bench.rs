@@ -14,6 +14,8 @@
 //! (instantiate and run, what a bare in-process run measures).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -108,10 +108,30 @@ impl From<&Determinism> for DeterminismPin {
     }
 }
 
+/// A lock's determinism pin that this runner cannot reproduce; the message names the
+/// field.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error(
+        "determinism.clock: `{model}` with start {start:?} and step {step:?} is not a clock \
+         this runner knows (`{CLOCK_MODEL}` with both, or `{HOST}` with neither)"
+    )]
+    Clock {
+        model: String,
+        start: Option<u64>,
+        step: Option<u64>,
+    },
+    #[error(
+        "determinism.entropy: `{model}` with seed {seed:?} is not an entropy source this \
+         runner knows (`{ENTROPY_MODEL}` with a 64-hex seed, or `{HOST}` with none)"
+    )]
+    Entropy { model: String, seed: Option<String> },
+}
+
 impl DeterminismPin {
     /// The values to run a replay with; an error names the field this runner cannot
     /// reproduce (an unknown model, a malformed seed).
-    pub fn to_determinism(&self) -> Result<Determinism, String> {
+    pub fn to_determinism(&self) -> Result<Determinism, PinError> {
         let clock = match (
             self.clock.as_str(),
             self.clock_start_unix_us,
@@ -122,23 +142,22 @@ impl DeterminismPin {
                 start_unix_us,
                 step_ns,
             }),
-            (model, ..) => {
-                return Err(format!(
-                    "determinism.clock: `{model}` with start {:?} and step {:?} is not a clock \
-                     this runner knows (`{CLOCK_MODEL}` with both, or `{HOST}` with neither)",
-                    self.clock_start_unix_us, self.clock_step_ns
-                ));
+            (model, start, step) => {
+                return Err(PinError::Clock {
+                    model: model.to_owned(),
+                    start,
+                    step,
+                });
             }
         };
         let seed = match (self.entropy.as_str(), &self.seed) {
             (HOST, None) => None,
             (ENTROPY_MODEL, Some(seed)) if parse_seed(seed).is_some() => Some(seed.clone()),
             (model, seed) => {
-                return Err(format!(
-                    "determinism.entropy: `{model}` with seed {seed:?} is not an entropy source \
-                     this runner knows (`{ENTROPY_MODEL}` with a 64-hex seed, or `{HOST}` \
-                     with none)"
-                ));
+                return Err(PinError::Entropy {
+                    model: model.to_owned(),
+                    seed: seed.clone(),
+                });
             }
         };
         Ok(Determinism { clock, seed })
@@ -235,21 +254,14 @@ mod tests {
 
     #[test]
     fn a_pin_this_runner_cannot_reproduce_is_an_error_naming_the_field() {
+        let error = |pin: &DeterminismPin| pin.to_determinism().unwrap_err().to_string();
         let d = DeterminismPolicy::default().fresh().unwrap();
         let mut pin = DeterminismPin::from(&d);
         pin.seed = Some("XYZ".into());
-        assert!(
-            pin.to_determinism()
-                .unwrap_err()
-                .contains("determinism.entropy")
-        );
+        assert!(error(&pin).contains("determinism.entropy"));
         let mut pin = DeterminismPin::from(&d);
         pin.clock = "virtual-fuel/v9".into();
-        assert!(
-            pin.to_determinism()
-                .unwrap_err()
-                .contains("determinism.clock")
-        );
+        assert!(error(&pin).contains("determinism.clock"));
         let mut pin = DeterminismPin::from(&d);
         pin.clock_step_ns = None;
         assert!(pin.to_determinism().is_err());

@@ -7,6 +7,8 @@
 //! The runs that execute need the CPython guest fetched (`just guests`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

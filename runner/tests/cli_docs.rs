@@ -4,6 +4,8 @@
 //! `--log-format json` keep stdout clean and follow NO_COLOR / CLICOLOR_FORCE.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

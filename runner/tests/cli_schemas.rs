@@ -7,6 +7,8 @@
 //! schemas stay open for consumers (a new field is not a breaking change for them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -13,6 +13,8 @@
 //! and the kernel's reason, and writes no result.
 
 #![allow(clippy::unwrap_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;

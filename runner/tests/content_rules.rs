@@ -10,6 +10,8 @@
 //! a figure drops below its floor.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use runner::gate::{ArtifactsAt, research_packet, tool_result};
 use runner::policy::Policy;

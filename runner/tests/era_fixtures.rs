@@ -8,6 +8,8 @@
 //! Needs the guest fetched (`just guests`); without it every case fails loudly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use serde::Deserialize;
 use serde_json::Value;

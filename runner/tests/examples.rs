@@ -25,6 +25,8 @@
 //! stale.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use runner::backend::BackendKind;
 use runner::digest::sha256_hex;

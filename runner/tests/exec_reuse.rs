@@ -8,6 +8,8 @@
 //! Needs the Monty worker built and the CPython guest fetched (`just test` does both).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

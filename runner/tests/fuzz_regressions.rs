@@ -5,6 +5,8 @@
 //! finding that comes back fails `cargo test` without cargo-fuzz.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 #[path = "../../fuzz/src/lib.rs"]
 mod invariants;

@@ -4,6 +4,8 @@
 //! throughput on a mixed inbox of 1000 files.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod gate_support;
 

@@ -5,6 +5,8 @@
 //! passing through `runner gate` as one set that still verifies.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod gate_support;
 

@@ -5,6 +5,8 @@
 //! Needs the CPython guest fetched (`just guests`); a run without it fails loudly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -22,6 +22,8 @@
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};

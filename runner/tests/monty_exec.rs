@@ -18,6 +18,8 @@
 //! --ignore-rust-version`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod corpus;
 

@@ -11,6 +11,8 @@
 //! Needs the CPython guest fetched (`just guests`); a run without it fails loudly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use serde_json::Value;
 use std::io::{Read, Write};

@@ -11,6 +11,8 @@
 //! default guest store (`just guests`, which `just test` runs first).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use runner::digest::sha256_hex;
 use serde_json::Value;

@@ -15,6 +15,8 @@
 //! Needs the CPython guest (`just guests`) and `python3` on PATH.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -6,6 +6,8 @@
 //! a monty exec); commands that need a download stay in plain `sh` blocks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -11,6 +11,8 @@
 //! (a 2 MiB request, invalid UTF-8 at chosen places) are generated here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod corpus;
 

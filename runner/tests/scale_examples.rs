@@ -3,6 +3,8 @@
 //! exec` must be listed by that command's `--help`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use saphyr_parser::{Event, Parser};
 use std::path::{Path, PathBuf};

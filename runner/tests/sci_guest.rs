@@ -14,6 +14,8 @@
 //! (`just test-sci` does both.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

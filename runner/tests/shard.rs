@@ -2,6 +2,8 @@
 //! every request exactly once between them; the partition is the same on every run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

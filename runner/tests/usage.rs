@@ -3,6 +3,8 @@
 //! limit that fired), and replay ignores them. Monty runs: no guest download needed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

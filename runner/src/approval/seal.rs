@@ -294,6 +294,8 @@ fn with_hash(line: &str, sha: &str) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -84,7 +84,7 @@ pub fn color_allowed(is_terminal: bool, var: impl Fn(&str) -> Option<std::ffi::O
 pub fn init(quiet: bool, verbose: u8, log_format: Option<LogFormat>) -> Result<Settings, String> {
     let log_format = match log_format {
         Some(f) => f,
-        None => match std::env::var("RUNNER_LOG_FORMAT") {
+        None => match runner_sandbox::env::var("RUNNER_LOG_FORMAT") {
             Err(_) => LogFormat::Text,
             Ok(v) if v.is_empty() || v == "text" => LogFormat::Text,
             Ok(v) if v == "json" => LogFormat::Json,
@@ -95,7 +95,7 @@ pub fn init(quiet: bool, verbose: u8, log_format: Option<LogFormat>) -> Result<S
             }
         },
     };
-    let env = |name: &str| std::env::var_os(name);
+    let env = runner_sandbox::env::var_os;
     let chosen = Settings {
         quiet,
         verbose,
@@ -112,7 +112,7 @@ pub fn init(quiet: bool, verbose: u8, log_format: Option<LogFormat>) -> Result<S
         (false, 2) => "debug",
         _ => "trace",
     };
-    let filter = match std::env::var("RUNNER_LOG") {
+    let filter = match runner_sandbox::env::var("RUNNER_LOG") {
         Ok(directives) if !directives.is_empty() => {
             tracing_subscriber::EnvFilter::try_new(&directives)
                 .map_err(|e| format!("RUNNER_LOG={directives:?}: {e}"))?

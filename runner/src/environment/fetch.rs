@@ -6,7 +6,6 @@
 //! configured to use; no URL lives in this code.
 
 use super::{EnvError, EnvironmentSpec, Located, install};
-use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,9 +33,7 @@ pub fn fetch(
         ));
         return Ok(found);
     }
-    let python = std::env::var_os("RUNNER_PYTHON")
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| OsString::from("python3"));
+    let python = runner_sandbox::env::python();
     let work = tempfile::Builder::new()
         .prefix("runner-env-fetch-")
         .tempdir()

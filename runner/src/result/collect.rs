@@ -69,9 +69,13 @@ pub fn escaped(name: &std::ffi::OsStr) -> String {
 /// failing) is an error: that is the runner's problem, and a result missing an
 /// artifact it should hold is not published.
 pub fn collect(out: &Dir, dest: &Dir, limits: WalkLimits) -> io::Result<Collected> {
-    let mut collected = Collected::default();
-    let mut seen = 0u64;
-    walk(out, dest, "", 0, limits, &mut seen, &mut collected)?;
+    let mut walk = Walk {
+        limits,
+        seen: 0,
+        c: Collected::default(),
+    };
+    walk.walk(out, dest, "", 0)?;
+    let mut collected = walk.c;
     collected.artifacts.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(collected)
 }
@@ -142,165 +146,167 @@ fn stored_names(
         .collect()
 }
 
-fn walk(
-    src: &Dir,
-    dest: &Dir,
-    prefix: &str,
-    depth: usize,
+/// One collection: its limits, the entries seen so far and what it found.
+struct Walk {
     limits: WalkLimits,
-    seen: &mut u64,
-    c: &mut Collected,
-) -> io::Result<()> {
-    let shown_dir = format!("/out/{prefix}");
-    let names = match src
-        .entries()
-        .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
-    {
-        Ok(names) => names,
-        Err(e) => {
-            c.findings.push(format!(
-                "{shown_dir} could not be listed ({e}); its entries were not collected"
-            ));
-            return Ok(());
-        }
-    };
-    let mut names: Vec<std::ffi::OsString> = names;
-    names.sort();
-    // The entry cap bounds the work before names are given out.
-    let room = limits.max_entries.saturating_sub(*seen);
-    let over = names.len() as u64 > room;
-    names.truncate(usize::try_from(room).unwrap_or(usize::MAX));
-    *seen += names.len() as u64;
-    for entry in stored_names(prefix, names, &mut c.findings) {
-        match collect_entry(src, dest, prefix, depth, limits, seen, c, &entry) {
-            Ok(()) => {}
-            Err(Failed::Source(e)) => c.findings.push(format!(
-                "{} could not be collected ({e}); not collected",
-                entry.shown
-            )),
-            Err(Failed::Dest(e)) => return Err(e),
-        }
-    }
-    if over {
-        let finding = format!(
-            "/out holds more than {} entries; the rest were not collected",
-            limits.max_entries
-        );
-        if !c.findings.contains(&finding) {
-            c.findings.push(finding);
-        }
-    }
-    Ok(())
+    seen: u64,
+    c: Collected,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn collect_entry(
-    src: &Dir,
-    dest: &Dir,
-    prefix: &str,
-    depth: usize,
-    limits: WalkLimits,
-    seen: &mut u64,
-    c: &mut Collected,
-    entry: &Entry,
-) -> Result<(), Failed> {
-    let Entry {
-        raw_name,
-        shown,
-        stored,
-    } = entry;
-    let file_type = src.symlink_metadata(raw_name)?.file_type();
-    if file_type.is_symlink() {
-        let target = src
-            .read_link_contents(raw_name)
-            .map(|t| escaped(t.as_os_str()))
-            .unwrap_or_else(|_| "?".into());
-        c.findings.push(format!(
-            "{shown} is a symlink to `{target}`; it was reported, not followed or collected"
-        ));
-    } else if file_type.is_dir() {
-        if depth + 1 > limits.max_depth {
-            c.findings.push(format!(
-                "{shown} nests deeper than {} levels; not collected",
-                limits.max_depth
-            ));
-            return Ok(());
-        }
-        let dir_flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY;
-        let sub_src = Dir::from_std_file(
-            src.open_with(
-                raw_name,
-                OpenOptions::new().read(true).custom_flags(dir_flags.bits()),
-            )?
-            .into_std(),
-        );
-        dest.create_dir(stored).map_err(Failed::Dest)?;
-        let sub_dest = dest.open_dir(stored).map_err(Failed::Dest)?;
-        walk(
-            &sub_src,
-            &sub_dest,
-            &format!("{prefix}{stored}/"),
-            depth + 1,
-            limits,
-            seen,
-            c,
-        )
-        .map_err(Failed::Dest)?;
-    } else if file_type.is_file() {
-        let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-        let mut file = src.open_with(
-            raw_name,
-            OpenOptions::new().read(true).custom_flags(flags.bits()),
-        )?;
-        if !file.metadata()?.is_file() {
-            c.findings.push(format!(
-                "{shown} changed type while being collected; not collected"
-            ));
-            return Ok(());
-        }
-        let mut copy = dest
-            .open_with(
-                stored,
-                OpenOptions::new().write(true).create_new(true).mode(0o644),
-            )
-            .map_err(Failed::Dest)?;
-        // A read error is the guest's file's (a finding), a write error the result's
-        // own (an error). Publishing syncs the copy with the rest of the result.
-        let copied =
-            crate::stage::copy_hashing_sided(&mut file, &mut copy).map_err(
-                |(side, e)| match side {
-                    crate::stage::CopySide::Read => Failed::Source(e),
-                    crate::stage::CopySide::Write => Failed::Dest(e),
-                },
-            );
-        let (sha256, bytes) = match copied {
-            Ok(hashed) => hashed,
+impl Walk {
+    fn walk(&mut self, src: &Dir, dest: &Dir, prefix: &str, depth: usize) -> io::Result<()> {
+        let shown_dir = format!("/out/{prefix}");
+        let names = match src
+            .entries()
+            .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
+        {
+            Ok(names) => names,
             Err(e) => {
-                // The partial copy (ours: the name was created above) is no artifact.
-                drop(copy);
-                let _ = dest.remove_file(stored);
-                return Err(e);
+                self.c.findings.push(format!(
+                    "{shown_dir} could not be listed ({e}); its entries were not collected"
+                ));
+                return Ok(());
             }
         };
-        c.total_bytes += bytes;
-        c.artifacts.push(Artifact {
-            path: format!("{prefix}{stored}"),
-            sha256,
-            bytes,
-        });
-    } else {
-        c.findings.push(format!("{shown} is not a regular file, directory or symlink (a FIFO, socket or device); not collected"));
+        let mut names: Vec<std::ffi::OsString> = names;
+        names.sort();
+        // The entry cap bounds the work before names are given out.
+        let room = self.limits.max_entries.saturating_sub(self.seen);
+        let over = names.len() as u64 > room;
+        names.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+        self.seen += names.len() as u64;
+        for entry in stored_names(prefix, names, &mut self.c.findings) {
+            match self.collect_entry(src, dest, prefix, depth, &entry) {
+                Ok(()) => {}
+                Err(Failed::Source(e)) => self.c.findings.push(format!(
+                    "{} could not be collected ({e}); not collected",
+                    entry.shown
+                )),
+                Err(Failed::Dest(e)) => return Err(e),
+            }
+        }
+        if over {
+            let finding = format!(
+                "/out holds more than {} entries; the rest were not collected",
+                self.limits.max_entries
+            );
+            if !self.c.findings.contains(&finding) {
+                self.c.findings.push(finding);
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn collect_entry(
+        &mut self,
+        src: &Dir,
+        dest: &Dir,
+        prefix: &str,
+        depth: usize,
+        entry: &Entry,
+    ) -> Result<(), Failed> {
+        let Entry {
+            raw_name,
+            shown,
+            stored,
+        } = entry;
+        let file_type = src.symlink_metadata(raw_name)?.file_type();
+        if file_type.is_symlink() {
+            let target = src
+                .read_link_contents(raw_name)
+                .map(|t| escaped(t.as_os_str()))
+                .unwrap_or_else(|_| "?".into());
+            self.c.findings.push(format!(
+                "{shown} is a symlink to `{target}`; it was reported, not followed or collected"
+            ));
+        } else if file_type.is_dir() {
+            if depth + 1 > self.limits.max_depth {
+                self.c.findings.push(format!(
+                    "{shown} nests deeper than {} levels; not collected",
+                    self.limits.max_depth
+                ));
+                return Ok(());
+            }
+            let dir_flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY;
+            let sub_src = Dir::from_std_file(
+                src.open_with(
+                    raw_name,
+                    OpenOptions::new().read(true).custom_flags(dir_flags.bits()),
+                )?
+                .into_std(),
+            );
+            dest.create_dir(stored).map_err(Failed::Dest)?;
+            let sub_dest = dest.open_dir(stored).map_err(Failed::Dest)?;
+            self.walk(
+                &sub_src,
+                &sub_dest,
+                &format!("{prefix}{stored}/"),
+                depth + 1,
+            )
+            .map_err(Failed::Dest)?;
+        } else if file_type.is_file() {
+            let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+            let mut file = src.open_with(
+                raw_name,
+                OpenOptions::new().read(true).custom_flags(flags.bits()),
+            )?;
+            if !file.metadata()?.is_file() {
+                self.c.findings.push(format!(
+                    "{shown} changed type while being collected; not collected"
+                ));
+                return Ok(());
+            }
+            let mut copy = dest
+                .open_with(
+                    stored,
+                    OpenOptions::new().write(true).create_new(true).mode(0o644),
+                )
+                .map_err(Failed::Dest)?;
+            // A read error is the guest's file's (a finding), a write error the result's
+            // own (an error). Publishing syncs the copy with the rest of the result.
+            let copied =
+                crate::stage::copy_hashing_sided(&mut file, &mut copy).map_err(|(side, e)| {
+                    match side {
+                        crate::stage::CopySide::Read => Failed::Source(e),
+                        crate::stage::CopySide::Write => Failed::Dest(e),
+                    }
+                });
+            let (sha256, bytes) = match copied {
+                Ok(hashed) => hashed,
+                Err(e) => {
+                    // The partial copy (ours: the name was created above) is no artifact.
+                    drop(copy);
+                    let _ = dest.remove_file(stored);
+                    return Err(e);
+                }
+            };
+            self.c.total_bytes += bytes;
+            self.c.artifacts.push(Artifact {
+                path: format!("{prefix}{stored}"),
+                sha256,
+                bytes,
+            });
+        } else {
+            self.c.findings.push(format!("{shown} is not a regular file, directory or symlink (a FIFO, socket or device); not collected"));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use cap_std::ambient_authority;
     use std::os::unix::ffi::OsStrExt;
 
     /// Collects the directory `out` into `dest`, at most `max_entries`, 8 levels deep.
+    #[track_caller]
+    fn assert_finding(c: &Collected, want: impl Fn(&str) -> bool) {
+        assert!(c.findings.iter().any(|f| want(f)), "{:?}", c.findings);
+    }
+
     fn collect_dirs(out: &std::path::Path, dest: &std::path::Path, max_entries: u64) -> Collected {
         let src = Dir::open_ambient_dir(out, ambient_authority()).unwrap();
         let dst = Dir::open_ambient_dir(dest, ambient_authority()).unwrap();
@@ -334,27 +340,11 @@ mod tests {
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
         assert_eq!(c.artifacts[1].sha256, crate::digest::sha256_hex(b"{}"));
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("/out/escape is a symlink to `../../../etc/passwd`")),
-            "{:?}",
-            c.findings
-        );
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("bad\\u{a}name\\u{1b}")),
-            "{:?}",
-            c.findings
-        );
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("/out/pipe is not a regular file")),
-            "{:?}",
-            c.findings
-        );
+        assert_finding(&c, |f| {
+            f.contains("/out/escape is a symlink to `../../../etc/passwd`")
+        });
+        assert_finding(&c, |f| f.contains("bad\\u{a}name\\u{1b}"));
+        assert_finding(&c, |f| f.contains("/out/pipe is not a regular file"));
         assert!(!dest.path().join("escape").exists());
     }
 
@@ -398,13 +388,9 @@ mod tests {
             assert_eq!(by_path.get(path), Some(&sha.as_str()), "{path}");
             assert_eq!(std::fs::read(dest.path().join(path)).unwrap(), content);
         }
-        assert!(
-            c.findings
-                .iter()
-                .any(|f| f.contains("/out/bad name") && f.contains("stored as /out/unsafe-name-3")),
-            "{:?}",
-            c.findings
-        );
+        assert_finding(&c, |f| {
+            f.contains("/out/bad name") && f.contains("stored as /out/unsafe-name-3")
+        });
     }
 
     /// A copy that cannot be written is the runner's problem, not the guest's: an

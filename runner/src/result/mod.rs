@@ -424,15 +424,9 @@ fn open_tree(
 
 /// The id of a result for a request: `TS-YYYYMMDD-HHMMSSZ-<request_id>`.
 pub fn result_id(now: time::OffsetDateTime, request_id: &str) -> String {
-    format!(
-        "TS-{:04}{:02}{:02}-{:02}{:02}{:02}Z-{request_id}",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second()
-    )
+    // The timestamp's digits without its separators: `YYYYMMDD-HHMMSSZ`.
+    let compact = utc_timestamp(now).replace(['-', ':'], "").replace('T', "-");
+    format!("TS-{compact}-{request_id}")
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`.
@@ -454,6 +448,8 @@ pub fn is_temporary_name(name: &OsStr) -> bool {
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
