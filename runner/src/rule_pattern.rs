@@ -196,6 +196,8 @@ fn folds_to_ascii(c: char) -> bool {
 }
 
 #[cfg(test)]
+// reason: the differential test reads every corpus file under tests/ from the checkout.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
