@@ -21,8 +21,11 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The clock model's name, as locks record it.
-pub const CLOCK_MODEL: &str = "virtual-fixed-step/v1";
+/// The clock model's name, as locks record it: a fixed step per read, and a sleep moves
+/// the clock by what it asked.
+pub const CLOCK_MODEL: &str = "virtual-fixed-step/v2";
+/// The model of locks written before sleeps moved the clock; their replays run with it.
+pub const CLOCK_MODEL_V1: &str = "virtual-fixed-step/v1";
 /// The entropy source's name, as locks record it.
 pub const ENTROPY_MODEL: &str = "chacha20-seeded/v1";
 /// The name recorded for the host's own clocks or entropy.
@@ -41,6 +44,20 @@ pub struct VirtualClock {
     pub start_unix_us: u64,
     /// Nanoseconds added at every read of either clock.
     pub step_ns: u64,
+    /// Whether a sleep moves the clock by what it asked ([`CLOCK_MODEL`]); `false` only
+    /// to replay a [`CLOCK_MODEL_V1`] lock.
+    pub sleeps_advance: bool,
+}
+
+impl VirtualClock {
+    /// The model's name, as the lock records it.
+    pub fn model(&self) -> &'static str {
+        if self.sleeps_advance {
+            CLOCK_MODEL
+        } else {
+            CLOCK_MODEL_V1
+        }
+    }
 }
 
 /// The guest's clocks and entropy for one run. `None` means the host's own.
@@ -176,6 +193,7 @@ mod tests {
         let t = VirtualTime::new(VirtualClock {
             start_unix_us: 1_000_000,
             step_ns: 1_000,
+            sleeps_advance: true,
         });
         assert_eq!(t.wall_ns(), 1_000_000_000);
         assert_eq!(t.monotonic_ns(), 1_000);
@@ -189,6 +207,7 @@ mod tests {
         let t = VirtualTime::new(VirtualClock {
             start_unix_us: 1_000_000,
             step_ns: 1_000,
+            sleeps_advance: true,
         });
         assert_eq!(t.monotonic_ns(), 0);
         t.sleep_relative(5_000_000);

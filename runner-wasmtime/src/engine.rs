@@ -22,10 +22,10 @@
 use super::{BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec};
 use crate::digest;
 pub use runner_sandbox::cpu::{CpuClock, cpu_time};
+use runner_sandbox::determinism::VirtualTime;
 pub use runner_sandbox::runtime::{
     EntryPoint, GuestRuntime, HostImports, NO_HOST, ReadOnlyMount, SCRATCH_IN_OUT,
 };
-use runner_sandbox::determinism::VirtualTime;
 use runner_sandbox::worker::truncate;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, Metadata, OpenOptions};

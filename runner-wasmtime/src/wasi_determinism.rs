@@ -43,7 +43,8 @@ impl HostMonotonicClock for MonotonicClock {
 }
 
 /// Replaces the builder's clocks and random sources with the run's virtual ones, where
-/// `determinism` asks for them; the virtual clock, if any, for [`link_sleeps`].
+/// `determinism` asks for them; the virtual clock for [`link_sleeps`], if its sleeps
+/// move it (not when replaying a `virtual-fixed-step/v1` lock).
 pub fn apply(builder: &mut WasiCtxBuilder, determinism: &Determinism) -> Option<VirtualTime> {
     let time = determinism.clock.map(VirtualTime::new);
     if let Some(time) = &time {
@@ -62,7 +63,7 @@ pub fn apply(builder: &mut WasiCtxBuilder, determinism: &Determinism) -> Option<
             .insecure_random(insecure)
             .insecure_random_seed(insecure_seed);
     }
-    time
+    time.filter(|_| determinism.clock.is_some_and(|c| c.sleeps_advance))
 }
 
 const MODULE: &str = "wasi_snapshot_preview1";
@@ -94,28 +95,33 @@ pub fn link_sleeps<T: Send + 'static>(
     linker.allow_shadowing(true);
     let linked = linker
         .func_wrap_async(
-        MODULE,
-        "poll_oneoff",
-        move |mut caller: Caller<'_, T>, (subs, events, count, nevents): (i32, i32, i32, i32)| {
-            let time = time.clone();
-            Box::new(async move {
-                let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
-                    wasmtime::bail!("missing required memory export");
-                };
-                let fuel = wasmtime::AsContextMut::as_context_mut(&mut caller).hostcall_fuel();
-                let errno = {
-                    let (mem, state) = memory.data_and_store_mut(&mut caller);
-                    let ctx = wasi(state);
-                    ctx.set_hostcall_fuel(fuel);
-                    let mut mem = wiggle::GuestMemory::Unshared(mem);
-                    p1::poll_oneoff(ctx, &mut mem, subs, events, count, nevents).await?
-                };
-                if errno == 0 {
-                    after_poll(memory.data_mut(&mut caller), &time, [subs, events, count, nevents]);
-                }
-                Ok(errno)
-            })
-        },
+            MODULE,
+            "poll_oneoff",
+            move |mut caller: Caller<'_, T>,
+                  (subs, events, count, nevents): (i32, i32, i32, i32)| {
+                let time = time.clone();
+                Box::new(async move {
+                    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+                        wasmtime::bail!("missing required memory export");
+                    };
+                    let fuel = wasmtime::AsContextMut::as_context_mut(&mut caller).hostcall_fuel();
+                    let errno = {
+                        let (mem, state) = memory.data_and_store_mut(&mut caller);
+                        let ctx = wasi(state);
+                        ctx.set_hostcall_fuel(fuel);
+                        let mut mem = wiggle::GuestMemory::Unshared(mem);
+                        p1::poll_oneoff(ctx, &mut mem, subs, events, count, nevents).await?
+                    };
+                    if errno == 0 {
+                        after_poll(
+                            memory.data_mut(&mut caller),
+                            &time,
+                            [subs, events, count, nevents],
+                        );
+                    }
+                    Ok(errno)
+                })
+            },
         )
         .map(|_| ());
     linker.allow_shadowing(false);

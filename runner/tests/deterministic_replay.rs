@@ -172,7 +172,7 @@ fn time_randomness_and_urandom_replay_to_match() {
     // The recorded values: the clock model, its start (the first reading is the start)
     // and step, and the seed.
     let d = &lock["determinism"];
-    assert_eq!(d["clock"], "virtual-fixed-step/v1", "{lock}");
+    assert_eq!(d["clock"], "virtual-fixed-step/v2", "{lock}");
     assert_eq!(d["clock_step_ns"], 3000);
     assert_eq!(d["entropy"], "chacha20-seeded/v1");
     assert_eq!(d["seed"].as_str().unwrap().len(), 64);
@@ -308,10 +308,7 @@ fn sleeps_and_asyncio_timers_replay_to_match() {
         .parse()
         .unwrap();
     // 0.25 s, plus a few 3 µs steps of the clock reads around it.
-    assert!(
-        (250_000_000..250_100_000).contains(&slept),
-        "{stdout}"
-    );
+    assert!((250_000_000..250_100_000).contains(&slept), "{stdout}");
     assert!(stdout.contains("timeout at"), "{stdout}");
 }
 

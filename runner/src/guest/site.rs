@@ -17,13 +17,12 @@ use std::path::{Path, PathBuf};
 
 /// The module that patches asyncio when it is imported.
 pub const MODULE: &str = include_str!("site/_runner_asyncio.py");
-/// The `.pth` line `site` runs at start-up.
-pub const PTH: &str = "import _runner_asyncio\n";
+/// The `.pth` line `site` runs at start-up: a finder that waits for
+/// `asyncio.selector_events`, then removes itself and hands over to [`MODULE`]. Inline,
+/// so a run that never imports asyncio does not look up, read or compile the module.
+pub const PTH: &str = "import sys; exec(\"class F:\\n @staticmethod\\n def find_spec(name, path=None, target=None):\\n  if name != 'asyncio.selector_events':\\n   return None\\n  sys.meta_path.remove(F)\\n  import _runner_asyncio\\n  return _runner_asyncio.find_spec(name, path, target)\\nsys.meta_path.insert(0, F)\", {\"sys\": sys}) if sys.platform == \"wasi\" else None\n";
 
-const FILES: [(&str, &str); 2] = [
-    ("_runner_asyncio.py", MODULE),
-    ("_runner_asyncio.pth", PTH),
-];
+const FILES: [(&str, &str); 2] = [("_runner_asyncio.py", MODULE), ("_runner_asyncio.pth", PTH)];
 
 /// sha256 over both files (name, NUL, content, NUL each): the directory's name.
 pub fn site_sha256() -> String {
@@ -65,12 +64,13 @@ pub fn ensure(guest: &str, guest_dir: &Path) -> Result<PathBuf, GuestError> {
         .map_err(GuestError::io(guest, "create the site directory", &dir))?;
     // Read by a worker that may have given up the runner's uid, through the directory
     // it opened before (as the guest's assets).
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
-        .map_err(GuestError::io(guest, "open the site directory to the worker", &dir))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(
+        GuestError::io(guest, "open the site directory to the worker", &dir),
+    )?;
     for (name, text) in FILES {
         let path = dir.join(name);
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir)
-            .map_err(GuestError::io(guest, "write", &path))?;
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(&dir).map_err(GuestError::io(guest, "write", &path))?;
         tmp.write_all(text.as_bytes())
             .and_then(|()| tmp.as_file().sync_all())
             .and_then(|()| {
@@ -107,11 +107,20 @@ mod tests {
         let store = tempfile::tempdir().unwrap();
         let dir = ensure("g", store.path()).unwrap();
         assert!(dir.ends_with(site_sha256()));
-        assert_eq!(std::fs::read_to_string(dir.join("_runner_asyncio.pth")).unwrap(), PTH);
-        let mode = std::fs::metadata(dir.join("_runner_asyncio.py")).unwrap().permissions().mode();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("_runner_asyncio.pth")).unwrap(),
+            PTH
+        );
+        let mode = std::fs::metadata(dir.join("_runner_asyncio.py"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o644);
         std::fs::write(dir.join("_runner_asyncio.py"), "import os; os.system('x')").unwrap();
         assert_eq!(ensure("g", store.path()).unwrap(), dir);
-        assert_eq!(std::fs::read_to_string(dir.join("_runner_asyncio.py")).unwrap(), MODULE);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("_runner_asyncio.py")).unwrap(),
+            MODULE
+        );
     }
 }

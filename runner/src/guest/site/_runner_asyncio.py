@@ -1,11 +1,11 @@
 """asyncio's default event loop for a WASI guest, installed by the runner.
 
 The runner mounts this file read-only in the guest's site-packages, with
-`_runner_asyncio.pth` (one line: `import _runner_asyncio`), so `site` runs it at start-up
-(also under `-I`; not under `-S`, which skips `site`). All it does at start-up is put
-one finder first on `sys.meta_path`; a run that never imports asyncio pays for nothing
-more. When `asyncio.selector_events` is imported, the finder removes itself and patches
-the module after it has run.
+`_runner_asyncio.pth`, which `site` runs at start-up (also under `-I`; not under `-S`,
+which skips `site`). That one line only puts a small finder first on `sys.meta_path`:
+when `asyncio.selector_events` is imported, the finder removes itself, imports this
+module and returns `find_spec(...)`, which patches that module after it has run. A run
+that never imports asyncio compiles the one line and nothing of this file.
 
 The patch: asyncio's selector loop makes a "self-pipe" with `socket.socketpair()`,
 which WASI lacks (`OSError: [Errno 58] Not supported`, and there is no `os.pipe`
@@ -17,8 +17,6 @@ of asyncio is CPython's own.
 """
 
 import sys
-
-_TARGET = "asyncio.selector_events"
 
 
 def _make_self_pipe(self):
@@ -57,20 +55,12 @@ class _PatchingLoader:
         return getattr(self._loader, name)
 
 
-class _Finder:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name != _TARGET:
-            return None
-        sys.meta_path.remove(_Finder)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
-
-
-if sys.platform == "wasi":
-    sys.meta_path.insert(0, _Finder)
+def find_spec(name, path=None, target=None):
+    """The spec of `name` from the other finders, its loader patching the module."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, path, target) if find is not None else None
+        if spec is not None:
+            spec.loader = _PatchingLoader(spec.loader)
+            return spec
+    return None
