@@ -9,9 +9,11 @@
 //! instrumentation of the compiled guest (fuel metering would change every precompiled
 //! module and slow every run), it is the same on every host and engine version, and a
 //! timing loop (`while time.time() - t0 < 1: …`) still ends after a fixed number of
-//! reads. The price: a duration the guest measures counts clock reads, not work, and a
-//! `time.sleep` (which really waits, on real time: the wall-clock limit stays real)
-//! advances the virtual clock by the reads it makes, not by its length.
+//! reads. The price: a duration the guest measures counts clock reads, not work. A sleep
+//! (WASI's `poll_oneoff` ending on a clock: `time.sleep`, an asyncio timer) really waits,
+//! on real time, so the wall-clock limit keeps its meaning, and then advances both clocks
+//! by the time it asked for ([`VirtualTime::sleep_relative`], [`VirtualTime::until`]):
+//! the requested length, not the measured one, so a replay sees the same readings.
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -19,8 +21,11 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The clock model's name, as locks record it.
-pub const CLOCK_MODEL: &str = "virtual-fixed-step/v1";
+/// The clock model's name, as locks record it: a fixed step per read, and a sleep moves
+/// the clock by what it asked.
+pub const CLOCK_MODEL: &str = "virtual-fixed-step/v2";
+/// The model of locks written before sleeps moved the clock; their replays run with it.
+pub const CLOCK_MODEL_V1: &str = "virtual-fixed-step/v1";
 /// The entropy source's name, as locks record it.
 pub const ENTROPY_MODEL: &str = "chacha20-seeded/v1";
 /// The name recorded for the host's own clocks or entropy.
@@ -39,6 +44,20 @@ pub struct VirtualClock {
     pub start_unix_us: u64,
     /// Nanoseconds added at every read of either clock.
     pub step_ns: u64,
+    /// Whether a sleep moves the clock by what it asked ([`CLOCK_MODEL`]); `false` only
+    /// to replay a [`CLOCK_MODEL_V1`] lock.
+    pub sleeps_advance: bool,
+}
+
+impl VirtualClock {
+    /// The model's name, as the lock records it.
+    pub fn model(&self) -> &'static str {
+        if self.sleeps_advance {
+            CLOCK_MODEL
+        } else {
+            CLOCK_MODEL_V1
+        }
+    }
 }
 
 /// The guest's clocks and entropy for one run. `None` means the host's own.
@@ -87,12 +106,14 @@ pub const STREAM_SECURE: u64 = 0;
 /// The stream of WASI's "insecure" randomness and of its insecure seed.
 pub const STREAM_INSECURE: u64 = 1;
 
-/// The running virtual clock: one read counter shared by the wall and the monotonic
-/// clock, so the two agree on how much time passed. Cheap to clone (one `Arc`).
+/// The running virtual clock: one read counter and one slept total shared by the wall
+/// and the monotonic clock, so the two agree on how much time passed. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct VirtualTime {
     clock: VirtualClock,
     reads: Arc<AtomicU64>,
+    /// Nanoseconds the guest slept, as it asked (see the module docs).
+    slept: Arc<AtomicU64>,
 }
 
 impl VirtualTime {
@@ -100,6 +121,7 @@ impl VirtualTime {
         Self {
             clock,
             reads: Arc::new(AtomicU64::new(0)),
+            slept: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -107,6 +129,41 @@ impl VirtualTime {
     pub fn tick(&self) -> u64 {
         let n = self.reads.fetch_add(1, Ordering::Relaxed);
         n.saturating_mul(self.clock.step_ns)
+            .saturating_add(self.slept.load(Ordering::Relaxed))
+    }
+
+    /// The monotonic reading the next read starts from, without advancing the clock.
+    pub fn peek_monotonic_ns(&self) -> u64 {
+        self.reads
+            .load(Ordering::Relaxed)
+            .saturating_mul(self.clock.step_ns)
+            .saturating_add(self.slept.load(Ordering::Relaxed))
+    }
+
+    /// The wall reading the next read starts from, without advancing the clock.
+    pub fn peek_wall_ns(&self) -> u64 {
+        let start = self.clock.start_unix_us.saturating_mul(1_000);
+        start.saturating_add(self.peek_monotonic_ns())
+    }
+
+    /// A sleep of `ns` ended: both clocks move on by `ns`.
+    pub fn sleep_relative(&self, ns: u64) {
+        let _ = self
+            .slept
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some(s.saturating_add(ns))
+            });
+    }
+
+    /// How far a sleep until the monotonic reading `deadline_ns` (or, `wall`, the wall
+    /// reading) moves the clocks: to the deadline, or nothing if it has passed.
+    pub fn until(&self, deadline_ns: u64, wall: bool) -> u64 {
+        let now = if wall {
+            self.peek_wall_ns()
+        } else {
+            self.peek_monotonic_ns()
+        };
+        deadline_ns.saturating_sub(now)
     }
 
     /// The wall clock's reading, nanoseconds since the Unix epoch; advances the clock.
@@ -136,12 +193,33 @@ mod tests {
         let t = VirtualTime::new(VirtualClock {
             start_unix_us: 1_000_000,
             step_ns: 1_000,
+            sleeps_advance: true,
         });
         assert_eq!(t.wall_ns(), 1_000_000_000);
         assert_eq!(t.monotonic_ns(), 1_000);
         assert_eq!(t.wall_ns(), 1_000_002_000);
         let again = t.clone();
         assert_eq!(again.monotonic_ns(), 3_000);
+    }
+
+    #[test]
+    fn a_sleep_moves_both_clocks_by_what_it_asked() {
+        let t = VirtualTime::new(VirtualClock {
+            start_unix_us: 1_000_000,
+            step_ns: 1_000,
+            sleeps_advance: true,
+        });
+        assert_eq!(t.monotonic_ns(), 0);
+        t.sleep_relative(5_000_000);
+        assert_eq!(t.peek_monotonic_ns(), 5_001_000, "not a read");
+        assert_eq!(t.monotonic_ns(), 5_001_000);
+        assert_eq!(t.wall_ns(), 1_005_002_000, "the wall clock slept too");
+        // Until a deadline: to the deadline from the next reading, never backwards.
+        assert_eq!(t.until(9_000_000, false), 9_000_000 - 5_003_000);
+        assert_eq!(t.until(1_000, false), 0);
+        assert_eq!(t.until(1_010_000_000, true), 1_010_000_000 - 1_005_003_000);
+        t.sleep_relative(t.until(9_000_000, false));
+        assert_eq!(t.monotonic_ns(), 9_000_000);
     }
 
     #[test]

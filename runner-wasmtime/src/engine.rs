@@ -22,6 +22,7 @@
 use super::{BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec};
 use crate::digest;
 pub use runner_sandbox::cpu::{CpuClock, cpu_time};
+use runner_sandbox::determinism::VirtualTime;
 pub use runner_sandbox::runtime::{
     EntryPoint, GuestRuntime, HostImports, NO_HOST, ReadOnlyMount, SCRATCH_IN_OUT,
 };
@@ -622,7 +623,7 @@ fn build_wasi(
     scratch: Option<&Path>,
     stdout: &MemoryOutputPipe,
     stderr: &MemoryOutputPipe,
-) -> Result<WasiP1Ctx, BackendError> {
+) -> Result<(WasiP1Ctx, Option<VirtualTime>), BackendError> {
     let mut builder = WasiCtxBuilder::new();
     builder
         .args(&guest_argv(guest))
@@ -633,7 +634,7 @@ fn build_wasi(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
-    super::wasi_determinism::apply(&mut builder, &spec.determinism);
+    let clock = super::wasi_determinism::apply(&mut builder, &spec.determinism);
     let mut dirs: Vec<(PathBuf, &str, FsPerms)> = preopens(spec).into();
     for mount in &guest.runtime.mounts {
         dirs.push((mount.host.clone(), &mount.guest, FsPerms::ReadOnly));
@@ -653,7 +654,7 @@ fn build_wasi(
             BackendError::Worker(format!("cannot open {} as {name}: {e:#}", host.display()))
         })?;
     }
-    Ok(builder.build_p1())
+    Ok((builder.build_p1(), clock))
 }
 
 /// Binds the module's imports from `host` to functions answering [`NO_HOST`], each
@@ -733,6 +734,8 @@ fn to_usize(n: u64) -> usize {
 /// its own uid could not open by path (the guest's assets in the runner's cache).
 pub struct GuestSetup {
     wasi: WasiP1Ctx,
+    /// The run's virtual clock, which the guest's sleeps advance.
+    clock: Option<VirtualTime>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
     scratch: Option<PathBuf>,
@@ -753,9 +756,10 @@ impl GuestSetup {
             Some(_) => Some(create_scratch(spec)?),
             None => None,
         };
-        let wasi = build_wasi(guest, spec, scratch.as_deref(), &stdout, &stderr)?;
+        let (wasi, clock) = build_wasi(guest, spec, scratch.as_deref(), &stdout, &stderr)?;
         Ok(Self {
             wasi,
+            clock,
             stdout,
             stderr,
             scratch,
@@ -799,6 +803,7 @@ pub fn run_set_up_guest(
     let limits = &spec.limits;
     let GuestSetup {
         wasi,
+        clock,
         stdout,
         stderr,
         scratch,
@@ -814,6 +819,10 @@ pub fn run_set_up_guest(
     let mut linker: Linker<GuestState> = Linker::new(engine);
     p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
         .map_err(|e| BackendError::Worker(format!("cannot link WASI: {e:#}")))?;
+    if let Some(time) = clock {
+        super::wasi_determinism::link_sleeps(&mut linker, |state| &mut state.wasi, time)
+            .map_err(|e| BackendError::Worker(format!("cannot link the clock: {e:#}")))?;
+    }
     if guest.runtime.host_imports == HostImports::NoHost {
         link_no_host(&mut linker, module)?;
     }

@@ -5,8 +5,8 @@
 //! reads them back from the baseline's lock.
 
 use runner_sandbox::determinism::{
-    CLOCK_MODEL, DEFAULT_STEP_NS, Determinism, ENTROPY_MODEL, HOST, VirtualClock, parse_seed,
-    seed_hex,
+    CLOCK_MODEL, CLOCK_MODEL_V1, DEFAULT_STEP_NS, Determinism, ENTROPY_MODEL, HOST, VirtualClock,
+    parse_seed, seed_hex,
 };
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -64,6 +64,7 @@ impl DeterminismPolicy {
                 Some(VirtualClock {
                     start_unix_us: u64::try_from(now.as_micros()).map_err(std::io::Error::other)?,
                     step_ns: DEFAULT_STEP_NS,
+                    sleeps_advance: true,
                 })
             }
         };
@@ -84,7 +85,7 @@ impl DeterminismPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeterminismPin {
-    /// `virtual-fixed-step/v1` or `host`.
+    /// `virtual-fixed-step/v2` (`/v1` in locks written before sleeps moved it) or `host`.
     pub clock: String,
     /// The virtual wall clock's first reading, µs since the Unix epoch; `null` for `host`.
     pub clock_start_unix_us: Option<u64>,
@@ -99,7 +100,7 @@ pub struct DeterminismPin {
 impl From<&Determinism> for DeterminismPin {
     fn from(d: &Determinism) -> Self {
         Self {
-            clock: d.clock.map_or(HOST, |_| CLOCK_MODEL).to_owned(),
+            clock: d.clock.map_or(HOST, |c| c.model()).to_owned(),
             clock_start_unix_us: d.clock.map(|c| c.start_unix_us),
             clock_step_ns: d.clock.map(|c| c.step_ns),
             entropy: d.seed.as_ref().map_or(HOST, |_| ENTROPY_MODEL).to_owned(),
@@ -138,10 +139,13 @@ impl DeterminismPin {
             self.clock_step_ns,
         ) {
             (HOST, None, None) => None,
-            (CLOCK_MODEL, Some(start_unix_us), Some(step_ns)) => Some(VirtualClock {
-                start_unix_us,
-                step_ns,
-            }),
+            (model @ (CLOCK_MODEL | CLOCK_MODEL_V1), Some(start_unix_us), Some(step_ns)) => {
+                Some(VirtualClock {
+                    start_unix_us,
+                    step_ns,
+                    sleeps_advance: model == CLOCK_MODEL,
+                })
+            }
             (model, start, step) => {
                 return Err(PinError::Clock {
                     model: model.to_owned(),
@@ -208,7 +212,8 @@ pub fn describe(d: &Determinism) -> String {
                 })
                 .unwrap_or_else(|| format!("{} µs after the epoch", c.start_unix_us));
             format!(
-                "virtual clock ({CLOCK_MODEL}) from {at}, {} ns per read",
+                "virtual clock ({}) from {at}, {} ns per read",
+                c.model(),
                 c.step_ns
             )
         }
@@ -265,5 +270,22 @@ mod tests {
         let mut pin = DeterminismPin::from(&d);
         pin.clock_step_ns = None;
         assert!(pin.to_determinism().is_err());
+    }
+
+    #[test]
+    fn a_v1_lock_replays_on_a_clock_its_sleeps_do_not_move() {
+        let d = DeterminismPolicy::default().fresh().unwrap();
+        assert!(d.clock.unwrap().sleeps_advance);
+        let mut pin = DeterminismPin::from(&d);
+        pin.clock = CLOCK_MODEL_V1.into();
+        let old = pin.to_determinism().unwrap();
+        let clock = old.clock.unwrap();
+        assert!(!clock.sleeps_advance);
+        assert_eq!(
+            DeterminismPin::from(&old).clock,
+            CLOCK_MODEL_V1,
+            "and records it so"
+        );
+        assert_eq!(clock.start_unix_us, d.clock.unwrap().start_unix_us);
     }
 }

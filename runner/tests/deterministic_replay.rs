@@ -174,7 +174,7 @@ fn time_randomness_and_urandom_replay_to_match() {
     // The recorded values: the clock model, its start (the first reading is the start)
     // and step, and the seed.
     let d = &lock["determinism"];
-    assert_eq!(d["clock"], "virtual-fixed-step/v1", "{lock}");
+    assert_eq!(d["clock"], "virtual-fixed-step/v2", "{lock}");
     assert_eq!(d["clock_step_ns"], 3000);
     assert_eq!(d["entropy"], "chacha20-seeded/v1");
     assert_eq!(d["seed"].as_str().unwrap().len(), 64);
@@ -278,6 +278,40 @@ fn a_timing_loop_replays_to_match() {
         (0, Some("MATCH")),
         "{report:#}"
     );
+}
+
+const SLEEPS: &str = r#"
+import asyncio, random, time
+print(random.random())
+m0 = time.monotonic_ns()
+time.sleep(0.25)
+print("slept_ns", time.monotonic_ns() - m0)
+async def nap(s):
+    await asyncio.sleep(s)
+    return time.monotonic_ns()
+async def main():
+    return await asyncio.gather(nap(0.02), nap(0.01), asyncio.wait_for(nap(5), 0.03))
+try:
+    print(asyncio.run(main()))
+except TimeoutError:
+    print("timeout at", time.monotonic_ns(), time.time())
+"#;
+
+/// Sleeps move the virtual clock by what they asked, not by the real time they took,
+/// so a run that sleeps (and an asyncio loop's timers) replays reading for reading.
+#[test]
+fn sleeps_and_asyncio_timers_replay_to_match() {
+    let dir = era_request("sleeps", SLEEPS, 30, &[]);
+    let (stdout, _) = assert_replays_to_match(dir.path());
+    let slept: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("slept_ns "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 0.25 s, plus a few 3 µs steps of the clock reads around it.
+    assert!((250_000_000..250_100_000).contains(&slept), "{stdout}");
+    assert!(stdout.contains("timeout at"), "{stdout}");
 }
 
 /// The built-in policy with `[determinism]` set as given.

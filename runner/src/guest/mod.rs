@@ -18,12 +18,16 @@
 //! matplotlib's data) are unpacked once under `<guest dir>/trees/<tree_sha256>/` and
 //! verified before each run ([`tree`]).
 //!
+//! Every CPython guest also gets the runner's own site directory, read-only as its
+//! `site-packages` ([`site`]: asyncio's event loop without a self-pipe).
+//!
 //! Files: [`manifest`] (parsing and validation), [`store`] (the directory),
 //! `fetch` (pip and wheel extraction), [`tree`] (unpacked trees), [`error`].
 
 pub mod error;
 mod fetch;
 pub mod manifest;
+pub mod site;
 pub mod store;
 pub mod tree;
 
@@ -130,6 +134,12 @@ pub fn runtime_for(entry: &GuestEntry, guest_dir: &Path) -> Result<GuestRuntime,
         runtime.mounts.push(ReadOnlyMount {
             host: tree::ensure_tree(entry, t, guest_dir, &mut |_| {})?,
             guest: t.mount.clone(),
+        });
+    }
+    if let Some(guest) = site::guest_site_packages(&entry.python_version) {
+        runtime.mounts.push(ReadOnlyMount {
+            host: site::ensure(&entry.name, guest_dir)?,
+            guest,
         });
     }
     Ok(runtime)
@@ -372,7 +382,8 @@ mod tests {
         let err = runtime_for(&entry, dir.path()).expect_err("asset missing");
         assert!(matches!(err, GuestError::NotFetched { .. }), "{err:?}");
 
-        // With the asset, it runs with the asset's directory mounted read-only.
+        // With the asset, it runs with the asset's directory mounted read-only, and
+        // the runner's site directory as its site-packages.
         let asset_dir = asset_dir(&entry.assets[0], dir.path());
         fs::create_dir_all(&asset_dir).expect("mkdir");
         fs::write(asset_dir.join("lib.zip"), b"lib").expect("write");
@@ -386,10 +397,16 @@ mod tests {
         let runtime = runtime_for(&entry, dir.path()).expect("located");
         assert_eq!(
             runtime.mounts,
-            vec![ReadOnlyMount {
-                host: asset_dir,
-                guest: "/usr/local/lib".into()
-            }]
+            vec![
+                ReadOnlyMount {
+                    host: asset_dir,
+                    guest: "/usr/local/lib".into()
+                },
+                ReadOnlyMount {
+                    host: dir.path().join("site").join(site::site_sha256()),
+                    guest: "/usr/local/lib/python3.12/site-packages".into()
+                }
+            ]
         );
         assert_eq!(
             ensure(&entry, dir.path(), &mut |_| calls += 1).expect("stored"),

@@ -1,9 +1,8 @@
-# asyncio in the 3.12 guest: the default loop's self-pipe needs socket.socketpair, which
-# WASI lacks (see asyncio-run-default-loop-needs-socketpair). A selector loop without
-# the self-pipe (only cross-thread and signal wake-ups use it; the guest has neither)
-# runs coroutines, tasks, gather and queues on its poll selector. Timed sleeps are left
-# out: under the run's virtual clock each poll sleeps in real time while the clock only
-# moves per read (README "Real code").
+# asyncio with a loop of the program's own, passed as loop_factory: a selector loop
+# without the self-pipe (only cross-thread and signal wake-ups use it; the guest has
+# neither) runs coroutines, tasks, gather and queues on its poll selector. The runner's
+# site directory gives the default loop the same (asyncio-run-default-loop-without-
+# socketpair); this is the way for a run that skips `site` (`python -S`).
 import asyncio
 
 

@@ -1,0 +1,126 @@
+//! The runner's site directory for the CPython guests: `_runner_asyncio.py` (asyncio's
+//! event loop without the self-pipe WASI cannot make; see that file) and the
+//! `_runner_asyncio.pth` that has `site` import it, mounted read-only as the guest's
+//! `site-packages`.
+//!
+//! Pinned by the runner's version: both files are compiled into the binary (like the
+//! network `sitecustomize.py` and the guest environment), written once into the guest
+//! store under `site/<sha256 of both>/` and compared byte for byte with the embedded copy
+//! before a pipeline uses them (a mismatch is rewritten, atomically). Nothing of it is a
+//! new authority: a read-only directory of two text files the runner wrote.
+
+use super::GuestError;
+use sha2::{Digest, Sha256};
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The module that patches asyncio when it is imported.
+pub const MODULE: &str = include_str!("site/_runner_asyncio.py");
+/// The `.pth` line `site` runs at start-up: a finder that waits for
+/// `asyncio.selector_events`, then removes itself and hands over to [`MODULE`]. Inline,
+/// so a run that never imports asyncio does not look up, read or compile the module.
+pub const PTH: &str = "import sys; exec(\"class F:\\n @staticmethod\\n def find_spec(name, path=None, target=None):\\n  if name != 'asyncio.selector_events':\\n   return None\\n  sys.meta_path.remove(F)\\n  import _runner_asyncio\\n  return _runner_asyncio.find_spec(name, path, target)\\nsys.meta_path.insert(0, F)\", {\"sys\": sys}) if sys.platform == \"wasi\" else None\n";
+
+const FILES: [(&str, &str); 2] = [("_runner_asyncio.py", MODULE), ("_runner_asyncio.pth", PTH)];
+
+/// sha256 over both files (name, NUL, content, NUL each): the directory's name.
+pub fn site_sha256() -> String {
+    let mut h = Sha256::new();
+    for (name, text) in FILES {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where a CPython `major.minor` guest (prefix `/usr/local`, as both pinned builds) looks
+/// for its site-packages; `None` for a version that is not `X.Y[.Z…]`.
+pub fn guest_site_packages(python_version: &str) -> Option<String> {
+    let mut parts = python_version.split('.');
+    let (major, minor) = (parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(major) && digits(minor))
+        .then(|| format!("/usr/local/lib/python{major}.{minor}/site-packages"))
+}
+
+/// The site directory in `guest_dir`, written or repaired as needed.
+///
+/// # Ambient Authority
+/// Creates and writes `<guest_dir>/site/<sha256>/` and its two files.
+pub fn ensure(guest: &str, guest_dir: &Path) -> Result<PathBuf, GuestError> {
+    let dir = guest_dir.join("site").join(site_sha256());
+    if FILES.iter().all(|(name, text)| {
+        std::fs::read(dir.join(name)).is_ok_and(|bytes| bytes == text.as_bytes())
+    }) {
+        return Ok(dir);
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(GuestError::io(guest, "create the site directory", &dir))?;
+    // Read by a worker that may have given up the runner's uid, through the directory
+    // it opened before (as the guest's assets).
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(
+        GuestError::io(guest, "open the site directory to the worker", &dir),
+    )?;
+    for (name, text) in FILES {
+        let path = dir.join(name);
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(&dir).map_err(GuestError::io(guest, "write", &path))?;
+        tmp.write_all(text.as_bytes())
+            .and_then(|()| tmp.as_file().sync_all())
+            .and_then(|()| {
+                tmp.as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(0o644))
+            })
+            .map_err(GuestError::io(guest, "write", &path))?;
+        tmp.persist(&path)
+            .map_err(|e| GuestError::io(guest, "write", &path)(e.error))?;
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn site_packages_follow_the_minor_version() {
+        assert_eq!(
+            guest_site_packages("3.12.0").as_deref(),
+            Some("/usr/local/lib/python3.12/site-packages")
+        );
+        assert_eq!(
+            guest_site_packages("3.15").as_deref(),
+            Some("/usr/local/lib/python3.15/site-packages")
+        );
+        assert_eq!(guest_site_packages("3"), None);
+        assert_eq!(guest_site_packages("3.x.1"), None);
+    }
+
+    #[test]
+    fn the_directory_is_written_then_repaired() {
+        let store = tempfile::tempdir().unwrap();
+        let dir = ensure("g", store.path()).unwrap();
+        assert!(dir.ends_with(site_sha256()));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("_runner_asyncio.pth")).unwrap(),
+            PTH
+        );
+        let mode = std::fs::metadata(dir.join("_runner_asyncio.py"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644);
+        std::fs::write(dir.join("_runner_asyncio.py"), "import os; os.system('x')").unwrap();
+        assert_eq!(ensure("g", store.path()).unwrap(), dir);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("_runner_asyncio.py")).unwrap(),
+            MODULE
+        );
+    }
+}
