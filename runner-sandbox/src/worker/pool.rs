@@ -453,8 +453,21 @@ mod tests {
             nix::sys::signal::Signal::SIGKILL,
         )
         .unwrap();
-        // Taken at once or after the sweep: never the dead one.
+        // SIGKILL is asynchronous: wait until it is dead (a zombie, or reaped by the
+        // pool's sweep already).
         let deadline = Instant::now() + Duration::from_secs(10);
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{victim}/stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        while alive() {
+            assert!(Instant::now() < deadline, "the victim never died");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Taken at once or after the sweep: never the dead one.
         let mut child = loop {
             if let Some(child) = pool.take() {
                 break child;
