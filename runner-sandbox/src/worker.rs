@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 mod pool;
 pub use pool::{
-    PARENT_PID_ENV, PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe,
+    PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe,
     spawn_worker,
 };
 

@@ -16,9 +16,8 @@
 //!
 //! **Idle workers die with their host.** They are started from the pool's own thread,
 //! which lives as long as the pool (`PR_SET_PDEATHSIG` fires when the *thread* that
-//! started a child exits), and each arms `PR_SET_PDEATHSIG` itself as the first thing
-//! it does and then checks that its parent is still the runner that started it
-//! ([`arm_parent_death`]); end-of-file on stdin before any byte makes it exit 0 quietly
+//! started a child exits), with `PR_SET_PDEATHSIG` armed between fork and exec and its
+//! parent checked to still be the runner ([`spawn_worker`]); end-of-file on stdin before any byte makes it exit 0 quietly
 //! ([`wait_request`]). Dropping the pool kills and reaps its idle workers.
 //!
 //! **A warm worker that died while idle is never handed a request**: [`WorkerPool::take`]
@@ -39,9 +38,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Environment variable by which a worker learns the pid of the runner that started it,
-/// to check after arming `PR_SET_PDEATHSIG` that the runner did not die before.
-pub const PARENT_PID_ENV: &str = "RUNNER_WORKER_PARENT";
 /// How often the refill thread checks that its idle workers are still alive.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
 /// No warm worker is started while `MemAvailable` is below this: a warm worker is a
@@ -50,35 +46,49 @@ pub const MIN_AVAILABLE_MEMORY: u64 = 512 << 20;
 /// Wait after a failed start (or while memory is short) before the next try.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// The first thing a worker does: die (SIGKILL) when the runner does, and exit at
-/// once if the runner that started it is already gone.
+/// The first thing a worker does: die (SIGKILL) when the runner does. [`spawn_worker`]
+/// has armed it already, between fork and exec; a worker run through a wrapper (a
+/// script that starts it) arms it again for its own parent here.
 pub fn arm_parent_death() {
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    let expected = std::env::var(PARENT_PID_ENV)
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok());
-    if let Some(pid) = expected
-        && nix::unistd::getppid().as_raw() != pid
-    {
-        std::process::exit(0);
-    }
 }
 
-/// Start a worker process: `exe` with `args`, an empty environment (but
-/// [`PARENT_PID_ENV`]), `/` as its directory, and its three standard streams piped.
+/// Start a worker process: `exe` with `args`, an empty environment, `/` as its
+/// directory, its three standard streams piped, and `PR_SET_PDEATHSIG` (SIGKILL) armed
+/// before it executes anything: it dies with the thread that starts it, so call this
+/// from a thread that lives as long as the worker may (the run's, or the pool's). A
+/// runner that died before the signal was armed is seen (the parent is no longer the
+/// runner) and the start fails.
 ///
 /// # Ambient Authority
 ///
 /// Runs `exe`.
+#[allow(unsafe_code)]
 pub fn spawn_worker(exe: &Path, args: &[String]) -> Result<Child, BackendError> {
-    Command::new(exe)
+    use std::os::unix::process::CommandExt;
+    let runner = nix::unistd::getpid();
+    let mut command = Command::new(exe);
+    command
         .args(args)
         .env_clear()
-        .env(PARENT_PID_ENV, std::process::id().to_string())
         .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec and only makes two
+    // async-signal-safe system calls (prctl, getppid); it allocates nothing (the error
+    // is built from a static message) and touches no lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != runner {
+                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            }
+            Ok(())
+        });
+    }
+    command
         .spawn()
         .map_err(|e| BackendError::Worker(format!("cannot start {}: {e}", exe.display())))
 }
