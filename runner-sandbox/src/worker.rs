@@ -34,8 +34,7 @@ use std::time::{Duration, Instant};
 
 mod pool;
 pub use pool::{
-    PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe,
-    spawn_worker,
+    PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe, spawn_worker,
 };
 
 /// Largest request the worker reads.

@@ -731,8 +731,13 @@ fn metrics_addr(host: &Host) -> String {
 /// The value of one sample line (`name{labels} value`) in a `/metrics` answer.
 fn metric(addr: &str, sample: &str) -> Option<u64> {
     let text = http_get(addr, "/metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
+    text.lines().find_map(|l| {
+        l.strip_prefix(sample)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// Worker processes (ERA or Monty) whose parent is `pid`.
@@ -742,8 +747,9 @@ fn workers_of(pid: u32) -> Vec<u32> {
         let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        let cmdline = String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default())
-            .into_owned();
+        let cmdline =
+            String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default())
+                .into_owned();
         if !(cmdline.contains("runner-monty-worker") || cmdline.contains("runner-era-worker")) {
             continue;
         }
@@ -803,7 +809,10 @@ fn a_request_is_served_by_a_warm_worker() {
     });
     assert_eq!(workers_of(host.child.id()).len(), 1);
     let lines = host.stop();
-    assert!(lines.iter().all(|l| l["outcome"] == "completed"), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l["outcome"] == "completed"),
+        "{lines:?}"
+    );
     let out = std::fs::read_to_string(
         dirs.results_by_request()[second][0]
             .with_extension("")
@@ -872,16 +881,17 @@ fn a_warm_worker_killed_while_idle_is_replaced() {
     });
     let lines = host.stop();
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines.iter().all(|l| l["outcome"] == "completed"), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l["outcome"] == "completed"),
+        "{lines:?}"
+    );
 }
 
 /// The lock of a result without what differs between two runs of the same request:
 /// timing, usage, the fresh determinism seed and clock, the ids and seals.
 fn comparable_lock(doc: &Path) -> Value {
-    let mut lock: Value = serde_json::from_slice(
-        &std::fs::read(doc.with_extension("lock.json")).unwrap(),
-    )
-    .unwrap();
+    let mut lock: Value =
+        serde_json::from_slice(&std::fs::read(doc.with_extension("lock.json")).unwrap()).unwrap();
     let map = lock.as_object_mut().unwrap();
     for key in [
         "created_utc",
@@ -911,8 +921,14 @@ fn warm_results_are_identical_to_exec_results() {
         )
     };
     let requests = [
-        ("TR-20261121-120000Z-same-era-1", era("TR-20261121-120000Z-same-era-1")),
-        ("TR-20261121-120000Z-same-era-2", era("TR-20261121-120000Z-same-era-2")),
+        (
+            "TR-20261121-120000Z-same-era-1",
+            era("TR-20261121-120000Z-same-era-1"),
+        ),
+        (
+            "TR-20261121-120000Z-same-era-2",
+            era("TR-20261121-120000Z-same-era-2"),
+        ),
         (
             "TR-20261121-120000Z-same-monty-1",
             monty("TR-20261121-120000Z-same-monty-1", "print(sum(range(10)))"),
@@ -948,7 +964,11 @@ fn warm_results_are_identical_to_exec_results() {
         .env("RUNNER_MONTY_WORKER", monty_worker())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let served = dirs.results_by_request();
     let execd = results_in(&dirs.root.join("exec-results"));
     for (id, _) in &requests {

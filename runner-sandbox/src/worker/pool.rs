@@ -258,7 +258,10 @@ impl WorkerPool {
                 }
                 let _ = child.kill();
                 let _ = child.wait();
-                self.shared.counters.replaced.fetch_add(1, Ordering::Relaxed);
+                self.shared
+                    .counters
+                    .replaced
+                    .fetch_add(1, Ordering::Relaxed);
             }
             found
         };

@@ -131,11 +131,7 @@ impl Staging {
         };
         let mut tmp_name = None;
         for attempt in 0..100u32 {
-            let name = format!(
-                "{STAGING_PREFIX}{}-{}",
-                std::process::id(),
-                unique(attempt)
-            );
+            let name = format!("{STAGING_PREFIX}{}-{}", std::process::id(), unique(attempt));
             match results.create_dir(&name) {
                 Ok(()) => {
                     tmp_name = Some(name);
@@ -501,7 +497,9 @@ pub fn sweep_stale_temporaries(dir: &Path) -> usize {
             continue;
         }
         // Never through a symlink: only the kind of entry that name stands for.
-        let Ok(kind) = entry.file_type() else { continue };
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
         let gone = if is_dir && kind.is_dir() {
             std::fs::remove_dir_all(entry.path())
         } else if !is_dir && kind.is_file() {

@@ -18,6 +18,7 @@
 //! elsewhere needs it.
 
 use super::Handled;
+use crate::backend::worker::{PoolCounters, PoolStats};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -26,7 +27,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use crate::backend::worker::{PoolCounters, PoolStats};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
