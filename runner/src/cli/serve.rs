@@ -195,7 +195,7 @@ impl ServeCommand {
         };
         let jobs = usize::try_from(self.jobs).unwrap_or(1);
         // A host runs requests all day: its workers start ahead of them.
-        pipeline.set_warm_workers(jobs.max(1));
+        pipeline.set_warm_workers(super::exec::warm_workers(jobs.max(1)));
         if let Some(m) = &metrics {
             m.watch_workers(pipeline.worker_counters());
         }
