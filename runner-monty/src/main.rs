@@ -39,7 +39,14 @@ const INTERPRETER_STACK: usize = 16 << 20;
 const ADDRESS_SPACE_OVERHEAD: u64 = 512 << 20;
 
 fn main() {
-    let reply = match serve() {
+    // A warm worker waits here for its request; it dies with the runner.
+    worker::arm_parent_death();
+    let request = match worker::wait_request::<MontyWorkerRequest>(io::stdin().lock()) {
+        Ok(None) => std::process::exit(0),
+        Ok(Some(request)) => Ok(request),
+        Err(error) => Err(error),
+    };
+    let reply = match request.and_then(serve) {
         Ok(outcome) => WorkerReply::Ok { outcome },
         Err(error) => WorkerReply::Error {
             message: error.to_string(),
@@ -59,8 +66,7 @@ fn address_space_limit(limits: &Limits) -> u64 {
         .saturating_add(ADDRESS_SPACE_OVERHEAD)
 }
 
-fn serve() -> Result<Outcome, BackendError> {
-    let request: MontyWorkerRequest = worker::read_request(io::stdin().lock())?;
+fn serve(request: MontyWorkerRequest) -> Result<Outcome, BackendError> {
     let spec = request.spec;
     let limits = spec.limits.clone();
     let mut fs = confine::FsAccess::for_spec(&spec);

@@ -10,6 +10,7 @@
 //! | `RUNNER_PYTHON` | [`python`]: guest and environment fetches |
 //! | `RUNNER_LOG`, `RUNNER_LOG_FORMAT`, `NO_COLOR`, `CLICOLOR`, `CLICOLOR_FORCE`, `TERM` | `runner::cli::output` |
 //! | `RUNNER_WORKER_EXE`, `RUNNER_MONTY_WORKER` | the backends, to find their worker |
+//! | `RUNNER_WARM_WORKERS` | `runner::cli::exec`: warm workers per engine for a host or a batch |
 //! | `RUNNER_PROBE_READ_DIR`, `RUNNER_PROBE_WRITE_DIR` | the confinement probe (tests) |
 //! | `RUNNER_TEST_GUEST`, `RUNNER_TEST_WHEEL` | tests |
 //!

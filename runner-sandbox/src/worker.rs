@@ -27,10 +27,15 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod pool;
+pub use pool::{
+    PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe, spawn_worker,
+};
 
 /// Largest request the worker reads.
 pub const MAX_REQUEST_BYTES: u64 = 8 << 20;
@@ -127,6 +132,28 @@ pub fn read_request<T: serde::de::DeserializeOwned>(stdin: impl Read) -> Result<
         .map_err(|e| BackendError::Worker(format!("malformed request: {e}")))
 }
 
+/// A worker's wait for its request: `Ok(None)` when stdin ends before any byte (the
+/// runner ended an idle warm worker, or died): the worker then exits 0 quietly.
+/// Otherwise as [`read_request`].
+pub fn wait_request<T: serde::de::DeserializeOwned>(
+    mut stdin: impl Read,
+) -> Result<Option<T>, BackendError> {
+    let mut first = [0u8; 1];
+    let n = loop {
+        match stdin.read(&mut first) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => {
+                break other
+                    .map_err(|e| BackendError::Worker(format!("cannot read the request: {e}")))?;
+            }
+        }
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    read_request(io::Cursor::new(first).chain(stdin)).map(Some)
+}
+
 /// The CPU budget a worker checks itself (precise CPU clock, every epoch tick): the
 /// budget itself. `RLIMIT_CPU` sits [`confine::RLIMIT_CPU_SLACK_SECS`] later, as the
 /// backstop (see there why not at the budget).
@@ -152,6 +179,9 @@ pub fn write_capture(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
 pub enum Supervised {
     Outcome(Outcome),
     ModuleRejected(String),
+    /// A warm worker ended before it took its request (the request could not be written
+    /// to it): nothing ran; the backend runs the request again on a cold worker.
+    NotDelivered(String),
 }
 
 /// Why the runner killed the worker.
@@ -196,6 +226,9 @@ pub struct WorkerJob<'a> {
     /// Exit status by which the worker says its memory cap ended it (Monty's allocator
     /// exits with 65 rather than aborting); `None` when it has none.
     pub oom_exit_code: Option<i32>,
+    /// A warm worker, started ahead ([`WorkerPool`]) with `exe` and `args`, waiting for
+    /// its request; `None`: start one now.
+    pub warm: Option<Child>,
 }
 
 /// Start the worker, feed it the request, watch it until it exits, and describe how
@@ -221,23 +254,23 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
     }];
     let payload = job.payload;
 
+    // The deadline counts from the request being sent: for a warm worker, not from
+    // its start.
     let started = Instant::now();
-    let child = Command::new(exe)
-        .args(job.args)
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| BackendError::Worker(format!("cannot start {}: {e}", exe.display())))?;
+    let warm = job.warm.is_some();
+    let child = match job.warm {
+        Some(child) => child,
+        None => {
+            let args: Vec<String> = job.args.iter().map(|a| (*a).to_owned()).collect();
+            spawn_worker(exe, &args)?
+        }
+    };
     let mut guard = ChildGuard(Some(child));
     let stdin = guard.child().stdin.take();
-    let writer = std::thread::spawn(move || {
-        if let Some(mut stdin) = stdin {
-            // A worker that dies early closes the pipe; its exit status says why.
-            let _ = stdin.write_all(&payload);
-        }
+    let writer = std::thread::spawn(move || match stdin {
+        // A worker that dies early closes the pipe; its exit status says why.
+        Some(mut stdin) => stdin.write_all(&payload).is_ok(),
+        None => false,
     });
     let reply_reader = bounded_reader(guard.child().stdout.take(), MAX_REPLY_BYTES);
     let stderr_reader = bounded_reader(guard.child().stderr.take(), MAX_WORKER_STDERR);
@@ -293,8 +326,13 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
         .wait()
         .map_err(|e| BackendError::Worker(format!("reaping the worker: {e}")))?;
     let elapsed = started.elapsed().as_secs_f64();
-    let _ = writer.join();
+    let delivered = writer.join().unwrap_or(false);
     let (reply, reply_overflow) = reply_reader.join().unwrap_or_default();
+    if warm && !delivered && killed.is_none() && reply.is_empty() {
+        return Ok(Supervised::NotDelivered(format!(
+            "the warm worker ended ({status}) before it read its request"
+        )));
+    }
     let (worker_stderr, _) = stderr_reader.join().unwrap_or_default();
     let stderr_note = || {
         let text = String::from_utf8_lossy(&worker_stderr);

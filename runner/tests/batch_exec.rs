@@ -270,8 +270,11 @@ fn an_empty_directory_is_a_usage_error() {
     );
 }
 
-/// A worker wrapper that records how many workers are alive when each starts, then
-/// runs the real worker. The runner clears the worker's environment, so the paths are
+/// A worker wrapper that records how many workers are running a request when each
+/// receives its own, then runs the real worker on it. A batch keeps workers started
+/// ahead (warm) that wait for a request and hold nothing: the wrapper counts a worker
+/// once its request has arrived, and one that is ended idle (stdin closed before any
+/// byte) is not counted. The runner clears the worker's environment, so the paths are
 /// written into the script.
 fn spy_worker(dir: &Path) -> PathBuf {
     let script = dir.join("spy-worker.sh");
@@ -283,6 +286,9 @@ fn spy_worker(dir: &Path) -> PathBuf {
         &script,
         format!(
             "#!/bin/bash\n\
+             req=$(/usr/bin/mktemp)\n\
+             /bin/cat > \"$req\"\n\
+             [ -s \"$req\" ] || {{ /bin/rm -f \"$req\"; exit 0; }}\n\
              exec 9>>'{lock}'\n\
              /usr/bin/flock 9\n\
              n=$(( $(cat '{active}' 2>/dev/null || echo 0) + 1 ))\n\
@@ -290,8 +296,9 @@ fn spy_worker(dir: &Path) -> PathBuf {
              echo $n >> '{seen}'\n\
              /usr/bin/flock -u 9\n\
              /bin/sleep 0.5\n\
-             '{worker}'\n\
+             '{worker}' \"$@\" < \"$req\"\n\
              rc=$?\n\
+             /bin/rm -f \"$req\"\n\
              /usr/bin/flock 9\n\
              echo $(( $(cat '{active}') - 1 )) > '{active}'\n\
              /usr/bin/flock -u 9\n\

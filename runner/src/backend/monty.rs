@@ -18,12 +18,13 @@
 //! `capture_dir/stdout` and `capture_dir/stderr`, exactly as with the wasmtime worker.
 //! This crate does not depend on `monty`: the worker binary does.
 
-use super::worker::{self, Supervised, WorkerJob};
+use super::worker::{self, PoolCounters, Supervised, WorkerJob, WorkerPool};
 // The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
 // not this crate.
 use super::{Backend, BackendError, Outcome, Program, SandboxSpec};
 pub use runner_sandbox::monty::{MONTY_OOM_EXIT_CODE, MontyWorkerRequest, engine_name};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Environment variable naming the Monty worker binary.
@@ -41,6 +42,8 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 pub struct MontyBackend {
     worker_exe: Option<PathBuf>,
     grace: Duration,
+    /// Warm workers ([`MontyBackend::with_pool`]).
+    pool: Option<Arc<WorkerPool>>,
 }
 
 impl Default for MontyBackend {
@@ -54,7 +57,28 @@ impl MontyBackend {
         Self {
             worker_exe: None,
             grace: DEFAULT_GRACE,
+            pool: None,
         }
+    }
+
+    /// Keep up to `size` workers started ahead, waiting for their request (a Monty
+    /// worker has nothing else to do ahead: it starts in microseconds once running;
+    /// what is saved is the process start). Every worker still serves one request.
+    /// Call after [`MontyBackend::with_worker_exe`].
+    pub fn with_pool(
+        mut self,
+        size: usize,
+        counters: Arc<PoolCounters>,
+    ) -> Result<Self, BackendError> {
+        let pool = WorkerPool::new(self.worker_exe()?, size, counters);
+        pool.configure(Vec::new());
+        self.pool = Some(Arc::new(pool));
+        Ok(self)
+    }
+
+    /// The warm workers, when there are.
+    pub fn pool(&self) -> Option<&WorkerPool> {
+        self.pool.as_deref()
     }
 
     /// Run workers from `exe` instead of `$RUNNER_MONTY_WORKER` or the binary next to
@@ -78,24 +102,13 @@ impl MontyBackend {
     ///
     /// Reads `$RUNNER_MONTY_WORKER` and the path of the running executable.
     pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        let exe = if let Some(exe) = &self.worker_exe {
-            exe.clone()
-        } else if let Some(exe) = std::env::var_os(MONTY_WORKER_ENV).filter(|v| !v.is_empty()) {
-            PathBuf::from(exe)
-        } else {
-            let runner = std::env::current_exe().map_err(|e| {
-                BackendError::Worker(format!("cannot locate the runner binary: {e}"))
-            })?;
-            runner.with_file_name(MONTY_WORKER_BIN)
-        };
-        if !exe.is_file() {
-            return Err(BackendError::Worker(format!(
-                "the Monty worker {} is missing; build it with `cargo build --release -p \
-                 runner-monty --ignore-rust-version` (or `just build`), or set {MONTY_WORKER_ENV}",
-                exe.display()
-            )));
-        }
-        Ok(exe)
+        worker::locate_worker_exe(
+            self.worker_exe.as_deref(),
+            MONTY_WORKER_ENV,
+            MONTY_WORKER_BIN,
+            "Monty worker",
+            "cargo build --release -p runner-monty --ignore-rust-version",
+        )
     }
 }
 
@@ -109,19 +122,32 @@ impl Backend for MontyBackend {
         let exe = self.worker_exe()?;
         let payload = serde_json::to_vec(&MontyWorkerRequest { spec: spec.clone() })
             .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
-        let job = WorkerJob {
+        let job = |warm| WorkerJob {
             exe: &exe,
             args: &[],
-            payload,
+            payload: payload.clone(),
             spec,
             startup_allowance: STARTUP_ALLOWANCE,
             grace: self.grace,
             engine: engine_name(),
             oom_exit_code: Some(MONTY_OOM_EXIT_CODE),
+            warm,
         };
-        match worker::supervise_worker(job)? {
+        let warm = self.pool.as_ref().and_then(|pool| pool.take());
+        let supervised = match worker::supervise_worker(job(warm))? {
+            Supervised::NotDelivered(_) => {
+                if let Some(pool) = &self.pool {
+                    pool.note_retried_cold();
+                }
+                worker::supervise_worker(job(None))?
+            }
+            other => other,
+        };
+        match supervised {
             Supervised::Outcome(outcome) => Ok(outcome),
-            Supervised::ModuleRejected(message) => Err(BackendError::Worker(message)),
+            Supervised::ModuleRejected(message) | Supervised::NotDelivered(message) => {
+                Err(BackendError::Worker(message))
+            }
         }
     }
 }

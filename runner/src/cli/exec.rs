@@ -247,6 +247,22 @@ pub(super) fn pipeline(
     })
 }
 
+/// Environment variable overriding how many workers a host or a batch keeps started
+/// ahead per engine (`0`: none, every worker starts cold, as a single `runner exec`).
+pub(super) const WARM_WORKERS_ENV: &str = "RUNNER_WARM_WORKERS";
+
+/// Warm workers per engine for a host or batch of `jobs`: `$RUNNER_WARM_WORKERS` when
+/// it is a number, else `jobs`.
+///
+/// # Ambient authority
+/// Reads `$RUNNER_WARM_WORKERS`.
+pub(super) fn warm_workers(jobs: usize) -> usize {
+    runner_sandbox::env::var(WARM_WORKERS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(jobs)
+}
+
 /// `REQUEST: not run` and a line per reason (with the request's line when known).
 fn not_run_text(request: &Path, reasons: &[Reason]) -> String {
     let mut text = format!("{}: not run\n", request.display());

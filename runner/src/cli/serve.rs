@@ -193,11 +193,16 @@ impl ServeCommand {
                 return e.exit_code();
             }
         };
+        let jobs = usize::try_from(self.jobs).unwrap_or(1);
+        // A host runs requests all day: its workers start ahead of them.
+        pipeline.set_warm_workers(super::exec::warm_workers(jobs.max(1)));
+        if let Some(m) = &metrics {
+            m.watch_workers(pipeline.worker_counters());
+        }
         let printer = Printer {
             json: self.json,
             metrics,
         };
-        let jobs = usize::try_from(self.jobs).unwrap_or(1);
         let served = match (self.nats, self.inbox, self.results) {
             (Some(url), _, _) => {
                 let config = serve::nats::NatsConfig {

@@ -91,6 +91,23 @@ impl Pipeline {
         self
     }
 
+    /// Keep up to `n` workers per engine (ERA, Monty) started ahead of the requests, for
+    /// a host or a batch that runs many (see `runner_sandbox::worker::WorkerPool`); 0,
+    /// the default, starts each worker when its run needs it. Set before the first run.
+    pub fn set_warm_workers(&self, n: usize) {
+        self.engines.set_warm_workers(n);
+    }
+
+    /// What the warm workers did (ready now, runs warm and cold, replaced).
+    pub fn worker_stats(&self) -> crate::backend::worker::PoolStats {
+        self.engines.pool_counters().snapshot()
+    }
+
+    /// The live counters behind [`Pipeline::worker_stats`], for a host's metrics.
+    pub fn worker_counters(&self) -> std::sync::Arc<crate::backend::worker::PoolCounters> {
+        std::sync::Arc::clone(self.engines.pool_counters())
+    }
+
     /// Report the steps of preparing an engine (a guest's download and compile).
     pub fn with_progress(mut self, progress: MakeProgress) -> Self {
         self.progress = Some(progress);

@@ -4,7 +4,7 @@
 use super::error::PrepareError;
 use crate::backend::monty::MontyBackend;
 use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
-use crate::backend::worker::WasmtimeBackend;
+use crate::backend::worker::{PoolCounters, WasmtimeBackend};
 use crate::backend::{Backend, GuestProgram, MontyProgram, Program};
 use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
@@ -12,6 +12,7 @@ use crate::policy::Policy;
 use crate::request::{ApprovedRequest, Work};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Reports the steps of a long preparation (a guest's download, its first compile).
@@ -29,6 +30,13 @@ pub struct Engines {
     /// Guest name → its located file and runtime (assets verified): a guest's assets
     /// are hashed once per pipeline, not once per run.
     located: Mutex<HashMap<String, (PathBuf, GuestRuntime)>>,
+    /// Warm workers kept per engine (0: none, every worker starts cold). Read when an
+    /// engine is first needed.
+    warm_workers: AtomicUsize,
+    /// What the warm-worker pools did, for a host's metrics.
+    pool_counters: Arc<PoolCounters>,
+    /// The monty backend, once a pool is wanted (with none, each run makes its own).
+    monty: Mutex<Option<Arc<MontyBackend>>>,
 }
 
 /// An engine ready for one request.
@@ -94,11 +102,9 @@ impl Engines {
                 })
             }
             Work::Monty { code, inputs_json } => {
-                let backend = MontyBackend::new();
-                // A missing worker binary is a setup problem: say so before staging.
-                backend.worker_exe().map_err(PrepareError::MontyWorker)?;
+                let backend = self.monty()?;
                 Ok(Prepared {
-                    backend: Arc::new(backend),
+                    backend,
                     program: Program::Monty(MontyProgram {
                         code: code.clone(),
                         inputs_json: inputs_json.clone(),
@@ -111,15 +117,52 @@ impl Engines {
         }
     }
 
+    /// Keep up to `n` workers of each engine started ahead (0: none). Takes effect for
+    /// an engine not used yet.
+    pub fn set_warm_workers(&self, n: usize) {
+        self.warm_workers.store(n, Ordering::Relaxed);
+    }
+
+    pub fn pool_counters(&self) -> &Arc<PoolCounters> {
+        &self.pool_counters
+    }
+
+    /// The monty backend; a missing worker binary is a setup problem, said before
+    /// staging.
+    fn monty(&self) -> Result<Arc<dyn Backend + Send + Sync>, PrepareError> {
+        let warm = self.warm_workers.load(Ordering::Relaxed);
+        if warm == 0 {
+            let backend = MontyBackend::new();
+            backend.worker_exe().map_err(PrepareError::MontyWorker)?;
+            return Ok(Arc::new(backend));
+        }
+        let mut slot = lock(&self.monty);
+        if let Some(backend) = slot.as_ref() {
+            return Ok(Arc::clone(backend) as Arc<dyn Backend + Send + Sync>);
+        }
+        let backend = Arc::new(
+            MontyBackend::new()
+                .with_pool(warm, Arc::clone(&self.pool_counters))
+                .map_err(PrepareError::MontyWorker)?,
+        );
+        *slot = Some(Arc::clone(&backend));
+        Ok(backend)
+    }
+
     fn wasmtime(&self) -> Result<Arc<WasmtimeBackend>, PrepareError> {
         let mut slot = lock(&self.wasmtime);
         if let Some(backend) = slot.as_ref() {
             return Ok(Arc::clone(backend));
         }
-        let backend = Arc::new(
-            WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
-                .map_err(PrepareError::Engine)?,
-        );
+        let mut backend = WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
+            .map_err(PrepareError::Engine)?;
+        let warm = self.warm_workers.load(Ordering::Relaxed);
+        if warm > 0 {
+            backend = backend
+                .with_pool(warm, Arc::clone(&self.pool_counters))
+                .map_err(PrepareError::Engine)?;
+        }
+        let backend = Arc::new(backend);
         *slot = Some(Arc::clone(&backend));
         Ok(backend)
     }

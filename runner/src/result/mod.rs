@@ -131,7 +131,7 @@ impl Staging {
         };
         let mut tmp_name = None;
         for attempt in 0..100u32 {
-            let name = format!(".tmp-result-{}-{}", std::process::id(), unique(attempt));
+            let name = format!("{STAGING_PREFIX}{}-{}", std::process::id(), unique(attempt));
             match results.create_dir(&name) {
                 Ok(()) => {
                     tmp_name = Some(name);
@@ -288,7 +288,7 @@ impl Staging {
             }
             written.push(name);
         }
-        let doc_tmp = format!(".tmp-{id}.md");
+        let doc_tmp = format!("{DOC_TMP_PREFIX}{}-{id}.md", std::process::id());
         if let Err(e) = write_new(&self.results, &doc_tmp, text.as_bytes()) {
             undo(&written);
             return Err(e);
@@ -442,6 +442,75 @@ pub fn utc_timestamp(now: time::OffsetDateTime) -> String {
     )
 }
 
+/// A staging directory: `.tmp-result-<pid>-<unique>`.
+const STAGING_PREFIX: &str = ".tmp-result-";
+/// A document written before it is linked into place: `.tmp-doc-<pid>-<id>.md`.
+const DOC_TMP_PREFIX: &str = ".tmp-doc-";
+
+/// Removes the work in progress that processes which are gone left in a results
+/// directory `dir` (a host SIGKILLed mid-publish): only the names [`Staging`] makes
+/// (`.tmp-result-<pid>-…` directories, `.tmp-doc-<pid>-….md` files), and only when
+/// process `<pid>` no longer exists or is this process itself (call it before this
+/// process publishes anything: a pid reused from a dead host, as in a container that
+/// restarts). A temporary of a live process (a peer host on the same directory) is
+/// never touched. Returns how many entries were removed.
+///
+/// # Ambient authority
+/// Opens `dir` by path once, then lists and removes its entries through that handle.
+pub fn sweep_stale_temporaries(dir: &Path) -> usize {
+    let Ok(dir) = Dir::open_ambient_dir(dir, cap_std::ambient_authority()) else {
+        return 0;
+    };
+    let Ok(entries) = dir.entries() else {
+        return 0;
+    };
+    let own = std::process::id();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let (rest, is_dir) = if let Some(rest) = name.strip_prefix(STAGING_PREFIX) {
+            (rest, true)
+        } else if let Some(rest) = name.strip_prefix(DOC_TMP_PREFIX)
+            && name.ends_with(".md")
+        {
+            (rest, false)
+        } else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split_once('-')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let dead = pid == own
+            || i32::try_from(pid).is_ok_and(|p| {
+                p > 0
+                    && nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None)
+                        == Err(nix::errno::Errno::ESRCH)
+            });
+        if !dead {
+            continue;
+        }
+        // Never through a symlink: only the kind of entry that name stands for.
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let gone = if is_dir && kind.is_dir() {
+            dir.remove_dir_all(name)
+        } else if !is_dir && kind.is_file() {
+            dir.remove_file(name)
+        } else {
+            continue;
+        };
+        if gone.is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// True for names the results directory uses for work in progress.
 pub fn is_temporary_name(name: &OsStr) -> bool {
     name.to_str().is_some_and(|n| n.starts_with(".tmp-"))
@@ -534,6 +603,44 @@ mod tests {
         }
     }
 
+    /// Issue 16: a host SIGKILLed mid-publish leaves `.tmp-…` entries; the next host
+    /// sweeps those of dead processes (and of its own pid, reused), never a live
+    /// process's, never another name, never through a symlink.
+    #[test]
+    fn stale_temporaries_of_dead_processes_are_swept_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let own = std::process::id();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        std::fs::create_dir(d.join(format!(".tmp-result-{own}-a"))).unwrap();
+        std::fs::write(d.join(format!(".tmp-result-{own}-a/stdout")), b"x").unwrap();
+        std::fs::create_dir(d.join(format!(".tmp-result-{dead}-b"))).unwrap();
+        std::fs::write(d.join(format!(".tmp-doc-{dead}-TS-1-x.md")), b"x").unwrap();
+        // pid 1 is alive: a peer's work in progress.
+        std::fs::create_dir(d.join(".tmp-result-1-c")).unwrap();
+        std::fs::write(d.join(".tmp-doc-1-TS-1-y.md"), b"x").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), b"x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.join(format!(".tmp-result-{own}-lnk")))
+            .unwrap();
+        std::fs::write(d.join("TS-1-z.md"), b"x").unwrap();
+        std::fs::write(d.join(".tmp-other"), b"x").unwrap();
+        assert_eq!(sweep_stale_temporaries(d), 3);
+        assert_eq!(
+            names_in(d),
+            [
+                ".tmp-doc-1-TS-1-y.md".to_owned(),
+                ".tmp-other".to_owned(),
+                ".tmp-result-1-c".to_owned(),
+                format!(".tmp-result-{own}-lnk"),
+                "TS-1-z.md".to_owned(),
+            ]
+        );
+        assert!(outside.path().join("keep").exists());
+    }
+
     fn names_in(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
@@ -554,7 +661,8 @@ mod tests {
         std::fs::write(dir.path().join("TS-1-x-2.intoto.json"), b"squat").unwrap();
         std::fs::create_dir(dir.path().join("TS-1-x-3")).unwrap();
         std::fs::write(dir.path().join("TS-1-x-3/x"), b"squat").unwrap();
-        std::fs::write(dir.path().join(".tmp-TS-1-x-4.md"), b"squat").unwrap();
+        let squat = format!(".tmp-doc-{}-TS-1-x-4.md", std::process::id());
+        std::fs::write(dir.path().join(&squat), b"squat").unwrap();
         let s = Staging::new(&ResultsRoot::named(dir.path())).unwrap();
         s.write_stream("stdout", b"hi").unwrap();
         let path = s.publish("TS-1-x", full_set).unwrap();
@@ -563,7 +671,7 @@ mod tests {
         assert_eq!(
             names_in(dir.path()),
             [
-                ".tmp-TS-1-x-4.md",
+                squat.as_str(),
                 "TS-1-x-2.intoto.json",
                 "TS-1-x-3",
                 "TS-1-x-5",

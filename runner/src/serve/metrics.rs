@@ -6,13 +6,19 @@
 //! request's `.md` appearing to its result published), `runner_serve_queue_depth`
 //! (requests seen in the inbox and not claimed yet) and
 //! `runner_serve_worker_failures_total{code}` (attempts that failed for a reason that is
-//! not the request's: the sandbox, the results directory, the guest).
+//! not the request's: the sandbox, the results directory, the guest),
+//! `runner_serve_warm_workers` (workers started ahead and waiting for a request),
+//! `runner_serve_worker_starts_total{kind}` (runs handed a `warm` worker, runs that
+//! started one `cold`, runs `retried_cold` because their warm worker died before reading
+//! the request) and `runner_serve_warm_workers_replaced_total` (idle warm workers found
+//! dead and replaced).
 //!
 //! The responder reads one request (line and headers, at most 8 KiB, 2 s), answers and
 //! closes: it serves a scraper, not the public. Bind it to loopback unless a scraper
 //! elsewhere needs it.
 
 use super::Handled;
+use crate::backend::worker::{PoolCounters, PoolStats};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -21,7 +27,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 type Labels = Vec<(&'static str, String)>;
@@ -33,6 +39,13 @@ pub struct Metrics {
     latency: Histogram,
     queue_depth: Gauge,
     worker_failures: Family<Labels, Counter>,
+    warm_workers: Gauge,
+    worker_starts: Family<Labels, Counter>,
+    replaced: Counter,
+    /// The pipeline's warm-worker counters, read at each render.
+    pools: OnceLock<Arc<PoolCounters>>,
+    /// What the counters said at the last render (the metrics count the difference).
+    seen: Mutex<PoolStats>,
 }
 
 impl Default for Metrics {
@@ -69,13 +82,63 @@ impl Metrics {
             "Attempts that failed for a reason that is not the request's, by reason code",
             worker_failures.clone(),
         );
+        let warm_workers = Gauge::default();
+        let worker_starts = Family::<Labels, Counter>::default();
+        let replaced = Counter::default();
+        registry.register(
+            "warm_workers",
+            "Workers started ahead (engine built, guest module loaded) and waiting for a request",
+            warm_workers.clone(),
+        );
+        registry.register(
+            "worker_starts",
+            "Runs by how their worker started: warm (taken ready), cold (started for the run), retried_cold (the warm one died before reading its request)",
+            worker_starts.clone(),
+        );
+        registry.register(
+            "warm_workers_replaced",
+            "Idle warm workers found dead, reaped and replaced",
+            replaced.clone(),
+        );
         Self {
             registry,
             requests,
             latency,
             queue_depth,
             worker_failures,
+            warm_workers,
+            worker_starts,
+            replaced,
+            pools: OnceLock::new(),
+            seen: Mutex::new(PoolStats::default()),
         }
+    }
+
+    /// Report what the warm-worker pools behind `counters` do.
+    pub fn watch_workers(&self, counters: Arc<PoolCounters>) {
+        let _ = self.pools.set(counters);
+    }
+
+    fn update_workers(&self) {
+        let Some(pools) = self.pools.get() else {
+            return;
+        };
+        let now = pools.snapshot();
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        self.warm_workers
+            .set(i64::try_from(now.ready).unwrap_or(i64::MAX));
+        for (kind, now, before) in [
+            ("warm", now.warm_runs, seen.warm_runs),
+            ("cold", now.cold_runs, seen.cold_runs),
+            ("retried_cold", now.retried_cold, seen.retried_cold),
+        ] {
+            self.worker_starts
+                .get_or_create(&vec![("kind", kind.to_owned())])
+                .inc_by(now.saturating_sub(before));
+        }
+        self.replaced
+            .inc_by(now.replaced.saturating_sub(seen.replaced));
+        *seen = now;
     }
 
     /// Counts one request handled.
@@ -110,6 +173,7 @@ impl Metrics {
 
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
+        self.update_workers();
         let mut text = String::new();
         if let Err(e) = encode(&mut text, &self.registry) {
             text = format!("# the metrics could not be encoded: {e}\n");

@@ -216,6 +216,9 @@ pub fn run(
         };
         return Err(ServeError::SameDir { a, b });
     }
+    // What a host killed mid-publish left behind (its process is gone): swept before
+    // this host publishes anything.
+    let swept = crate::result::sweep_stale_temporaries(&results);
     // Signals are blocked before any thread starts, so every thread inherits the mask.
     let watcher = watch::Watcher::new(&inbox).map_err(dir_err("watching the inbox", &inbox))?;
     let claims = ClaimDir::create(&inbox).map_err(dir_err("claim directory in", &inbox))?;
@@ -239,6 +242,15 @@ pub fn run(
             host.results.display()
         ),
     );
+    if swept > 0 {
+        host.log(
+            Level::Info,
+            &format!(
+                "removed {swept} temporary entr(ies) of dead hosts from {}",
+                host.results.display()
+            ),
+        );
+    }
     host.recover_dead();
     host.scan();
     let stopped = std::thread::scope(|scope| {
