@@ -197,18 +197,35 @@ impl DeadClaims {
 
     /// Companions left here without their `.md` (the host died between claiming the
     /// `.md` and moving them, or recovery gave the `.md` back first): back to the inbox.
-    pub fn give_back_orphans(&self, inbox: &Path) {
-        let Ok(entries) = fs::read_dir(&self.path) else {
-            return;
+    /// Returns what could not be done (a move refused, the inbox not made durable), one
+    /// line each; what stays here is tried again by the next recovery pass.
+    pub fn give_back_orphans(&self, inbox: &Path) -> Vec<String> {
+        let mut failures = Vec::new();
+        let entries = match fs::read_dir(&self.path) {
+            Ok(entries) => entries,
+            Err(e) => return vec![format!("cannot list {}: {e}", self.path.display())],
         };
+        let mut moved = false;
         for e in entries.flatten() {
             let name = e.file_name();
             if name.as_bytes() == LOCK_FILE.as_bytes() || super::is_request_name(&name) {
                 continue;
             }
-            let _ = rename_noreplace(&e.path(), &inbox.join(&name));
+            match rename_noreplace(&e.path(), &inbox.join(&name)) {
+                Ok(()) => moved = true,
+                Err(err) => failures.push(format!(
+                    "cannot give {} back to the inbox: {err}",
+                    e.path().display()
+                )),
+            }
         }
-        let _ = sync_dir(inbox);
+        if moved && let Err(e) = sync_dir(inbox) {
+            failures.push(format!(
+                "the companions given back to {} are not durable yet: {e}",
+                inbox.display()
+            ));
+        }
+        failures
     }
 
     /// Removes the directory when it is empty but for its lock.

@@ -679,7 +679,9 @@ impl Host<'_> {
             for name in &requests {
                 self.recover_one(&dead, name);
             }
-            dead.give_back_orphans(&self.inbox);
+            for failure in dead.give_back_orphans(&self.inbox) {
+                self.log(Level::Warn, &format!("{failure}; trying again later"));
+            }
             dead.remove_if_empty();
             if settled > 0 || !requests.is_empty() {
                 self.log(
