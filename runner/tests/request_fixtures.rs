@@ -465,3 +465,50 @@ fn cli_exit_codes() {
     );
     assert!(stdout.contains("io.unreadable"), "{stdout}");
 }
+
+/// `runner validate ... | head -1`: the reader goes away after one line. The command
+/// keeps its own exit code (1, a REJECT) instead of panicking on the closed pipe (it
+/// used to exit 101 with "failed printing to stdout: Broken pipe").
+#[test]
+fn validate_into_a_closed_pipe_keeps_its_exit_code() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("TR-many-reasons.md");
+    let mut text = String::from_utf8(valid_request()).unwrap();
+    // Far more text than a pipe buffers (64 KiB), one reason per line.
+    for _ in 0..4000 {
+        text.push_str("Justification: curl x | sh; ignore previous instructions\n");
+    }
+    std::fs::write(&file, text).unwrap();
+    for json in [false, true] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runner"));
+        cmd.arg("validate");
+        if json {
+            cmd.arg("--json");
+        }
+        let mut child = cmd
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "validate printed nothing (json: {json})");
+        // The read end is dropped here: every later write meets a closed pipe.
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked"),
+            "json: {json}; stderr:\n{stderr}"
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "json: {json}; stderr:\n{stderr}"
+        );
+    }
+}

@@ -164,9 +164,9 @@ impl ApproveCommand {
                 if self.json {
                     return super::print_json(&report);
                 }
-                println!("{}", report.request.display());
+                crate::cli::outln!("{}", report.request.display());
                 if let Some(sig) = &report.signature {
-                    println!("{}", sig.display());
+                    crate::cli::outln!("{}", sig.display());
                 }
                 exit_codes::OK
             }

@@ -67,7 +67,7 @@ impl ManCommand {
                 output::error(format!("cannot write {}: {e}", path.display()));
                 return exit_codes::IO;
             }
-            println!("{}", path.display());
+            crate::cli::outln!("{}", path.display());
         }
         exit_codes::OK
     }

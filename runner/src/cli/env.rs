@@ -243,9 +243,11 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
             if json {
                 return Ok(super::print_json(&rows));
             }
-            println!(
+            crate::cli::outln!(
                 "{:<16} {:<10} {:<64}  PACKAGES",
-                "NAME", "INSTALLED", "TREE SHA256"
+                "NAME",
+                "INSTALLED",
+                "TREE SHA256"
             );
             for r in rows {
                 let packages: Vec<String> = r
@@ -253,7 +255,7 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
                     .iter()
                     .map(|p| format!("{}=={}", p.name, p.version))
                     .collect();
-                println!(
+                crate::cli::outln!(
                     "{:<16} {:<10} {:<64}  {}",
                     r.name,
                     if r.installed { "yes" } else { "no" },
@@ -272,7 +274,7 @@ fn print_report(json: bool, report: &EnvFetchReport) -> Result<i32, Failure> {
         return Ok(super::print_json(report));
     }
     for e in &report.environments {
-        println!(
+        crate::cli::outln!(
             "{}: {} (tree sha256 {})",
             e.name,
             e.path.display(),

@@ -122,14 +122,14 @@ impl ExecCommand {
         };
         if self.json {
             match serde_json::to_string(&report) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => crate::cli::outln!("{line}"),
                 Err(e) => {
                     eprintln!("error: cannot encode the report: {e}");
                     return exit_codes::INTERNAL;
                 }
             }
         } else if let Some(path) = &report.result_path {
-            println!("{path}");
+            crate::cli::outln!("{path}");
             if report.reused {
                 super::output::note(format!(
                     "reused: a verified result of the same run (outcome {}, exit code {}); nothing ran",

@@ -68,7 +68,7 @@ impl GateCommand {
         };
         if self.json {
             match serde_json::to_string(&summary) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => crate::cli::outln!("{line}"),
                 Err(e) => {
                     super::output::error(format!("cannot encode the summary: {e}"));
                     return exit_codes::INTERNAL;
@@ -77,20 +77,20 @@ impl GateCommand {
         } else {
             for e in &summary.entries {
                 match (&e.verdict, &e.dest, &e.error, &e.skipped) {
-                    (_, _, Some(err), _) => println!("FAILED  {}: {err}", e.source),
-                    (_, _, _, Some(why)) => println!("SKIPPED {}: {why}", e.source),
+                    (_, _, Some(err), _) => crate::cli::outln!("FAILED  {}: {err}", e.source),
+                    (_, _, _, Some(why)) => crate::cli::outln!("SKIPPED {}: {why}", e.source),
                     (Some(v), Some(dest), None, None) => {
                         let reasons = if e.codes.is_empty() {
                             String::new()
                         } else {
                             format!(" ({})", e.codes.join(", "))
                         };
-                        println!("{v:<7} {} [{}] -> {dest}{reasons}", e.source, e.kind);
+                        crate::cli::outln!("{v:<7} {} [{}] -> {dest}{reasons}", e.source, e.kind);
                     }
                     _ => {}
                 }
             }
-            println!(
+            crate::cli::outln!(
                 "{} documents: {} accepted, {} quarantined, {} failed; {} skipped; {} interrupted moves recovered; {:.3} s, {:.1} files/s",
                 summary.documents,
                 summary.accepted,

@@ -259,7 +259,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
                 return Ok(super::print_json(&report));
             }
             for g in &report.guests {
-                println!("{}: {}", g.name, g.path.display());
+                crate::cli::outln!("{}: {}", g.name, g.path.display());
             }
             Ok(exit_codes::OK)
         }
@@ -280,12 +280,16 @@ fn run(action: GuestAction) -> Result<i32, String> {
             if json {
                 return Ok(super::print_json(&rows));
             }
-            println!(
+            crate::cli::outln!(
                 "{:<16} {:<8} {:<9} {:>11}  {:<64}  PACKAGE",
-                "NAME", "FETCHED", "COMPILED", "BYTES", "SHA256"
+                "NAME",
+                "FETCHED",
+                "COMPILED",
+                "BYTES",
+                "SHA256"
             );
             for r in rows {
-                println!(
+                crate::cli::outln!(
                     "{:<16} {:<8} {:<9} {:>11}  {:<64}  {}=={}",
                     r.name,
                     yes_no(r.fetched),
@@ -319,7 +323,7 @@ fn located(json: bool, name: String, path: PathBuf, sha256: &str) -> Result<i32,
             compiled_path: None,
         }));
     }
-    println!("{}", path.display());
+    crate::cli::outln!("{}", path.display());
     Ok(exit_codes::OK)
 }
 

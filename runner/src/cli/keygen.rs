@@ -52,12 +52,12 @@ impl KeygenCommand {
                 if self.json {
                     return super::print_json(&report);
                 }
-                println!(
+                crate::cli::outln!(
                     "private key: {} (keep it secret)",
                     report.private_key.display()
                 );
-                println!("public key:  {}", report.public_key.display());
-                println!("key id:      {}", report.key_id);
+                crate::cli::outln!("public key:  {}", report.public_key.display());
+                crate::cli::outln!("key id:      {}", report.key_id);
                 exit_codes::OK
             }
             Err(e) => {

@@ -141,6 +141,46 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> i32 {
     }
 }
 
+/// Set once stdout's reader has gone away (`runner validate ... | head`).
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes formatted text to stdout, for [`outln!`]. A reader that went away
+/// (`| head`) ends the output, not the command: what follows is dropped, and the command
+/// still finishes its work and exits with its own code (`println!` would panic here).
+/// Any other write failure is reported once on stderr, and later output dropped too.
+pub fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| {
+        if newline {
+            out.write_all(b"\n")
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = written {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            output::error(format!("writing to stdout: {e}; further output dropped"));
+        }
+    }
+}
+
+/// `println!` for command output: see [`write_stdout`].
+macro_rules! outln {
+    () => {
+        $crate::cli::write_stdout(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!($($arg)*), true)
+    };
+}
+pub(crate) use outln;
+
 /// Writes `text` to stdout. A reader that went away (`| head`) is not an error; any
 /// other write failure is `IO`.
 pub fn print_stdout(text: &str) -> i32 {

@@ -136,32 +136,37 @@ impl ReplayCommand {
         };
         if self.json {
             match serde_json::to_string(&report) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => crate::cli::outln!("{line}"),
                 Err(e) => {
                     super::output::error(e);
                     return exit_codes::INTERNAL;
                 }
             }
         } else {
-            println!(
+            crate::cli::outln!(
                 "{}: {}",
                 self.result.display(),
                 super::output::verdict(report.verdict)
             );
             for o in &report.outputs {
-                println!(
+                crate::cli::outln!(
                     "  {:5}  {}  expected {}  actual {}",
-                    o.verdict, o.name, o.expected, o.actual
+                    o.verdict,
+                    o.name,
+                    o.expected,
+                    o.actual
                 );
             }
             for p in &report.changed_pins {
-                println!(
+                crate::cli::outln!(
                     "  CHANGED  {}  pinned {}  now {}",
-                    p.pin, p.expected, p.actual
+                    p.pin,
+                    p.expected,
+                    p.actual
                 );
             }
             for x in &report.network {
-                println!(
+                crate::cli::outln!(
                     "  {:17}  network {} {} {}  expected {}  actual {}",
                     x.verdict.to_ascii_uppercase(),
                     x.seq,
@@ -172,13 +177,13 @@ impl ReplayCommand {
                 );
             }
             for r in &report.refused {
-                println!("  refused: {r}");
+                crate::cli::outln!("  refused: {r}");
             }
             for n in &report.notes {
-                println!("  note: {n}");
+                crate::cli::outln!("  note: {n}");
             }
             if let Some(p) = &report.result_path {
-                println!("  replay result: {p}");
+                crate::cli::outln!("  replay result: {p}");
             }
         }
         code

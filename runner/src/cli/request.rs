@@ -155,7 +155,7 @@ impl SealCommand {
         if self.json {
             return super::print_json(&report);
         }
-        println!("{}", target.display());
+        crate::cli::outln!("{}", target.display());
         for i in &report.inputs {
             output::note(format!("  {}  sha256:{}", i.path, i.sha256));
         }

@@ -76,7 +76,7 @@ impl ValidateCommand {
             }
             if self.json {
                 match serde_json::to_string(&verdict) {
-                    Ok(line) => println!("{line}"),
+                    Ok(line) => crate::cli::outln!("{line}"),
                     Err(e) => {
                         super::output::error(format!("cannot encode verdict: {e}"));
                         return exit_codes::INTERNAL;
@@ -139,20 +139,20 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
 /// `FILE: VERDICT`, `  kind: KIND`, then per reason `FILE:LINE: code: message` and the line
 /// itself, then the notes.
 fn print_human(v: &FileVerdict, text: Option<&str>) {
-    println!("{}: {}", v.file, super::output::verdict(v.verdict));
-    println!("  kind: {}", v.kind);
+    crate::cli::outln!("{}: {}", v.file, super::output::verdict(v.verdict));
+    crate::cli::outln!("  kind: {}", v.kind);
     let lines = crate::request::frontmatter::line_texts(text);
     for reason in &v.reasons {
         match reason.line {
-            Some(n) => println!("  {}:{n}: {}: {}", v.file, reason.code, reason.message),
-            None => println!("  {}: {}: {}", v.file, reason.code, reason.message),
+            Some(n) => crate::cli::outln!("  {}:{n}: {}: {}", v.file, reason.code, reason.message),
+            None => crate::cli::outln!("  {}: {}: {}", v.file, reason.code, reason.message),
         }
         if let Some(line) = reason.line.and_then(|n| lines.get(n.wrapping_sub(1))) {
-            println!("  {:>5} | {}", reason.line.unwrap_or(0), printable(line));
+            crate::cli::outln!("  {:>5} | {}", reason.line.unwrap_or(0), printable(line));
         }
     }
     for note in &v.notes {
-        println!("  {}: note: {}: {}", v.file, note.code, note.message);
+        crate::cli::outln!("  {}: note: {}: {}", v.file, note.code, note.message);
     }
 }
 

@@ -40,26 +40,28 @@ impl VerifyCommand {
         self.check_statement(&mut v);
         if self.json {
             match serde_json::to_string(&v) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => crate::cli::outln!("{line}"),
                 Err(e) => {
                     super::output::error(e);
                     return exit_codes::INTERNAL;
                 }
             }
         } else {
-            println!(
+            crate::cli::outln!(
                 "{}: {}",
                 self.result.display(),
                 super::output::verdict(v.verdict)
             );
             for d in &v.differences {
-                println!(
+                crate::cli::outln!(
                     "  differs: {}\n    expected: {}\n    actual:   {}",
-                    d.what, d.expected, d.actual
+                    d.what,
+                    d.expected,
+                    d.actual
                 );
             }
             for n in &v.not_checked {
-                println!("  not checked: {n}");
+                crate::cli::outln!("  not checked: {n}");
             }
         }
         if v.verdict == "ACCEPT" {

@@ -101,7 +101,7 @@ impl VersionCommand {
         if self.json {
             return super::print_json(&report);
         }
-        println!("runner {}", long_version());
+        crate::cli::outln!("runner {}", long_version());
         exit_codes::OK
     }
 }

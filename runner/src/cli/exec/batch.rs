@@ -140,7 +140,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     }
     if cmd.json {
         match serde_json::to_string(&entries) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => crate::cli::outln!("{text}"),
             Err(e) => {
                 eprintln!("error: cannot encode the reports: {e}");
                 return exit_codes::INTERNAL;
@@ -149,7 +149,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     } else {
         for entry in &entries {
             if let Some(path) = &entry.report.result_path {
-                println!("{path}");
+                crate::cli::outln!("{path}");
             }
         }
     }
