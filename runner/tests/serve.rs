@@ -673,20 +673,7 @@ fn http_get(addr: &str, path: &str) -> String {
 fn metrics_are_scraped_from_loopback() {
     let dirs = Dirs::new();
     let host = Host::start(&dirs, "host", &["--metrics", "0"]);
-    let mut addr = String::new();
-    wait_for(
-        Duration::from_secs(10),
-        "the metrics address logged",
-        || {
-            let err = host.stderr();
-            let found = err
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("http://"))
-                .and_then(|w| w.strip_suffix("/metrics"))
-                .map(str::to_owned);
-            found.map(|a| addr = a).is_some()
-        },
-    );
+    let addr = metrics_addr(&host);
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     assert!(http_get(&addr, "/healthz").ends_with("\r\n\r\nok\n"));
     dirs.submit(
