@@ -141,58 +141,59 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> i32 {
     }
 }
 
-/// Set once stdout's reader has gone away (`runner validate ... | head`).
-static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// What became of stdout: [`STDOUT_OPEN`], [`STDOUT_GONE`] (its reader went away, as
+/// with `| head`) or [`STDOUT_FAILED`] (any other write error, reported once).
+static STDOUT_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(STDOUT_OPEN);
+const STDOUT_OPEN: u8 = 0;
+const STDOUT_GONE: u8 = 1;
+const STDOUT_FAILED: u8 = 2;
 
-/// Writes formatted text to stdout, for [`outln!`]. A reader that went away
+/// Writes `args` to stdout, for [`outln!`] and [`print_stdout`]. A reader that went away
 /// (`| head`) ends the output, not the command: what follows is dropped, and the command
 /// still finishes its work and exits with its own code (`println!` would panic here).
-/// Any other write failure is reported once on stderr, and later output dropped too.
-pub fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+/// Any other write failure is reported once on stderr and later output dropped too;
+/// `false` then, from that write on.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) -> bool {
     use std::io::Write;
     use std::sync::atomic::Ordering;
-    if STDOUT_GONE.load(Ordering::Relaxed) {
-        return;
+    match STDOUT_STATE.load(Ordering::Relaxed) {
+        STDOUT_OPEN => {}
+        state => return state == STDOUT_GONE,
     }
     let mut out = std::io::stdout().lock();
-    let written = out.write_fmt(args).and_then(|()| {
-        if newline {
-            out.write_all(b"\n")
-        } else {
-            Ok(())
+    match out.write_fmt(args).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_STATE.store(STDOUT_GONE, Ordering::Relaxed);
+            true
         }
-    });
-    if let Err(e) = written {
-        STDOUT_GONE.store(true, Ordering::Relaxed);
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            output::error(format!("writing to stdout: {e}; further output dropped"));
+        Err(e) => {
+            STDOUT_STATE.store(STDOUT_FAILED, Ordering::Relaxed);
+            output::error(format!("writing to stdout: {e}"));
+            false
         }
     }
 }
 
 /// `println!` for command output: see [`write_stdout`].
 macro_rules! outln {
-    () => {
-        $crate::cli::write_stdout(format_args!(""), true)
-    };
-    ($($arg:tt)*) => {
-        $crate::cli::write_stdout(format_args!($($arg)*), true)
-    };
+    // A failed write is reported by `write_stdout` and ends the output; the command goes on.
+    () => {{
+        $crate::cli::write_stdout(format_args!("\n"));
+    }};
+    ($($arg:tt)*) => {{
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)));
+    }};
 }
 pub(crate) use outln;
 
-/// Writes `text` to stdout. A reader that went away (`| head`) is not an error; any
-/// other write failure is `IO`.
+/// Writes `text` to stdout ([`write_stdout`]): `OK`, also when the reader went away
+/// (`| head`); `IO` when the write failed otherwise.
 pub fn print_stdout(text: &str) -> i32 {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => crate::exit_codes::OK,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => crate::exit_codes::OK,
-        Err(e) => {
-            output::error(format!("writing to stdout: {e}"));
-            crate::exit_codes::IO
-        }
+    if write_stdout(format_args!("{text}")) {
+        crate::exit_codes::OK
+    } else {
+        crate::exit_codes::IO
     }
 }
 
