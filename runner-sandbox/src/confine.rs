@@ -1191,7 +1191,9 @@ pub fn take_fsize_refusal() -> bool {
 /// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
 /// of calls the filter must deny (and of two it must allow), what a write past
 /// `RLIMIT_FSIZE` does (`fsize`, given a write directory), and how long
-/// `confine_worker` took (`confine_us`). Then it checks the layers
+/// `confine_worker` took (`confine_us`: the request's half, what a warm worker still
+/// does after its request arrives) after [`EarlyConfinement::take`]
+/// (`early_confine_us`: what a warm worker does before). Then it checks the layers
 /// against the policy's `[confinement]` table (the built-in one, or POLICY.toml) like a
 /// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
 /// Tests use it to prove each layer is in force; it runs no guest.
@@ -1225,7 +1227,10 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
             .map(Path::to_owned),
     };
     let started = std::time::Instant::now();
-    let c = confine_worker(EarlyConfinement::take(), &limits, Some(2 << 30), &fs_access);
+    let early = EarlyConfinement::take();
+    let early_us = started.elapsed().as_micros();
+    let started = std::time::Instant::now();
+    let c = confine_worker(early, &limits, Some(2 << 30), &fs_access);
     let confine_us = started.elapsed().as_micros();
     let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
     let interfaces: Vec<String> = read("/proc/net/dev")
@@ -1281,6 +1286,7 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
         "filesystem": probe_filesystem(read_dir.as_deref(), write_dir.as_deref()),
         "fsize": write_dir.as_deref().map(|w| probe_fsize(&w.join("fsize"), limits.out_bytes)),
         "confine_us": confine_us,
+        "early_confine_us": early_us,
     });
     println!("{report}");
     match c.check(confinement) {
