@@ -713,7 +713,7 @@ pub fn confine_worker(
     // process is still single-threaded, which Landlock (per thread) needs too.
     let (single_thread, dropped) = drop_capabilities();
     c.record(Layer::Capabilities, "capabilities=0".into(), dropped);
-    let enforced = single_thread.and_then(|()| ruleset).and_then(enforce_landlock);
+    let enforced = single_thread.and(ruleset).and_then(enforce_landlock);
     let (name, result) = match enforced {
         Ok(name) => (name, Ok(())),
         Err(e) => ("landlock".to_owned(), Err(e)),
@@ -963,9 +963,10 @@ fn drop_capabilities() -> (Result<(), String>, Result<(), String>) {
         Err(e) => return (Err(e.clone()), Err(e)),
     };
     let single = single_thread_in(&status);
-    let dropped = single.clone().and(cleared).and_then(|()| {
-        expect_no_capabilities(&status, &["CapInh", "CapPrm", "CapEff", "CapAmb"])
-    });
+    let dropped = single
+        .clone()
+        .and(cleared)
+        .and_then(|()| expect_no_capabilities(&status, &["CapInh", "CapPrm", "CapEff", "CapAmb"]));
     (single, dropped)
 }
 
