@@ -41,13 +41,18 @@ const ADDRESS_SPACE_OVERHEAD: u64 = 512 << 20;
 fn main() {
     // A warm worker waits here for its request; it dies with the runner.
     worker::arm_parent_death();
+    // The request-independent confinement, before the request is read.
+    let early = confine::EarlyConfinement::take();
     let request = match worker::wait_request::<MontyWorkerRequest>(io::stdin().lock()) {
         Ok(None) => std::process::exit(0),
         Ok(Some(request)) => Ok(request),
         Err(error) => Err(error),
     };
-    let reply = match request.and_then(serve) {
-        Ok(outcome) => WorkerReply::Ok { outcome },
+    let reply = match request.and_then(|request| serve(request, early)) {
+        Ok(outcome) => WorkerReply::Ok {
+            outcome,
+            cpu_before_request_ms: None,
+        },
         Err(error) => WorkerReply::Error {
             message: error.to_string(),
             module_rejected: false,
@@ -66,7 +71,10 @@ fn address_space_limit(limits: &Limits) -> u64 {
         .saturating_add(ADDRESS_SPACE_OVERHEAD)
 }
 
-fn serve(request: MontyWorkerRequest) -> Result<Outcome, BackendError> {
+fn serve(
+    request: MontyWorkerRequest,
+    early: confine::EarlyConfinement,
+) -> Result<Outcome, BackendError> {
     let spec = request.spec;
     let limits = spec.limits.clone();
     let mut fs = confine::FsAccess::for_spec(&spec);
@@ -95,7 +103,7 @@ fn serve(request: MontyWorkerRequest) -> Result<Outcome, BackendError> {
     );
 
     let address_space = address_space_limit(&limits);
-    let confinement = confine::confine_worker(&limits, Some(address_space), &fs);
+    let confinement = confine::confine_worker(early, &limits, Some(address_space), &fs);
     for skipped in &confinement.skipped {
         eprintln!("runner-monty-worker: confinement layer not applied: {skipped}");
     }

@@ -565,6 +565,45 @@ pub fn rlimit_cpu_secs(cpu: Duration) -> u64 {
     secs.max(1) + RLIMIT_CPU_SLACK_SECS
 }
 
+/// The steps of [`confine_worker`] that do not depend on the request, taken by
+/// [`EarlyConfinement::take`] before a worker reads its request (a warm worker: before
+/// it waits for one): the network namespace with no interfaces, the capability bounding
+/// set emptied, `no_new_privs`, and the seccomp filters compiled (installed later, at
+/// the same point as before). Each only takes authority away, none can be influenced
+/// by a request, and the ones that apply to the process are in force before any
+/// request byte is read; [`confine_worker`] records them in Provenance in its own
+/// order, so a warm and a cold worker report the same steps.
+pub struct EarlyConfinement {
+    net_namespace: Result<(), String>,
+    bounding_set: Result<(), String>,
+    no_new_privs: Result<(), String>,
+    seccomp: Result<[seccompiler::BpfProgram; 2], String>,
+}
+
+impl EarlyConfinement {
+    /// Take the early steps now. Call while the process is single-threaded (they are
+    /// per thread; the check is made and recorded), as the first thing a worker does.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Changes the network namespace, capability bounding set and flags of the
+    /// calling process.
+    pub fn take() -> Self {
+        let errno = |r: nix::Result<()>| r.map_err(|e| e.to_string());
+        // The namespace needs CAP_SYS_ADMIN, and the bounding set CAP_SETPCAP: both
+        // before any capability is given up (that is in [`confine_worker`]).
+        let net_namespace = errno(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET));
+        let bounding_set = clear_bounding_set();
+        let no_new_privs = errno(nix::sys::prctl::set_no_new_privs());
+        Self {
+            net_namespace,
+            bounding_set,
+            no_new_privs,
+            seccomp: compile_seccomp(),
+        }
+    }
+}
+
 /// Confine the worker process before it runs the guest: death with the parent,
 /// resource limits, no core dumps, a network namespace with no interfaces, no
 /// capabilities, no new privileges, and the seccomp deny-list, in that order (the
@@ -572,12 +611,15 @@ pub fn rlimit_cpu_secs(cpu: Duration) -> u64 {
 /// the earlier steps make). Call while the worker is single-threaded (before the async
 /// runtime starts), after the precompiled module is loaded (loading may need file-size
 /// room), then [`WorkerConfinement::check`] against the policy before the guest runs.
+/// The request-independent steps are `early`'s, taken before ([`EarlyConfinement`]);
+/// this takes the rest and records all of them.
 ///
 /// # Ambient Authority
 ///
 /// Changes the limits, namespaces, capabilities, flags and syscall filter of the
 /// calling process.
 pub fn confine_worker(
+    early: EarlyConfinement,
     limits: &Limits,
     address_space: Option<u64>,
     fs: &FsAccess,
@@ -642,23 +684,18 @@ pub fn confine_worker(
         format!("rlimit_fsize={fsize_soft}"),
         errno(fsize),
     );
+    // Taken early (see [`EarlyConfinement`]); recorded here, in the order they apply.
     c.record(
         Layer::NetNamespace,
         "net_namespace".into(),
-        errno(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)),
+        early.net_namespace,
     );
-    // The bounding set first: dropping from it needs CAP_SETPCAP, which the next step
-    // gives up.
     c.record(
         Layer::CapabilityBoundingSet,
         "capability_bounding_set=0".into(),
-        clear_bounding_set(),
+        early.bounding_set,
     );
-    c.record(
-        Layer::NoNewPrivs,
-        "no_new_privs".into(),
-        errno(nix::sys::prctl::set_no_new_privs()),
-    );
+    c.record(Layer::NoNewPrivs, "no_new_privs".into(), early.no_new_privs);
     // Landlock's rules open their paths, which the worker's own uid could not reach
     // (the guest's assets lie in the runner's private cache): made while still the
     // runner's uid, enforced once the capabilities are checked (which reads
@@ -672,18 +709,17 @@ pub fn confine_worker(
     c.record(Layer::Pdeathsig, "pdeathsig=SIGKILL".into(), pdeathsig());
     // After the uid change (which empties the permitted and effective sets of a root
     // process by itself): the inheritable and ambient sets remain to clear, and the
-    // check that all five are empty.
-    c.record(
-        Layer::Capabilities,
-        "capabilities=0".into(),
-        drop_capabilities(),
-    );
-    let (name, result) = match ruleset.and_then(enforce_landlock) {
+    // check that all five are empty. That one read of /proc/self/status also says the
+    // process is still single-threaded, which Landlock (per thread) needs too.
+    let (single_thread, dropped) = drop_capabilities();
+    c.record(Layer::Capabilities, "capabilities=0".into(), dropped);
+    let enforced = single_thread.and(ruleset).and_then(enforce_landlock);
+    let (name, result) = match enforced {
         Ok(name) => (name, Ok(())),
         Err(e) => ("landlock".to_owned(), Err(e)),
     };
     c.record(Layer::Landlock, name, result);
-    let (name, result) = match install_seccomp() {
+    let (name, result) = match early.seccomp.and_then(|filters| install_seccomp(&filters)) {
         Ok(denied) => (format!("seccomp(deny={denied})"), Ok(())),
         Err(e) => ("seccomp".to_owned(), Err(e)),
     };
@@ -819,7 +855,6 @@ fn landlock_ruleset(fs: &FsAccess) -> Result<landlock::RulesetCreated, String> {
         ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
         RulesetCreatedAttr, Scope,
     };
-    require_single_thread()?;
     let abi = ABI::V9;
     let all = AccessFs::from_all(abi);
     let err = |e: landlock::RulesetError| e.to_string();
@@ -878,9 +913,15 @@ fn kernel_landlock_abi() -> i64 {
 }
 
 /// Capabilities are per thread: the steps below confine the calling thread and the
-/// threads it creates afterwards, so the process must have no other thread yet.
-fn require_single_thread() -> Result<(), String> {
-    match thread_count() {
+/// threads it creates afterwards, so the process must have no other thread. Checked in
+/// the same read of `/proc/self/status` that checks the capabilities after a step (a
+/// thread alive then was alive during the step; none is started in between).
+fn single_thread_in(status: &str) -> Result<(), String> {
+    let threads = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    match threads {
         Some(1) => Ok(()),
         n => Err(format!(
             "the process has {} threads; capabilities are per thread, so they must be \
@@ -890,33 +931,47 @@ fn require_single_thread() -> Result<(), String> {
     }
 }
 
+fn read_status() -> Result<String, String> {
+    fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))
+}
+
 /// Empty the capability bounding set (so no exec could ever regain a capability),
 /// then check `/proc/self/status` says so: a kernel with capabilities newer than the
 /// `caps` crate knows would leave those behind, and that must not count as applied.
 fn clear_bounding_set() -> Result<(), String> {
-    require_single_thread()?;
-    caps::clear(None, caps::CapSet::Bounding).map_err(|e| e.to_string())?;
-    expect_no_capabilities(&["CapBnd"])
+    let cleared = caps::clear(None, caps::CapSet::Bounding).map_err(|e| e.to_string());
+    let status = read_status()?;
+    single_thread_in(&status)?;
+    cleared?;
+    expect_no_capabilities(&status, &["CapBnd"])
 }
 
 /// Empty the ambient, inheritable, effective and permitted sets (in that order:
-/// the effective set is what allows the others to change), then check.
-fn drop_capabilities() -> Result<(), String> {
-    require_single_thread()?;
-    for set in [
+/// the effective set is what allows the others to change), then check, in one read
+/// of `/proc/self/status`: (the process is single-threaded, the sets are empty).
+fn drop_capabilities() -> (Result<(), String>, Result<(), String>) {
+    let cleared = [
         caps::CapSet::Ambient,
         caps::CapSet::Inheritable,
         caps::CapSet::Permitted,
-    ] {
-        caps::clear(None, set).map_err(|e| format!("{set:?}: {e}"))?;
-    }
-    expect_no_capabilities(&["CapInh", "CapPrm", "CapEff", "CapAmb"])
+    ]
+    .into_iter()
+    .try_for_each(|set| caps::clear(None, set).map_err(|e| format!("{set:?}: {e}")));
+    let status = match read_status() {
+        Ok(status) => status,
+        Err(e) => return (Err(e.clone()), Err(e)),
+    };
+    let single = single_thread_in(&status);
+    let dropped = single
+        .clone()
+        .and(cleared)
+        .and_then(|()| expect_no_capabilities(&status, &["CapInh", "CapPrm", "CapEff", "CapAmb"]));
+    (single, dropped)
 }
 
-/// `Ok` when each named `/proc/self/status` capability mask is zero.
-fn expect_no_capabilities(fields: &[&str]) -> Result<(), String> {
-    let status = fs::read_to_string("/proc/self/status")
-        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+/// `Ok` when each named capability mask of `status` (`/proc/self/status`) is zero.
+fn expect_no_capabilities(status: &str, fields: &[&str]) -> Result<(), String> {
     for field in fields {
         let value = status
             .lines()
@@ -1002,8 +1057,8 @@ const NAMESPACE_CLONE_FLAGS: [nix::libc::c_int; 7] = [
     nix::libc::CLONE_NEWCGROUP,
 ];
 
-/// Compile and install the worker's seccomp filters on every thread; returns how many
-/// syscalls are denied outright. Two filters:
+/// Compile the worker's seccomp filters ([`install_seccomp`] installs them). Two
+/// filters:
 /// - EPERM for [`DENIED_SYSCALLS`], for `socket` of any family but `AF_UNIX` (the
 ///   worker's runtime uses a Unix socket pair; nothing needs IP, netlink or packet
 ///   sockets), and for `clone` with any namespace flag;
@@ -1012,7 +1067,7 @@ const NAMESPACE_CLONE_FLAGS: [nix::libc::c_int; 7] = [
 ///
 /// Architectures other than x86_64, aarch64 and riscv64 fail here (named), so the
 /// layer is reported as not applied rather than assumed.
-fn install_seccomp() -> Result<usize, String> {
+fn compile_seccomp() -> Result<[seccompiler::BpfProgram; 2], String> {
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule, TargetArch,
@@ -1056,7 +1111,13 @@ fn install_seccomp() -> Result<usize, String> {
         [(nix::libc::SYS_clone3, Vec::new())].into_iter().collect(),
         enosys,
     )?;
-    for filter in [&denied, &clone3] {
+    Ok([denied, clone3])
+}
+
+/// Install the filters of [`compile_seccomp`] on every thread; returns how many
+/// syscalls are denied outright.
+fn install_seccomp(filters: &[seccompiler::BpfProgram; 2]) -> Result<usize, String> {
+    for filter in filters {
         seccompiler::apply_filter_all_threads(filter)
             .map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
     }
@@ -1131,7 +1192,9 @@ pub fn take_fsize_refusal() -> bool {
 /// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
 /// of calls the filter must deny (and of two it must allow), what a write past
 /// `RLIMIT_FSIZE` does (`fsize`, given a write directory), and how long
-/// `confine_worker` took (`confine_us`). Then it checks the layers
+/// `confine_worker` took (`confine_us`: the request's half, what a warm worker still
+/// does after its request arrives) after [`EarlyConfinement::take`]
+/// (`early_confine_us`: what a warm worker does before). Then it checks the layers
 /// against the policy's `[confinement]` table (the built-in one, or POLICY.toml) like a
 /// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
 /// Tests use it to prove each layer is in force; it runs no guest.
@@ -1165,7 +1228,10 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
             .map(Path::to_owned),
     };
     let started = std::time::Instant::now();
-    let c = confine_worker(&limits, Some(2 << 30), &fs_access);
+    let early = EarlyConfinement::take();
+    let early_us = started.elapsed().as_micros();
+    let started = std::time::Instant::now();
+    let c = confine_worker(early, &limits, Some(2 << 30), &fs_access);
     let confine_us = started.elapsed().as_micros();
     let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
     let interfaces: Vec<String> = read("/proc/net/dev")
@@ -1221,6 +1287,7 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
         "filesystem": probe_filesystem(read_dir.as_deref(), write_dir.as_deref()),
         "fsize": write_dir.as_deref().map(|w| probe_fsize(&w.join("fsize"), limits.out_bytes)),
         "confine_us": confine_us,
+        "early_confine_us": early_us,
     });
     println!("{report}");
     match c.check(confinement) {

@@ -188,8 +188,10 @@ pub struct Outcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
-    /// User + system CPU time of the worker process, in milliseconds (the kernel's
-    /// clock ticks, 10 ms granular); `None` when it could not be read.
+    /// User + system CPU time of the worker process since its request arrived, in
+    /// milliseconds (the kernel's clock ticks, 10 ms granular; what the worker used
+    /// before, starting and, when warm, preloading, is left out as the worker reports
+    /// it); `None` when it could not be read.
     pub cpu_ms: Option<u64>,
     /// Wall-clock milliseconds from the worker's start to its end.
     pub wall_ms: u64,

@@ -58,7 +58,14 @@ const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(5);
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum WorkerReply {
     /// The guest ran; `stdout` and `stderr` are empty here (see the capture files).
-    Ok { outcome: Outcome },
+    Ok {
+        outcome: Outcome,
+        /// CPU time (ms) the worker had used when its request arrived (start-up and, for
+        /// a warm worker, what it did while it waited): the runner subtracts it from the
+        /// worker's total, so `usage.cpu_ms` is the request's own. Set by [`finish`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cpu_before_request_ms: Option<u64>,
+    },
     /// The worker could not run the guest (a runner failure, not a guest outcome).
     Error {
         message: String,
@@ -73,9 +80,16 @@ pub enum WorkerReply {
 /// (this one, `runner-monty-worker`) ends here.
 pub fn finish(mut reply: WorkerReply) -> i32 {
     let code = i32::from(!matches!(reply, WorkerReply::Ok { .. }));
+    if let WorkerReply::Ok {
+        cpu_before_request_ms,
+        ..
+    } = &mut reply
+    {
+        *cpu_before_request_ms = CPU_AT_REQUEST_MS.get().copied();
+    }
     // The worker's own peak memory: only it can read its `ru_maxrss` (the runner reaps
     // it with `waitpid`, which does not return one per child).
-    if let WorkerReply::Ok { outcome } = &mut reply
+    if let WorkerReply::Ok { outcome, .. } = &mut reply
         && let Ok(usage) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
     {
         outcome
@@ -151,7 +165,24 @@ pub fn wait_request<T: serde::de::DeserializeOwned>(
     if n == 0 {
         return Ok(None);
     }
+    note_request_arrival();
     read_request(io::Cursor::new(first).chain(stdin)).map(Some)
+}
+
+/// This process's CPU time (user + system, ms) when its request arrived.
+static CPU_AT_REQUEST_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Remember this process's CPU time now, as the request arrives (see
+/// [`WorkerReply::Ok`]'s `cpu_before_request_ms`).
+fn note_request_arrival() {
+    use nix::sys::resource::{UsageWho, getrusage};
+    if let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) {
+        let ms = |t: nix::sys::time::TimeVal| {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1000
+                + u64::try_from(t.tv_usec()).unwrap_or(0) / 1000
+        };
+        let _ = CPU_AT_REQUEST_MS.set(ms(usage.user_time()) + ms(usage.system_time()));
+    }
 }
 
 /// The CPU budget a worker checks itself (precise CPU clock, every epoch tick): the
@@ -344,6 +375,9 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
         }
     };
 
+    // What the worker had used before its request arrived, as it says (a worker that
+    // died without a reply says nothing, and its whole CPU time counts).
+    let mut cpu_before = None;
     let mut outcome = match (killed, status.signal()) {
         (Some(Kill::Deadline), _) => limit_outcome(
             OutcomeKind::TimedOut,
@@ -380,7 +414,13 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
             )
         }
         (None, None) => match parse_reply(&reply, reply_overflow) {
-            Ok(WorkerReply::Ok { outcome }) => outcome,
+            Ok(WorkerReply::Ok {
+                outcome,
+                cpu_before_request_ms,
+            }) => {
+                cpu_before = cpu_before_request_ms.map(Duration::from_millis);
+                outcome
+            }
             Ok(WorkerReply::Error {
                 message,
                 module_rejected: true,
@@ -436,7 +476,10 @@ pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> 
     outcome.engine = job.engine;
     outcome.confinement.extend(runner_layers);
     outcome.usage = Some(Box::new(crate::Usage {
-        cpu_ms: cpu.map(|c| u64::try_from(c.as_millis()).unwrap_or(u64::MAX)),
+        cpu_ms: cpu.map(|c| {
+            let own = c.saturating_sub(cpu_before.unwrap_or_default());
+            u64::try_from(own.as_millis()).unwrap_or(u64::MAX)
+        }),
         wall_ms: u64::try_from((elapsed * 1000.0).round() as u128).unwrap_or(u64::MAX),
         peak_rss_bytes: outcome.usage.as_ref().and_then(|u| u.peak_rss_bytes),
         peak_linear_memory_bytes: outcome

@@ -77,6 +77,9 @@ pub fn worker_main() -> i32 {
         (Some(PRELOAD_ARG), Some(module)) => Some(PathBuf::from(module)),
         _ => None,
     };
+    // The request-independent confinement first, while the process is surely
+    // single-threaded (the rest applies once the request says what the run may reach).
+    let early = confine::EarlyConfinement::take();
     let ready = Ready::new(preload);
     let request = match wait_request::<WorkerRequest>(io::stdin().lock()) {
         Ok(None) => return 0,
@@ -88,8 +91,11 @@ pub fn worker_main() -> i32 {
             });
         }
     };
-    finish(match serve(request, ready) {
-        Ok(outcome) => WorkerReply::Ok { outcome },
+    finish(match serve(request, ready, early) {
+        Ok(outcome) => WorkerReply::Ok {
+            outcome,
+            cpu_before_request_ms: None,
+        },
         Err(failure) => WorkerReply::Error {
             message: failure.error.to_string(),
             module_rejected: failure.module_rejected,
@@ -140,7 +146,11 @@ impl From<BackendError> for WorkerFailure {
     }
 }
 
-fn serve(request: WorkerRequest, ready: Ready) -> Result<Outcome, WorkerFailure> {
+fn serve(
+    request: WorkerRequest,
+    ready: Ready,
+    early: confine::EarlyConfinement,
+) -> Result<Outcome, WorkerFailure> {
     let spec = &request.spec;
     let Program::Guest(guest) = &spec.program else {
         return Err(
@@ -173,8 +183,12 @@ fn serve(request: WorkerRequest, ready: Ready) -> Result<Outcome, WorkerFailure>
             .write
             .push(spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT));
     }
-    let confinement =
-        confine::confine_worker(&spec.limits, Some(worker_address_space_limit()), &fs_access);
+    let confinement = confine::confine_worker(
+        early,
+        &spec.limits,
+        Some(worker_address_space_limit()),
+        &fs_access,
+    );
     for skipped in &confinement.skipped {
         eprintln!("runner worker: confinement layer not applied: {skipped}");
     }

@@ -684,14 +684,21 @@ fn metrics_are_scraped_from_loopback() {
     wait_for(Duration::from_secs(30), "both handled", || {
         dirs.done().len() == 1 && dirs.inbox.join("quarantine/notes.md").exists()
     });
-    let metrics = http_get(&addr, "/metrics");
-    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
-    for needle in [
+    let needles = [
         r#"runner_serve_requests_total{verdict="ACCEPT",outcome="completed"} 1"#,
         r#"runner_serve_requests_total{verdict="REJECT",outcome="none"} 1"#,
         "runner_serve_latency_seconds_count 1",
         "runner_serve_queue_depth 0",
-    ] {
+    ];
+    // A request is filed into done/ just before it is counted: wait (bounded) for the
+    // count, then check every line.
+    wait_for(Duration::from_secs(10), "both counted", || {
+        let metrics = http_get(&addr, "/metrics");
+        needles.iter().all(|n| metrics.contains(n))
+    });
+    let metrics = http_get(&addr, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    for needle in needles {
         assert!(metrics.contains(needle), "{needle} not in {metrics}");
     }
     assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
@@ -765,68 +772,94 @@ fn alive(pid: u32) -> bool {
     })
 }
 
-/// Issue 16: a host keeps workers started ahead; a request takes one (the metrics say
-/// `warm`), and the pool refills to `--jobs`.
+/// Worker processes of one kind (`runner-era-worker`, `runner-monty-worker`) whose
+/// parent is `pid`.
+fn workers_of_kind(pid: u32, bin: &str) -> Vec<u32> {
+    workers_of(pid)
+        .into_iter()
+        .filter(|w| {
+            std::fs::read(format!("/proc/{w}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(bin))
+        })
+        .collect()
+}
+
+const ERA_WORKER: &str = "runner-era-worker";
+const MONTY_WORKER: &str = "runner-monty-worker";
+
+/// Waits (bounded) until the host `pid` has exactly `n` idle workers of each kind.
+fn wait_for_pools(pid: u32, n: usize) {
+    wait_for(Duration::from_secs(60), "both pools full", || {
+        workers_of_kind(pid, ERA_WORKER).len() == n && workers_of_kind(pid, MONTY_WORKER).len() == n
+    });
+}
+
+/// Issue 16: a host starts its workers ahead, at its start, one pool per kind (ERA,
+/// preloading the default guest, and Monty), each of `--jobs`; the first request of each
+/// kind already takes one (the metrics say `warm`, never `cold`), and each pool refills
+/// to `--jobs`.
 #[test]
-fn a_request_is_served_by_a_warm_worker() {
+fn pools_start_with_the_host_and_first_requests_run_warm() {
     let dirs = Dirs::new();
     let host = Host::start(&dirs, "host", &["--metrics", "0", "--jobs", "1"]);
     let addr = metrics_addr(&host);
+    let pid = host.child.id();
+    // Before any request: one idle worker of each kind.
+    wait_for_pools(pid, 1);
+    wait_for(Duration::from_secs(10), "the metrics see both", || {
+        metric(&addr, "runner_serve_warm_workers") == Some(2)
+    });
     let first = "TR-20261121-120000Z-warm-1";
     dirs.submit(&format!("{first}.md"), &hello(first));
-    wait_for(Duration::from_secs(30), "the first request done", || {
+    wait_for(Duration::from_secs(30), "the monty request done", || {
         dirs.done().len() == 1
     });
-    // The monty pool exists since the first request: a worker waits, ready.
-    wait_for(Duration::from_secs(10), "a warm worker ready", || {
-        metric(&addr, "runner_serve_warm_workers") == Some(1)
-    });
-    let warm_before = metric(&addr, r#"runner_serve_worker_starts_total{kind="warm"}"#).unwrap();
-    let second = "TR-20261121-120000Z-warm-2";
-    dirs.submit(&format!("{second}.md"), &hello(second));
-    wait_for(Duration::from_secs(30), "the second request done", || {
+    let era = "TR-20261121-120000Z-warm-era";
+    dirs.submit(
+        &format!("{era}.md"),
+        &era_request(era, "python -c \"print('era warm')\""),
+    );
+    wait_for(Duration::from_secs(60), "the ERA request done", || {
         dirs.done().len() == 2
     });
-    assert_eq!(
-        metric(&addr, r#"runner_serve_worker_starts_total{kind="warm"}"#),
-        Some(warm_before + 1),
-        "the second request ran on the warm worker"
-    );
-    // Refilled, never more than --jobs.
-    wait_for(Duration::from_secs(10), "the pool refilled", || {
-        metric(&addr, "runner_serve_warm_workers") == Some(1)
+    let starts = |kind: &str| {
+        metric(
+            &addr,
+            &format!("runner_serve_worker_starts_total{{kind=\"{kind}\"}}"),
+        )
+        .unwrap_or(0)
+    };
+    assert_eq!(starts("warm"), 2, "both first requests ran warm");
+    assert_eq!(starts("cold"), 0, "no request started a worker cold");
+    // Refilled, never more than --jobs of each kind.
+    wait_for(Duration::from_secs(10), "the pools refilled", || {
+        metric(&addr, "runner_serve_warm_workers") == Some(2)
     });
-    assert_eq!(workers_of(host.child.id()).len(), 1);
+    assert_eq!(workers_of_kind(pid, ERA_WORKER).len(), 1);
+    assert_eq!(workers_of_kind(pid, MONTY_WORKER).len(), 1);
     let lines = host.stop();
     assert!(
         lines.iter().all(|l| l["outcome"] == "completed"),
         "{lines:?}"
     );
-    let out = std::fs::read_to_string(
-        dirs.results_by_request()[second][0]
-            .with_extension("")
-            .join("stdout"),
-    )
-    .unwrap();
-    assert_eq!(out, format!("hello from {second}\n"));
+    let by_request = dirs.results_by_request();
+    let out = |id: &str| {
+        std::fs::read_to_string(by_request[id][0].with_extension("").join("stdout")).unwrap()
+    };
+    assert_eq!(out(first), format!("hello from {first}\n"));
+    assert_eq!(out(era), "era warm\n");
 }
 
-/// Issue 16: idle warm workers die with a SIGKILLed host (no orphans), within a bounded
-/// wait.
+/// Issue 16: idle warm workers (started with the host, no request yet) die with a
+/// SIGKILLed host (no orphans), within a bounded wait.
 #[test]
 fn idle_warm_workers_die_with_a_sigkilled_host() {
     let dirs = Dirs::new();
     let mut host = Host::start(&dirs, "host", &["--jobs", "2"]);
-    let id = "TR-20261121-120000Z-before-kill";
-    dirs.submit(&format!("{id}.md"), &hello(id));
-    wait_for(Duration::from_secs(30), "the request done", || {
-        dirs.done().len() == 1
-    });
     let pid = host.child.id();
-    wait_for(Duration::from_secs(10), "two idle warm workers", || {
-        workers_of(pid).len() == 2
-    });
+    wait_for_pools(pid, 2);
     let idle = workers_of(pid);
+    assert_eq!(idle.len(), 4, "two of each kind");
     host.signal("KILL");
     host.wait_exit(Duration::from_secs(10));
     wait_for(Duration::from_secs(5), "the idle workers gone", || {
@@ -838,38 +871,36 @@ fn idle_warm_workers_die_with_a_sigkilled_host() {
 }
 
 /// Issue 16: a warm worker killed while idle is replaced, never handed a request; the
-/// next request completes.
+/// next request of its kind completes (on the replacement).
 #[test]
 fn a_warm_worker_killed_while_idle_is_replaced() {
     let dirs = Dirs::new();
     let host = Host::start(&dirs, "host", &["--metrics", "0", "--jobs", "1"]);
     let addr = metrics_addr(&host);
-    let first = "TR-20261121-120000Z-idle-1";
-    dirs.submit(&format!("{first}.md"), &hello(first));
-    wait_for(Duration::from_secs(30), "the first request done", || {
-        dirs.done().len() == 1
-    });
     let pid = host.child.id();
-    wait_for(Duration::from_secs(10), "an idle warm worker", || {
-        workers_of(pid).len() == 1
-    });
-    let victim = workers_of(pid)[0];
+    wait_for_pools(pid, 1);
+    let victim = workers_of_kind(pid, ERA_WORKER)[0];
     let status = Command::new("kill")
         .args(["-KILL", &victim.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for(Duration::from_secs(10), "the dead worker replaced", || {
+    wait_for(Duration::from_secs(30), "the dead worker replaced", || {
         metric(&addr, "runner_serve_warm_workers_replaced_total") == Some(1)
-            && workers_of(pid).iter().any(|&w| w != victim && alive(w))
+            && workers_of_kind(pid, ERA_WORKER)
+                .iter()
+                .any(|&w| w != victim && alive(w))
     });
     let second = "TR-20261121-120000Z-idle-2";
-    dirs.submit(&format!("{second}.md"), &hello(second));
-    wait_for(Duration::from_secs(30), "the second request done", || {
-        dirs.done().len() == 2
+    dirs.submit(
+        &format!("{second}.md"),
+        &era_request(second, "python -c \"print('after the kill')\""),
+    );
+    wait_for(Duration::from_secs(60), "the request done", || {
+        dirs.done().len() == 1
     });
     let lines = host.stop();
-    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
         lines.iter().all(|l| l["outcome"] == "completed"),
         "{lines:?}"
@@ -930,9 +961,10 @@ fn warm_results_are_identical_to_exec_results() {
     let exec_dir = dirs.root.join("exec");
     std::fs::create_dir(&exec_dir).unwrap();
     for (i, (id, text)) in requests.iter().enumerate() {
-        // One at a time, the pool refilled in between: the second of each kind runs warm.
-        wait_for(Duration::from_secs(20), "a warm worker ready", || {
-            i % 2 == 0 || metric(&addr, "runner_serve_warm_workers") == Some(i as u64 / 2 + 1)
+        // One at a time, both pools full in between (they start with the host): every
+        // request runs warm.
+        wait_for(Duration::from_secs(60), "both pools full", || {
+            metric(&addr, "runner_serve_warm_workers") == Some(2)
         });
         dirs.submit(&format!("{id}.md"), text);
         wait_for(Duration::from_secs(60), "the request done", || {
@@ -940,9 +972,10 @@ fn warm_results_are_identical_to_exec_results() {
         });
         std::fs::write(exec_dir.join(format!("{id}.md")), text).unwrap();
     }
-    assert!(
-        metric(&addr, r#"runner_serve_worker_starts_total{kind="warm"}"#).unwrap() >= 2,
-        "the second of each kind ran warm"
+    assert_eq!(
+        metric(&addr, r#"runner_serve_worker_starts_total{kind="warm"}"#),
+        Some(4),
+        "every request ran warm"
     );
     host.stop();
     let out = Command::new(runner_exe())

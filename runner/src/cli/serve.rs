@@ -203,7 +203,40 @@ impl ServeCommand {
             json: self.json,
             metrics,
         };
-        let served = match (self.nats, self.inbox, self.results) {
+        // The pools start now, not at the first request of each kind: in the
+        // background, so claiming starts at once (a request that comes first waits for
+        // the same preparation, which is done once).
+        let served = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                if let Err(e) = pipeline.warm_up() {
+                    super::output::warning(format!(
+                        "warm workers not started ahead ({e}); the first request starts them"
+                    ));
+                }
+            });
+            self.serve_with(&pipeline, &printer, jobs)
+        });
+        match served {
+            None => {
+                super::output::error("give --inbox DIR --results DIR, or --nats URL");
+                exit_codes::USAGE
+            }
+            Some(Ok(serve::Stopped::Graceful)) => exit_codes::OK,
+            Some(Err(e)) => {
+                super::output::error(e);
+                exit_codes::IO
+            }
+        }
+    }
+
+    /// Serve the inbox or the NATS stream until stopped; `None`: neither was given.
+    fn serve_with(
+        self,
+        pipeline: &crate::pipeline::Pipeline,
+        printer: &Printer,
+        jobs: usize,
+    ) -> Option<Result<serve::Stopped, serve::ServeError>> {
+        match (self.nats, self.inbox, self.results) {
             (Some(url), _, _) => {
                 let config = serve::nats::NatsConfig {
                     url,
@@ -212,7 +245,7 @@ impl ServeCommand {
                     max_deliver: self.max_deliver,
                     ack_wait: std::time::Duration::from_secs(u64::from(self.ack_wait)),
                 };
-                serve::nats::run(&config, &pipeline, &printer)
+                Some(serve::nats::run(&config, pipeline, printer))
             }
             (None, Some(inbox), Some(results)) => {
                 let config = Config {
@@ -221,20 +254,10 @@ impl ServeCommand {
                     quarantine: self.quarantine,
                     jobs,
                 };
-                serve::run(&config, &pipeline, &printer)
+                Some(serve::run(&config, pipeline, printer))
             }
             // clap requires --inbox and --results without --nats.
-            _ => {
-                super::output::error("give --inbox DIR --results DIR, or --nats URL");
-                return exit_codes::USAGE;
-            }
-        };
-        match served {
-            Ok(serve::Stopped::Graceful) => exit_codes::OK,
-            Err(e) => {
-                super::output::error(e);
-                exit_codes::IO
-            }
+            _ => None,
         }
     }
 }

@@ -98,6 +98,19 @@ impl Pipeline {
         self.engines.set_warm_workers(n);
     }
 
+    /// Start the warm workers of both engines now (see [`Engines::warm_up`]); the ERA
+    /// pool preloads the guest a `language: python` request's `python` command selects
+    /// under this pipeline's policy (the default guest), chosen as validation chooses it.
+    pub fn warm_up(&self) -> Result<(), PrepareError> {
+        let guest = self
+            .policy
+            .guest_for_language("python")
+            .filter(|g| g.programs.iter().any(|p| p == "python"))
+            .or_else(|| self.policy.guest_for_program("python"))
+            .map(|g| g.guest.clone());
+        self.engines.warm_up(guest.as_deref())
+    }
+
     /// What the warm workers did (ready now, runs warm and cold, replaced).
     pub fn worker_stats(&self) -> crate::backend::worker::PoolStats {
         self.engines.pool_counters().snapshot()

@@ -123,6 +123,23 @@ impl Engines {
         self.warm_workers.store(n, Ordering::Relaxed);
     }
 
+    /// Start both engines' warm workers now, instead of at the first request of each
+    /// kind (a host, as it starts): the monty pool, and the wasmtime pool preloading
+    /// the module of `guest`, prepared exactly as a request naming that guest prepares
+    /// it (so the module a warm worker holds is the one a cold run would load). Nothing
+    /// when warm workers are off. An `Err` (a guest that cannot be fetched or compiled)
+    /// leaves that pool to start with its first request, which then says why.
+    pub fn warm_up(&self, guest: Option<&str>) -> Result<(), PrepareError> {
+        if self.warm_workers.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let monty = self.monty().map(drop);
+        if let Some(guest) = guest {
+            self.prepare_guest(guest, &[], &mut |_| {})?;
+        }
+        monty
+    }
+
     pub fn pool_counters(&self) -> &Arc<PoolCounters> {
         &self.pool_counters
     }
