@@ -4,37 +4,17 @@
 //! only the validator can build) or every [`Reason`] the request was rejected for.
 
 pub mod command;
-pub mod document;
-pub mod forbidden;
-pub mod frontmatter;
-pub mod rendered;
-pub mod sections;
 pub mod validate;
-pub mod yaml;
+
+// The markdown toolkit and the forbidden-content scan live in `runner-core` (no I/O);
+// they keep their old paths here.
+pub use runner_core::forbidden;
+pub use runner_core::markdown::{Reason, document, frontmatter, rendered, sections, yaml};
 
 use crate::backend::BackendKind;
 use serde::Serialize;
 
 pub use validate::validate;
-
-/// Why a document was rejected: a stable code, a message naming the problem, and the
-/// 1-based line of the original file when there is one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Reason {
-    pub code: String,
-    pub message: String,
-    pub line: Option<usize>,
-}
-
-impl Reason {
-    pub fn new(code: impl Into<String>, message: impl Into<String>, line: Option<usize>) -> Self {
-        Self {
-            code: code.into(),
-            message: message.into(),
-            line,
-        }
-    }
-}
 
 /// An input declared in the front matter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
