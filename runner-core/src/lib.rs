@@ -27,5 +27,6 @@ pub mod digest;
 pub mod forbidden;
 pub mod markdown;
 pub mod normalize;
+pub mod request;
 pub mod rule_pattern;
 pub mod rules;

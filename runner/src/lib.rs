@@ -31,10 +31,11 @@ pub mod net;
 pub use runner_core::normalize;
 pub mod pipeline;
 pub mod policy;
+/// The request model and its validator (in `runner-core`, which has no I/O).
+pub use runner_core::request;
 /// Capped, never-blocking reads of files named on the command line (in the sandbox crate,
 /// which holds ambient authority).
 pub use runner_sandbox::read;
-pub mod request;
 pub mod result;
 // reason: lists the results directory for an earlier run
 #[allow(clippy::disallowed_methods)]

@@ -10,7 +10,10 @@ use crate::determinism::DeterminismPolicy;
 use crate::digest::sha256_hex;
 use crate::rule_pattern::RulePattern;
 /// The rule types live in `runner-core` (no I/O) with the request validator's toolkit.
-pub use runner_core::rules::{ForbiddenRule, ForbiddenRuleFile, RequestRules, RuleTarget};
+pub use runner_core::rules::{
+    ForbiddenRule, ForbiddenRuleFile, GuestMapping, LimitMaxima, OutputCaps, RequestPolicy,
+    RequestRules, RuleTarget,
+};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -111,35 +114,6 @@ impl ApprovalPolicy {
     pub fn trusted_by_key_id(&self, key_id: &str) -> Option<&TrustedKey> {
         self.trusted.iter().find(|t| t.key_id == key_id)
     }
-}
-
-/// The largest limits a request may ask for.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitMaxima {
-    pub max_memory_limit_mb: u64,
-    pub max_time_limit_sec: u64,
-    pub max_cpu_limit_sec: u64,
-}
-
-/// Caps on what a run may produce.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OutputCaps {
-    pub stdout_max_bytes: u64,
-    pub stderr_max_bytes: u64,
-    pub out_max_bytes: u64,
-    pub out_max_files: u64,
-    pub excerpt_lines: usize,
-}
-
-/// One entry of the guest registry.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GuestMapping {
-    pub guest: String,
-    pub programs: Vec<String>,
-    pub languages: Vec<String>,
 }
 
 /// The effective policy.
@@ -279,13 +253,6 @@ impl Policy {
         }
     }
 
-    /// The guest a command's program word selects, if any.
-    pub fn guest_for_program(&self, program: &str) -> Option<&GuestMapping> {
-        self.guests
-            .iter()
-            .find(|g| g.programs.iter().any(|p| p == program))
-    }
-
     /// The guest a request's `language` selects, if any (case-insensitive): a guest's
     /// own language, or one of a package environment's, which selects the environment's
     /// guest.
@@ -324,6 +291,42 @@ impl Policy {
         let guests = self.guests.iter().flat_map(|g| &g.languages);
         let envs = self.environments.iter().flat_map(|e| &e.languages);
         guests.chain(envs).map(String::as_str).collect()
+    }
+}
+
+/// What the request validator (`runner_core::request::validate`) asks of the policy.
+impl RequestPolicy for Policy {
+    fn request_rules(&self) -> &RequestRules {
+        &self.request
+    }
+
+    fn limit_maxima(&self) -> &LimitMaxima {
+        &self.limits
+    }
+
+    fn rules_for(&self, target: RuleTarget) -> &[ForbiddenRule] {
+        Policy::rules_for(self, target)
+    }
+
+    fn guests(&self) -> &[GuestMapping] {
+        &self.guests
+    }
+
+    fn guest_for_language(&self, language: &str) -> Option<&GuestMapping> {
+        Policy::guest_for_language(self, language)
+    }
+
+    fn environment_for_language(&self, language: &str) -> Option<(&str, &str)> {
+        Policy::environment_for_language(self, language)
+            .map(|e| (e.name.as_str(), e.guest.as_str()))
+    }
+
+    fn languages(&self) -> Vec<&str> {
+        Policy::languages(self)
+    }
+
+    fn network_enabled(&self) -> bool {
+        self.network.enabled()
     }
 }
 

@@ -1,20 +1,32 @@
 //! The Tool Execution Request model (`../shared/specs/tool-request.schema.md`).
 //!
 //! Raw bytes go in; [`validate::validate`] returns either an [`ApprovedRequest`] (which
-//! only the validator can build) or every [`Reason`] the request was rejected for.
+//! only the validator can build) or every [`Reason`] the request was rejected for. It
+//! judges against the policy through [`crate::rules::RequestPolicy`], what the
+//! validator asks of it (`runner::policy::Policy` implements it).
 
 pub mod command;
 pub mod validate;
 
-// The markdown toolkit and the forbidden-content scan live in `runner-core` (no I/O);
-// they keep their old paths here.
-pub use runner_core::forbidden;
-pub use runner_core::markdown::{Reason, document, frontmatter, rendered, sections, yaml};
+// The markdown toolkit and the forbidden-content scan, under the paths the request
+// validator has always used (`runner::request::frontmatter`, ...).
+pub use crate::forbidden;
+pub use crate::markdown::{Reason, document, frontmatter, rendered, sections, yaml};
 
-use crate::backend::BackendKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use validate::validate;
+
+/// Which engine runs the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackendKind {
+    /// The ERA contract, served by wasmtime with a CPython-for-WASI guest.
+    #[serde(rename = "ERA")]
+    Era,
+    /// The Monty interpreter.
+    #[serde(rename = "monty")]
+    Monty,
+}
 
 /// An input declared in the front matter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
