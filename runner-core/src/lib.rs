@@ -12,7 +12,7 @@
 //!   forbidden-content rules), [`rule_pattern`] (their compiled patterns) and
 //!   [`forbidden`] (the scan that applies them).
 //! - [`normalize`]: text normalization for hashing and the scanner's deobfuscated view.
-//! - [`digest`]: sha256 over bytes.
+//! - [`digest`]: sha256 over bytes; [`jcs`]: RFC 8785 canonical JSON and its digest.
 //!
 //! The authority line is enforced here, not just written down: the workspace clippy
 //! configuration refuses `std::fs`, `std::process::Command` and `std::env::var*`
@@ -25,6 +25,7 @@
 
 pub mod digest;
 pub mod forbidden;
+pub mod jcs;
 pub mod markdown;
 pub mod normalize;
 pub mod request;
