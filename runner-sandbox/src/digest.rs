@@ -3,10 +3,9 @@
 use sha2::{Digest, Sha256};
 use std::io::{self, Read};
 
-/// Lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+// The pure helpers are the core's (`runner-core`, no I/O); the reader and file ones
+// are here.
+pub use runner_core::digest::{hex, is_sha256_hex, sha256_hex};
 
 /// Lowercase hex sha256 of everything `reader` yields.
 pub fn sha256_reader(mut reader: impl Read) -> io::Result<String> {
@@ -22,22 +21,6 @@ pub fn sha256_reader(mut reader: impl Read) -> io::Result<String> {
         hasher.update(&buf[..n]);
     }
     Ok(hex(&hasher.finalize()))
-}
-
-/// True when `s` is exactly 64 lowercase hex characters.
-pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0xf) as usize] as char);
-    }
-    out
 }
 
 /// One version of a file, as the kernel tells it: device, inode, size, modification and

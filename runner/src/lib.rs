@@ -27,18 +27,21 @@ pub mod gate;
 pub mod guest;
 pub mod lock;
 pub mod net;
-pub mod normalize;
+/// Text normalization (in `runner-core`, which has no I/O).
+pub use runner_core::normalize;
 pub mod pipeline;
 pub mod policy;
+/// The request model and its validator (in `runner-core`, which has no I/O).
+pub use runner_core::request;
 /// Capped, never-blocking reads of files named on the command line (in the sandbox crate,
 /// which holds ambient authority).
 pub use runner_sandbox::read;
-pub mod request;
 pub mod result;
 // reason: lists the results directory for an earlier run
 #[allow(clippy::disallowed_methods)]
 pub mod reuse;
-pub mod rule_pattern;
+/// The forbidden rules' compiled patterns (in `runner-core`).
+pub use runner_core::rule_pattern;
 // reason: the inbox host claims and files requests by path
 #[allow(clippy::disallowed_methods)]
 pub mod serve;

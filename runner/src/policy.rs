@@ -9,11 +9,16 @@ use crate::backend::confine::ConfinementPolicy;
 use crate::determinism::DeterminismPolicy;
 use crate::digest::sha256_hex;
 use crate::rule_pattern::RulePattern;
+/// The rule types live in `runner-core` (no I/O) with the request validator's toolkit.
+pub use runner_core::rules::{
+    ForbiddenRule, ForbiddenRuleFile, GuestMapping, LimitMaxima, OutputCaps, RequestPolicy,
+    RequestRules, RuleTarget,
+};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The built-in policy text.
-pub const DEFAULT_POLICY_TOML: &str = include_str!("../../policies/default.toml");
+pub use runner_core::rules::DEFAULT_POLICY_TOML;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -111,104 +116,6 @@ impl ApprovalPolicy {
     }
 }
 
-/// Rules about the request file itself.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RequestRules {
-    pub max_bytes: u64,
-    pub max_yaml_depth: usize,
-    pub max_yaml_nodes: usize,
-}
-
-/// The largest limits a request may ask for.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitMaxima {
-    pub max_memory_limit_mb: u64,
-    pub max_time_limit_sec: u64,
-    pub max_cpu_limit_sec: u64,
-}
-
-/// Caps on what a run may produce.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OutputCaps {
-    pub stdout_max_bytes: u64,
-    pub stderr_max_bytes: u64,
-    pub out_max_bytes: u64,
-    pub out_max_files: u64,
-    pub excerpt_lines: usize,
-}
-
-/// One entry of the guest registry.
-#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GuestMapping {
-    pub guest: String,
-    pub programs: Vec<String>,
-    pub languages: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ForbiddenRuleFile {
-    code: String,
-    message: String,
-    pattern: String,
-    #[serde(default)]
-    spaced: Vec<String>,
-    /// The document kinds the rule judges; absent means all of them.
-    #[serde(default)]
-    applies_to: Option<Vec<RuleTarget>>,
-}
-
-/// The kinds of document a forbidden-content rule can apply to (`applies_to` in the
-/// policy). Governed packets are packets: their strings are scanned with the packet rules.
-/// `Code` is the `## Code` section of a monty request (the rest of that request is a
-/// `Request`): a program that merely names a host path or a `password=` keyword is not
-/// an attempt to reach the host, so code gets rules of its own.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleTarget {
-    Request,
-    Result,
-    Packet,
-    Code,
-}
-
-impl RuleTarget {
-    pub const ALL: [RuleTarget; 4] = [
-        RuleTarget::Request,
-        RuleTarget::Result,
-        RuleTarget::Packet,
-        RuleTarget::Code,
-    ];
-
-    fn index(self) -> usize {
-        match self {
-            RuleTarget::Request => 0,
-            RuleTarget::Result => 1,
-            RuleTarget::Packet => 2,
-            RuleTarget::Code => 3,
-        }
-    }
-}
-
-/// A compiled forbidden-content rule.
-#[derive(Debug, Clone)]
-pub struct ForbiddenRule {
-    /// Stable reason code, for example `forbidden.secret`.
-    pub code: String,
-    pub message: String,
-    pub pattern: RulePattern,
-    /// Words matched against runs of spaced-out letters.
-    pub spaced: Vec<String>,
-    /// The document kinds the rule judges.
-    pub applies_to: Vec<RuleTarget>,
-}
-
 /// The effective policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -291,46 +198,12 @@ impl Policy {
         if file.output.excerpt_lines == 0 {
             return Err(invalid("output.excerpt_lines must be positive".into()));
         }
-        let mut forbidden = Vec::with_capacity(file.forbidden.len());
-        for rule in file.forbidden {
-            if !rule.code.starts_with("forbidden.") {
-                return Err(invalid(format!(
-                    "forbidden rule code {:?} must start with `forbidden.`",
-                    rule.code
-                )));
-            }
-            let pattern = pattern(&rule.pattern)
-                .map_err(|e| invalid(format!("forbidden rule {}: {e}", rule.code)))?;
-            let spaced = rule.spaced.iter().map(|w| w.to_lowercase()).collect();
-            let applies_to = match rule.applies_to {
-                None => RuleTarget::ALL.to_vec(),
-                Some(list) if list.is_empty() => {
-                    return Err(invalid(format!(
-                        "forbidden rule {}: `applies_to` is empty (omit it to apply the rule to every kind)",
-                        rule.code
-                    )));
-                }
-                Some(list) => list,
-            };
-            forbidden.push(ForbiddenRule {
-                code: rule.code,
-                message: rule.message,
-                pattern,
-                spaced,
-                applies_to,
-            });
-        }
+        let forbidden = runner_core::rules::compile(file.forbidden, pattern).map_err(invalid)?;
         let approval = match file.approval {
             None => ApprovalPolicy::default(),
             Some(a) => approval_policy(a).map_err(invalid)?,
         };
-        let rules_by_target = RuleTarget::ALL.map(|target| {
-            forbidden
-                .iter()
-                .filter(|r| r.applies_to.contains(&target))
-                .cloned()
-                .collect::<Vec<_>>()
-        });
+        let rules_by_target = runner_core::rules::by_target(&forbidden);
         let confinement = file.confinement.unwrap_or_default();
         let determinism = file.determinism.unwrap_or_default();
         let network = match file.network.clone() {
@@ -380,13 +253,6 @@ impl Policy {
         }
     }
 
-    /// The guest a command's program word selects, if any.
-    pub fn guest_for_program(&self, program: &str) -> Option<&GuestMapping> {
-        self.guests
-            .iter()
-            .find(|g| g.programs.iter().any(|p| p == program))
-    }
-
     /// The guest a request's `language` selects, if any (case-insensitive): a guest's
     /// own language, or one of a package environment's, which selects the environment's
     /// guest.
@@ -425,6 +291,42 @@ impl Policy {
         let guests = self.guests.iter().flat_map(|g| &g.languages);
         let envs = self.environments.iter().flat_map(|e| &e.languages);
         guests.chain(envs).map(String::as_str).collect()
+    }
+}
+
+/// What the request validator (`runner_core::request::validate`) asks of the policy.
+impl RequestPolicy for Policy {
+    fn request_rules(&self) -> &RequestRules {
+        &self.request
+    }
+
+    fn limit_maxima(&self) -> &LimitMaxima {
+        &self.limits
+    }
+
+    fn rules_for(&self, target: RuleTarget) -> &[ForbiddenRule] {
+        Policy::rules_for(self, target)
+    }
+
+    fn guests(&self) -> &[GuestMapping] {
+        &self.guests
+    }
+
+    fn guest_for_language(&self, language: &str) -> Option<&GuestMapping> {
+        Policy::guest_for_language(self, language)
+    }
+
+    fn environment_for_language(&self, language: &str) -> Option<(&str, &str)> {
+        Policy::environment_for_language(self, language)
+            .map(|e| (e.name.as_str(), e.guest.as_str()))
+    }
+
+    fn languages(&self) -> Vec<&str> {
+        Policy::languages(self)
+    }
+
+    fn network_enabled(&self) -> bool {
+        self.network.enabled()
     }
 }
 

@@ -22,16 +22,7 @@ use std::process::{Command, Output};
 /// An approved request; `inputs` is the front matter list and `body` the sections
 /// before Output Expectations.
 fn request(id: &str, backend: &str, inputs: &str, body: &str) -> String {
-    format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
-         created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"batch-test\"\n\
-         approved_by: \"batch-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
-         purpose: \"Batch mode test.\"\nbackend: {backend}\nlanguage: python\nnetwork: none\n\
-         cpu_limit: \"10\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n{inputs}---\n{body}\n\
-         ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
-         - Justification: prints a constant.\n- Data sensitivity: public\n\
-         - Network rationale: none needed\n"
-    )
+    support::approved_request("batch", id, backend, 256, inputs, body)
 }
 
 fn era(id: &str, command: &str) -> String {

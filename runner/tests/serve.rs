@@ -1015,17 +1015,8 @@ fn warm_results_are_identical_to_exec_results() {
 
 /// An approved ERA request (`language: python`, no inputs) running `command`.
 fn era_request(id: &str, command: &str) -> String {
-    format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
-         created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"serve-test\"\n\
-         approved_by: \"serve-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
-         purpose: \"A serve test.\"\nbackend: ERA\nlanguage: python\nnetwork: none\n\
-         cpu_limit: \"10\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n---\n\
-         ## Command\n`{command}`\n\n## Input Files\n- none\n\n\
-         ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
-         - Justification: a test.\n- Data sensitivity: public\n\
-         - Network rationale: none needed\n"
-    )
+    let body = format!("## Command\n`{command}`\n\n## Input Files\n- none\n");
+    support::approved_request("serve", id, "ERA", 256, "", &body)
 }
 
 /// The tests that need root: mounting a small tmpfs as the results directory. Each says

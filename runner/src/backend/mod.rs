@@ -23,18 +23,8 @@ pub use runner_sandbox::{
     SandboxSpec,
 };
 
-use serde::{Deserialize, Serialize};
-
-/// Which engine runs the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum BackendKind {
-    /// The ERA contract, served by wasmtime with a CPython-for-WASI guest.
-    #[serde(rename = "ERA")]
-    Era,
-    /// The Monty interpreter.
-    #[serde(rename = "monty")]
-    Monty,
-}
+/// Which engine runs the request (part of the request model, in `runner-core`).
+pub use runner_core::request::BackendKind;
 
 /// `runner __confinement-probe [POLICY.toml]`: loads the policy (the built-in one when
 /// none is named) and runs [`confine::probe_main`] against its `[confinement]` table.

@@ -121,12 +121,8 @@ impl ExecCommand {
             Err(e) => ExecReport::not_run(&e),
         };
         if self.json {
-            match serde_json::to_string(&report) {
-                Ok(line) => crate::cli::outln!("{line}"),
-                Err(e) => {
-                    eprintln!("error: cannot encode the report: {e}");
-                    return exit_codes::INTERNAL;
-                }
+            if let Err(code) = crate::cli::out_json(&report) {
+                return code;
             }
         } else if let Some(path) = &report.result_path {
             crate::cli::outln!("{path}");

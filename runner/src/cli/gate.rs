@@ -67,12 +67,8 @@ impl GateCommand {
             }
         };
         if self.json {
-            match serde_json::to_string(&summary) {
-                Ok(line) => crate::cli::outln!("{line}"),
-                Err(e) => {
-                    super::output::error(format!("cannot encode the summary: {e}"));
-                    return exit_codes::INTERNAL;
-                }
+            if let Err(code) = crate::cli::out_json(&summary) {
+                return code;
             }
         } else {
             for e in &summary.entries {

@@ -130,15 +130,28 @@ pub fn command() -> clap::Command {
 }
 
 /// Prints `value` as one line of JSON on stdout: `OK`, or `INTERNAL` when it cannot be
-/// encoded (nothing is printed then).
+/// encoded (nothing is printed then), `IO` when stdout fails ([`print_stdout`]).
 pub fn print_json<T: serde::Serialize>(value: &T) -> i32 {
-    match serde_json::to_string(value) {
+    match encode_json(value) {
         Ok(line) => print_stdout(&(line + "\n")),
-        Err(e) => {
-            output::error(format!("cannot encode the JSON output: {e}"));
-            crate::exit_codes::INTERNAL
-        }
+        Err(code) => code,
     }
+}
+
+/// Prints `value` as one line of JSON with [`outln!`] (a closed stdout ends the output,
+/// not the command); `Err(INTERNAL)` when it cannot be encoded (reported; nothing is
+/// printed then). For a report that comes after the command's work.
+pub fn out_json<T: serde::Serialize>(value: &T) -> Result<(), i32> {
+    let line = encode_json(value)?;
+    write_stdout(format_args!("{line}\n"));
+    Ok(())
+}
+
+fn encode_json<T: serde::Serialize>(value: &T) -> Result<String, i32> {
+    serde_json::to_string(value).map_err(|e| {
+        output::error(format!("cannot encode the JSON output: {e}"));
+        crate::exit_codes::INTERNAL
+    })
 }
 
 /// What became of stdout: [`STDOUT_OPEN`], [`STDOUT_GONE`] (its reader went away, as

@@ -135,12 +135,8 @@ impl ReplayCommand {
             ),
         };
         if self.json {
-            match serde_json::to_string(&report) {
-                Ok(line) => crate::cli::outln!("{line}"),
-                Err(e) => {
-                    super::output::error(e);
-                    return exit_codes::INTERNAL;
-                }
+            if let Err(code) = crate::cli::out_json(&report) {
+                return code;
             }
         } else {
             crate::cli::outln!(

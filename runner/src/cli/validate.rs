@@ -75,12 +75,8 @@ impl ValidateCommand {
                 code = exit_codes::REJECT;
             }
             if self.json {
-                match serde_json::to_string(&verdict) {
-                    Ok(line) => crate::cli::outln!("{line}"),
-                    Err(e) => {
-                        super::output::error(format!("cannot encode verdict: {e}"));
-                        return exit_codes::INTERNAL;
-                    }
+                if let Err(code) = crate::cli::out_json(&verdict) {
+                    return code;
                 }
             } else {
                 print_human(&verdict, text.as_deref());

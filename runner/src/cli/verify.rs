@@ -39,12 +39,8 @@ impl VerifyCommand {
         let mut v = verify::verify(&self.result, self.request.as_deref());
         self.check_statement(&mut v);
         if self.json {
-            match serde_json::to_string(&v) {
-                Ok(line) => crate::cli::outln!("{line}"),
-                Err(e) => {
-                    super::output::error(e);
-                    return exit_codes::INTERNAL;
-                }
+            if let Err(code) = crate::cli::out_json(&v) {
+                return code;
             }
         } else {
             crate::cli::outln!(

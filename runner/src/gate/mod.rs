@@ -18,7 +18,8 @@
 // reason: opens result artifacts by path, without following symlinks
 #[allow(clippy::disallowed_methods)]
 pub mod artifacts;
-pub mod fields;
+/// The gate's field readers, part of the one markdown toolkit (`runner-core`).
+pub use runner_core::markdown::fields;
 pub mod governed;
 // reason: sorts an inbox directory by path
 #[allow(clippy::disallowed_methods)]

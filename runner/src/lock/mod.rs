@@ -10,7 +10,8 @@
 //! Reading is strict (L8): the file must be exactly the canonical text of a lock
 //! object, every key known and present, and `lock_sha256` must re-derive.
 
-pub mod jcs;
+/// RFC 8785 canonical JSON (in `runner-core`, which has no I/O).
+pub use runner_core::jcs;
 pub mod statement;
 // reason: reads a result and its lock, statement and artifacts by path
 #[allow(clippy::disallowed_methods)]

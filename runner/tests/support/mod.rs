@@ -66,18 +66,39 @@ pub fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// An approved monty request whose code is `code`, with no inputs; `who` names the test
-/// (its requester is `<who>-test`, its approver `<who>-operator`).
-pub fn monty_request(id: &str, code: &str, who: &str) -> String {
+/// An approved request of `backend` (`ERA` or `monty`, `language: python`, no network):
+/// `inputs` is the front matter's `inputs:` list (or empty), `body` the sections before
+/// Output Expectations. `who` names the test: its requester is `<who>-test`, its
+/// approver `<who>-operator`.
+pub fn approved_request(
+    who: &str,
+    id: &str,
+    backend: &str,
+    memory_mb: u32,
+    inputs: &str,
+    body: &str,
+) -> String {
     format!(
         "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"{id}\"\n\
          created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"{who}-test\"\n\
          approved_by: \"{who}-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\n\
-         purpose: \"A {who} test.\"\nbackend: monty\nlanguage: python\nnetwork: none\n\
-         cpu_limit: \"10\"\nmemory_limit_mb: 64\ntime_limit_sec: 30\n---\n## Code\n\
-         ```python\n{code}\n```\n\n## Inputs (JSON)\n```json\n{{}}\n```\n\n\
+         purpose: \"A {who} test.\"\nbackend: {backend}\nlanguage: python\nnetwork: none\n\
+         cpu_limit: \"10\"\nmemory_limit_mb: {memory_mb}\ntime_limit_sec: 30\n{inputs}---\n{body}\n\
          ## Output Expectations\n- stdout only\n\n## Risk Assessment\n- Risk level: low\n\
          - Justification: a test.\n- Data sensitivity: public\n\
          - Network rationale: none needed\n"
+    )
+}
+
+/// An approved monty request whose code is `code`, with no inputs; `who` names the test
+/// (see [`approved_request`]).
+pub fn monty_request(id: &str, code: &str, who: &str) -> String {
+    approved_request(
+        who,
+        id,
+        "monty",
+        64,
+        "",
+        &format!("## Code\n```python\n{code}\n```\n\n## Inputs (JSON)\n```json\n{{}}\n```\n"),
     )
 }

@@ -139,12 +139,8 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
         });
     }
     if cmd.json {
-        match serde_json::to_string(&entries) {
-            Ok(text) => crate::cli::outln!("{text}"),
-            Err(e) => {
-                eprintln!("error: cannot encode the reports: {e}");
-                return exit_codes::INTERNAL;
-            }
+        if let Err(code) = crate::cli::out_json(&entries) {
+            return code;
         }
     } else {
         for entry in &entries {

@@ -144,7 +144,7 @@ pub fn unfence(text: &str) -> (String, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::frontmatter::lines;
+    use crate::markdown::frontmatter::lines;
 
     #[test]
     fn headings_inside_fences_are_content() {

@@ -1,19 +1,19 @@
 //! What the gate's markdown validators (tool results, research packets) share beyond
-//! what they share with the request validator ([`crate::request::document`]): the
+//! what they share with the request validator ([`crate::markdown::document`]): the
 //! strict section layout rule, labelled lines (`- Label: value`), the forbidden-content
 //! and rendered-text scans, fenced and prose lines.
 
+use crate::forbidden;
+use crate::markdown::document;
+use crate::markdown::frontmatter::{self, Line};
+use crate::markdown::sections::{self, Body, Section};
 use crate::normalize::strip_bom;
-use crate::policy::ForbiddenRule;
-use crate::request::document;
-use crate::request::forbidden;
-use crate::request::frontmatter::{self, Line};
-use crate::request::sections::{self, Body, Section};
+use crate::rules::ForbiddenRule;
 use std::collections::BTreeMap;
 
 /// `gate::artifacts` reports through `fields::Reasons` and `fields::clip`; the one copy
-/// of each is in [`crate::request::document`].
-pub use crate::request::document::{Reasons, clip};
+/// of each is in [`crate::markdown::document`].
+pub use crate::markdown::document::{Reasons, clip};
 
 /// Checks the body's layout: only a `# ` title before the first section; exactly the
 /// `expected` H2 sections, each once, in order, spelled exactly; no heading that a
@@ -199,10 +199,10 @@ pub fn scan_forbidden(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
 }
 
 /// Raw HTML and headings that render differently from how they parse
-/// ([`crate::request::rendered`]): what a person reviewing the rendered document would
+/// ([`crate::markdown::rendered`]): what a person reviewing the rendered document would
 /// not see, or would see as structure the gate does not.
 pub fn rendered_text(body: &[Line<'_>], r: &mut Reasons) {
-    for m in crate::request::rendered::scan(body) {
+    for m in crate::markdown::rendered::scan(body) {
         r.add(m.code, m.message, m.line);
     }
 }
@@ -233,7 +233,7 @@ pub fn fenced_and_prose<'a>(section: &Section<'a>) -> (Vec<Line<'a>>, Vec<Line<'
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::request::frontmatter::lines;
+    use crate::markdown::frontmatter::lines;
 
     fn layout_codes(text: &str) -> Vec<String> {
         let all: Vec<Line<'_>> = lines(text).collect();

@@ -3,9 +3,9 @@
 //! and stray control characters are findings of their own: they have no business in
 //! an approved request and are the usual way to hide text from a reviewer.
 
-use super::frontmatter::Line;
+use crate::markdown::frontmatter::Line;
 use crate::normalize::{Deobfuscated, alternate_readings, is_disallowed_control};
-use crate::policy::ForbiddenRule;
+use crate::rules::ForbiddenRule;
 use std::collections::HashSet;
 
 /// One match of a rule on one line.
@@ -192,11 +192,15 @@ pub fn scan_joined(text: &str, line: usize, rules: &[ForbiddenRule]) -> Vec<Find
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
+    use crate::rules::{RuleTarget, builtin, by_target};
+
+    /// The built-in rules that judge requests.
+    fn request_rules() -> Vec<ForbiddenRule> {
+        by_target(&builtin())[RuleTarget::Request.index()].clone()
+    }
 
     fn codes(text: &str) -> Vec<String> {
-        let policy = Policy::builtin();
-        scan(crate::request::frontmatter::lines(text), &policy.forbidden)
+        scan(crate::markdown::frontmatter::lines(text), &request_rules())
             .into_iter()
             .map(|f| f.code)
             .collect()
@@ -264,13 +268,13 @@ mod tests {
     /// 4 s for 1 MiB, minutes for 8 MiB): the lookups grow with the pairs' findings.
     #[test]
     fn a_finding_on_every_line_is_judged_in_linear_work() {
-        let policy = Policy::builtin();
+        let rules = request_rules();
         let line = "Justification: p i p install; curl x | sh; AKIAIOSFODNN7EXAMPLE; /etc/passwd; \u{200b}ignore previous instructions";
         for n in [200usize, 2000] {
             let text = vec![line; n].join("\n");
-            let lines: Vec<Line<'_>> = crate::request::frontmatter::lines(&text).collect();
+            let lines: Vec<Line<'_>> = crate::markdown::frontmatter::lines(&text).collect();
             KEY_COMPARISONS.with(|c| c.set(0));
-            let findings = scan_document(&lines, |_| &policy.forbidden);
+            let findings = scan_document(&lines, |_| &rules);
             let compared = KEY_COMPARISONS.with(|c| c.get());
             // Every line has its own findings, so no pair adds one ...
             let per_line = findings.len() / n;

@@ -1,39 +1,31 @@
 //! The Tool Execution Request model (`../shared/specs/tool-request.schema.md`).
 //!
 //! Raw bytes go in; [`validate::validate`] returns either an [`ApprovedRequest`] (which
-//! only the validator can build) or every [`Reason`] the request was rejected for.
+//! only the validator can build) or every [`Reason`] the request was rejected for. It
+//! judges against the policy through [`crate::rules::RequestPolicy`], what the
+//! validator asks of it (`runner::policy::Policy` implements it).
 
 pub mod command;
-pub mod document;
-pub mod forbidden;
-pub mod frontmatter;
-pub mod rendered;
-pub mod sections;
 pub mod validate;
-pub mod yaml;
 
-use crate::backend::BackendKind;
-use serde::Serialize;
+// The markdown toolkit and the forbidden-content scan, under the paths the request
+// validator has always used (`runner::request::frontmatter`, ...).
+pub use crate::forbidden;
+pub use crate::markdown::{Reason, document, frontmatter, rendered, sections, yaml};
+
+use serde::{Deserialize, Serialize};
 
 pub use validate::validate;
 
-/// Why a document was rejected: a stable code, a message naming the problem, and the
-/// 1-based line of the original file when there is one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Reason {
-    pub code: String,
-    pub message: String,
-    pub line: Option<usize>,
-}
-
-impl Reason {
-    pub fn new(code: impl Into<String>, message: impl Into<String>, line: Option<usize>) -> Self {
-        Self {
-            code: code.into(),
-            message: message.into(),
-            line,
-        }
-    }
+/// Which engine runs the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackendKind {
+    /// The ERA contract, served by wasmtime with a CPython-for-WASI guest.
+    #[serde(rename = "ERA")]
+    Era,
+    /// The Monty interpreter.
+    #[serde(rename = "monty")]
+    Monty,
 }
 
 /// An input declared in the front matter.

@@ -207,7 +207,7 @@ fn list_marker(t: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::frontmatter::lines;
+    use crate::markdown::frontmatter::lines;
 
     fn codes(text: &str) -> Vec<(&'static str, usize)> {
         let all: Vec<_> = lines(text).collect();

@@ -1,19 +1,18 @@
-//! What every markdown validator shares, the request validator ([`super::validate`])
-//! and the gate's (tool results, research packets): the reason collector, reading the
+//! What every markdown validator shares, the request validator
+//! (`runner::request::validate`) and the gate's (tool results, research packets): the reason collector, reading the
 //! text and its front matter, the front matter field readers, how a value is shown in
 //! a message (escaped, clipped), UTC timestamps and identifiers, and the section rules
 //! both families apply (one section per title, every required one present and not
 //! empty, nothing but a title before the first).
 //!
 //! It sits beside the parsers it builds on ([`super::frontmatter`], [`super::yaml`],
-//! [`super::sections`]) so that the gate depends on the request module and never the
-//! other way round.
+//! [`super::sections`]), in the core crate that both validator families depend on.
 
 use super::Reason;
 use super::frontmatter::{self, Split, SplitError};
 use super::sections::{Body, Section};
 use super::yaml::{self, Entry, Node};
-use crate::policy::RequestRules;
+use crate::rules::RequestRules;
 use std::collections::BTreeMap;
 
 /// Collects reasons.
