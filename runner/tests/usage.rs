@@ -112,5 +112,8 @@ fn the_limit_that_fired_is_recorded() {
     let wall = lock["usage"]["wall_ms"].as_u64().unwrap();
     let cpu = lock["usage"]["cpu_ms"].as_u64().unwrap();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    assert!(cpu > 0 && cpu <= wall * cores, "cpu_ms {cpu}, wall_ms {wall}: {lock}");
+    assert!(
+        cpu > 0 && cpu <= wall * cores,
+        "cpu_ms {cpu}, wall_ms {wall}: {lock}"
+    );
 }
