@@ -66,6 +66,9 @@ pub struct Located {
     pub args_sizes_get: u32,
     pub args_get: u32,
     pub proc_exit: u32,
+    pub clock_time_get: u32,
+    /// Number of globals before the rewrite (the appended one is this index).
+    pub globals: u32,
     /// Number of functions (imports included) before the rewrite, and of imported ones.
     pub functions: u32,
     pub imports: u32,
@@ -83,6 +86,7 @@ struct Info<'a> {
     n_imports: u32,
     exports: HashMap<String, u32>,
     data: Vec<(u32, &'a [u8])>,
+    globals: u32,
 }
 
 fn parse(wasm: &[u8]) -> Result<Info<'_>, BackendError> {
@@ -94,6 +98,7 @@ fn parse(wasm: &[u8]) -> Result<Info<'_>, BackendError> {
         n_imports: 0,
         exports: HashMap::new(),
         data: Vec::new(),
+        globals: 0,
     };
     let e = |e: wasmparser::BinaryReaderError| err(format!("unreadable module: {e}"));
     for payload in Parser::new(0).parse_all(wasm) {
@@ -130,6 +135,7 @@ fn parse(wasm: &[u8]) -> Result<Info<'_>, BackendError> {
                 }
             }
             Payload::CodeSectionEntry(body) => info.bodies.push(body),
+            Payload::GlobalSection(r) => info.globals = r.count(),
             Payload::DataSection(r) => {
                 for d in r {
                     let d = d.map_err(e)?;
@@ -208,6 +214,11 @@ pub fn locate(wasm: &[u8]) -> Result<Located, BackendError> {
     let args_sizes_get = import("args_sizes_get", &[I32, I32], &[I32])?;
     let args_get = import("args_get", &[I32, I32], &[I32])?;
     let proc_exit = import("proc_exit", &[I32], &[])?;
+    let clock_time_get = import(
+        "clock_time_get",
+        &[I32, wasmparser::ValType::I64, I32],
+        &[I32],
+    )?;
     let start = *info
         .exports
         .get("_start")
@@ -283,6 +294,8 @@ pub fn locate(wasm: &[u8]) -> Result<Located, BackendError> {
         args_sizes_get,
         args_get,
         proc_exit,
+        clock_time_get,
+        globals: info.globals,
         functions: u32::try_from(info.func_types.len()).map_err(|_| err("too many functions"))?,
         imports: info.n_imports,
     })
@@ -392,6 +405,26 @@ fn new_start(loc: &Located) -> Function {
     f.instruction(&I::LocalGet(buf));
     f.instruction(&I::Call(loc.args_get));
     exit_if_nonzero(&mut f, loc, 71);
+    // The plain guest's start-up read the clock N times (the snapshot's init counted
+    // them in the appended global): read it as often, so a virtual clock, which steps
+    // per read, shows the script the readings it would see in the plain guest.
+    f.instruction(&I::Block(wasm_encoder::BlockType::Empty));
+    f.instruction(&I::Loop(wasm_encoder::BlockType::Empty));
+    f.instruction(&I::GlobalGet(loc.globals));
+    f.instruction(&I::I32Eqz);
+    f.instruction(&I::BrIf(1));
+    f.instruction(&I::GlobalGet(loc.globals));
+    f.instruction(&I::I32Const(1));
+    f.instruction(&I::I32Sub);
+    f.instruction(&I::GlobalSet(loc.globals));
+    f.instruction(&I::I32Const(CLOCK_MONOTONIC));
+    f.instruction(&I::I64Const(1));
+    f.instruction(&I::LocalGet(sp));
+    f.instruction(&I::Call(loc.clock_time_get));
+    f.instruction(&I::Drop);
+    f.instruction(&I::Br(0));
+    f.instruction(&I::End);
+    f.instruction(&I::End);
     store_bytes(&mut f, out, 0, RUN_PREFIX);
     // for i in 0..size: out[P + 2i] = hex(buf[i] >> 4); out[P + 2i + 1] = hex(buf[i] & 15)
     let hex_digit = |f: &mut Function| {
@@ -471,9 +504,14 @@ fn new_start(loc: &Located) -> Function {
     f
 }
 
+/// WASI's monotonic clock id.
+const CLOCK_MONOTONIC: i32 = 1;
+
 /// The init: C start-up and CPython's initialisation (the cut copy of `_start`), then
-/// the boot module defined.
-fn init_function(loc: &Located, clone: u32, source: &[u8]) -> Function {
+/// the boot module defined, then the number of clock reads so far (the snapshot is
+/// taken under a virtual clock of `step_ns` per read, from 0) kept in the appended
+/// global.
+fn init_function(loc: &Located, clone: u32, source: &[u8], step_ns: u64) -> Function {
     use Instruction as I;
     let (sp0, buf) = (0, 1);
     let mut f = Function::new([(2, ValType::I32)]);
@@ -499,6 +537,20 @@ fn init_function(loc: &Located, clone: u32, source: &[u8]) -> Function {
     f.instruction(&I::If(wasm_encoder::BlockType::Empty));
     f.instruction(&I::Unreachable);
     f.instruction(&I::End);
+    // reads = monotonic() / step (this read is the plain guest's first after start-up)
+    f.instruction(&I::I32Const(CLOCK_MONOTONIC));
+    f.instruction(&I::I64Const(1));
+    f.instruction(&I::LocalGet(buf));
+    f.instruction(&I::Call(loc.clock_time_get));
+    f.instruction(&I::If(wasm_encoder::BlockType::Empty));
+    f.instruction(&I::Unreachable);
+    f.instruction(&I::End);
+    f.instruction(&I::LocalGet(buf));
+    f.instruction(&I::I64Load(mem(0, 0)));
+    f.instruction(&I::I64Const(step_ns as i64));
+    f.instruction(&I::I64DivU);
+    f.instruction(&I::I32WrapI64);
+    f.instruction(&I::GlobalSet(loc.globals));
     f.instruction(&I::End);
     f
 }
@@ -522,6 +574,23 @@ impl Reencode for Rewriter<'_> {
         for _ in &self.extra {
             functions.function(self.loc.start_type);
         }
+        Ok(())
+    }
+
+    fn parse_global_section(
+        &mut self,
+        globals: &mut wasm_encoder::GlobalSection,
+        section: wasmparser::GlobalSectionReader<'_>,
+    ) -> Result<(), wasm_encoder::reencode::Error<Self::Error>> {
+        wasm_encoder::reencode::utils::parse_global_section(self, globals, section)?;
+        globals.global(
+            wasm_encoder::GlobalType {
+                val_type: ValType::I32,
+                mutable: true,
+                shared: false,
+            },
+            &wasm_encoder::ConstExpr::i32_const(0),
+        );
         Ok(())
     }
 
@@ -596,7 +665,7 @@ fn cut_copy(
 }
 
 /// The module with the three functions appended and `_start` re-pointed.
-pub fn rewrite(wasm: &[u8], loc: &Located) -> Result<Vec<u8>, BackendError> {
+pub fn rewrite(wasm: &[u8], loc: &Located, step_ns: u64) -> Result<Vec<u8>, BackendError> {
     let source = init_source();
     let placeholder = Function::new([]);
     let clone_index = loc.functions;
@@ -605,7 +674,7 @@ pub fn rewrite(wasm: &[u8], loc: &Located) -> Result<Vec<u8>, BackendError> {
         loc,
         extra: vec![
             placeholder,
-            init_function(loc, clone_index, source.as_bytes()),
+            init_function(loc, clone_index, source.as_bytes(), step_ns),
             new_start(loc),
         ],
         index: 0,
@@ -678,9 +747,13 @@ pub fn build(
     wasm: &[u8],
     guest: &GuestProgram,
     spec: &SandboxSpec,
+    step_ns: u64,
 ) -> Result<Vec<u8>, BackendError> {
     let loc = locate(wasm)?;
-    let rewritten = rewrite(wasm, &loc)?;
+    if loc.globals == 0 {
+        return Err(err("the module has no globals (no shadow-stack pointer)"));
+    }
+    let rewritten = rewrite(wasm, &loc, step_ns)?;
     let wizer = {
         let mut w = wasmtime_wizer::Wizer::new();
         w.init_func(INIT_EXPORT);
@@ -693,17 +766,24 @@ pub fn build(
         .map_err(|e| err(format!("cannot compile the instrumented module: {e:#}")))?;
     let mut guest = guest.clone();
     guest.argv = vec![SNAPSHOT_ARGV0.to_owned()];
+    let mut spec = spec.clone();
+    spec.determinism = runner_sandbox::determinism::Determinism {
+        clock: Some(runner_sandbox::determinism::VirtualClock {
+            start_unix_us: 0,
+            step_ns,
+            sleeps_advance: true,
+        }),
+        seed: Some("0".repeat(64)),
+    };
+    let spec = &spec;
     let setup = GuestSetup::open(&guest, spec)?;
     let GuestSetup {
         wasi,
-        clock,
+        clock: _,
         stdout,
         stderr,
-        scratch: _,
+        scratch,
     } = setup;
-    if clock.is_some() {
-        return Err(err("the snapshot is taken with the host's clocks, not a virtual one"));
-    }
     let mut linker: Linker<GuestState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
         .map_err(|e| err(format!("cannot link WASI: {e:#}")))?;
@@ -752,6 +832,9 @@ pub fn build(
             .await
     });
     drop(ticker);
+    if let Some(dir) = &scratch {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let text = |p: &wasmtime_wasi::p2::pipe::MemoryOutputPipe| {
         String::from_utf8_lossy(&p.contents()).into_owned()
     };
@@ -843,7 +926,14 @@ mod tests {
             let wasm = std::fs::read(super::super::testkit::guest_path()).unwrap();
             let sandbox = Sandbox::new(&["python"], limits());
             let started = Instant::now();
-            let snapshot = build(&shared.engine, &wasm, sandbox.guest(), &sandbox.spec).unwrap();
+            let snapshot = build(
+                &shared.engine,
+                &wasm,
+                sandbox.guest(),
+                &sandbox.spec,
+                runner_sandbox::determinism::DEFAULT_STEP_NS,
+            )
+            .unwrap();
             eprintln!(
                 "snapshot built in {:.1} s, {} bytes",
                 started.elapsed().as_secs_f64(),
@@ -863,8 +953,17 @@ mod tests {
     }
 
     fn run_both(argv: &[&str], files: &[(&str, &str)]) -> (Outcome, Outcome) {
+        run_both_with(argv, files, |_| {})
+    }
+
+    fn run_both_with(
+        argv: &[&str],
+        files: &[(&str, &str)],
+        adjust: impl Fn(&mut SandboxSpec),
+    ) -> (Outcome, Outcome) {
         let run = |module: &Module| {
-            let sandbox = Sandbox::new(argv, limits());
+            let mut sandbox = Sandbox::new(argv, limits());
+            adjust(&mut sandbox.spec);
             for (name, body) in files {
                 std::fs::write(sandbox.host("in").join(name), body).unwrap();
             }
@@ -896,6 +995,26 @@ mod tests {
     }
 
     const STATE: &str = "import sys, __main__\nprint(sys.argv, sys.orig_argv, sys.path, sys.executable, sys.prefix, sys.flags)\nprint(sorted(sys.modules))\nprint(sorted(vars(__main__)), __name__, __main__.__dict__.get('__file__'), __main__.__dict__.get('__cached__'), type(__main__.__loader__).__name__, __main__.__spec__)\nprint(sys.meta_path, [getattr(h, '__qualname__', h) for h in sys.path_hooks], sorted(sys.path_importer_cache))\nimport os; print(sorted(os.environ.items()), os.getcwd())\n";
+
+    #[test]
+    fn virtual_clock_and_seeded_entropy_are_the_same() {
+        use runner_sandbox::determinism::{Determinism, VirtualClock};
+        let code = "import time, random, os\nprint(time.time(), time.monotonic_ns(), time.perf_counter_ns(), time.process_time_ns(), time.localtime())\nprint(random.random(), os.urandom(8).hex())\nimport tempfile, uuid; print(uuid.uuid4(), tempfile.mkstemp())\n";
+        let (plain, pre) = run_both_with(&["python", "-c", code], &[], |spec| {
+            spec.determinism = Determinism {
+                clock: Some(VirtualClock {
+                    start_unix_us: 1_700_000_000_000_000,
+                    step_ns: runner_sandbox::determinism::DEFAULT_STEP_NS,
+                    sleeps_advance: true,
+                }),
+                seed: Some("ab".repeat(32)),
+            };
+        });
+        assert_eq!(
+            (text(&pre.stdout), text(&pre.stderr)),
+            (text(&plain.stdout), text(&plain.stderr))
+        );
+    }
 
     #[test]
     fn hello_is_the_same() {
