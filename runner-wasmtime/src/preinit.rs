@@ -863,8 +863,8 @@ fn table_sizes(store: &mut Store<GuestState>, instance: &wasmtime::Instance) -> 
     tables.iter().map(|t| t.size(&*store)).collect()
 }
 
-/// Whether the boot reproduces `python ARGV` exactly: `python -c CMD [ARGS]`, or
-/// `python FILE [ARGS]` where FILE is a staged input (`in_file` maps a guest path to
+/// Whether the boot reproduces `python ARGV` exactly: `python [-u] -c CMD [ARGS]`, or
+/// `python [-u] FILE [ARGS]` where FILE is a staged input (`in_file` maps a guest path to
 /// the host file, `None` when it is not under `/in`) that is neither compiled code nor
 /// a zip archive (CPython runs those differently). Anything else (options, `-m`, stdin,
 /// another argv[0]) runs the plain module.
@@ -875,6 +875,8 @@ pub fn boot_handles(argv: &[String], in_file: impl Fn(&str) -> Option<std::path:
     if argv0 != SNAPSHOT_ARGV0 {
         return false;
     }
+    // `-u` is what the guest's PYTHONUNBUFFERED=1 already does (GUEST_ENV).
+    let rest = &rest[rest.iter().take_while(|a| *a == "-u").count()..];
     match rest.first().map(String::as_str) {
         Some("-c") => rest.len() >= 2,
         Some(file) if !file.starts_with('-') && !file.is_empty() => {
@@ -997,6 +999,45 @@ mod tests {
     const STATE: &str = "import sys, __main__\nprint(sys.argv, sys.orig_argv, sys.path, sys.executable, sys.prefix, sys.flags)\nprint(sorted(sys.modules))\nprint(sorted(vars(__main__)), __name__, __main__.__dict__.get('__file__'), __main__.__dict__.get('__cached__'), type(__main__.__loader__).__name__, __main__.__spec__)\nprint(sys.meta_path, [getattr(h, '__qualname__', h) for h in sys.path_hooks], sorted(sys.path_importer_cache))\nimport os; print(sorted(os.environ.items()), os.getcwd())\n";
 
     #[test]
+    fn the_host_hands_the_boot_only_what_it_reproduces() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: &[(&str, &[u8])] = &[
+            ("s.py", b"print(1)\n"),
+            ("c.pyc", b"print(1)\n"),
+            ("magic.py", b"\xcb\x0d\r\nxxxx"),
+            ("zipped.py", b"print(1)\nPK\x05\x06rest"),
+        ];
+        for (name, body) in files {
+            std::fs::write(dir.path().join(name), body).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("pkg")).unwrap();
+        let in_file = |p: &str| Some(dir.path().join(p));
+        let handles = |argv: &[&str]| {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            boot_handles(&argv, in_file)
+        };
+        assert!(handles(&["python", "-c", "pass"]));
+        assert!(handles(&["python", "-u", "-c", "pass", "-I"]));
+        assert!(handles(&["python", "s.py", "-m", "x"]));
+        for argv in [
+            &["python3", "-c", "pass"][..],
+            &["python", "-c"],
+            &["python"],
+            &["python", "-m", "json.tool"],
+            &["python", "-I", "-c", "pass"],
+            &["python", "-", "s.py"],
+            &["python", "c.pyc"],
+            &["python", "magic.py"],
+            &["python", "zipped.py"],
+            &["python", "missing.py"],
+            &["python", "pkg"],
+        ] {
+            assert!(!handles(argv), "{argv:?}");
+        }
+        assert!(!boot_handles(&["python".into(), "s.py".into()], |_| None));
+    }
+
+    #[test]
     fn virtual_clock_and_seeded_entropy_are_the_same() {
         use runner_sandbox::determinism::{Determinism, VirtualClock};
         let code = "import time, random, os\nprint(time.time(), time.monotonic_ns(), time.perf_counter_ns(), time.process_time_ns(), time.localtime())\nprint(random.random(), os.urandom(8).hex())\nimport tempfile, uuid; print(uuid.uuid4(), tempfile.mkstemp())\n";
@@ -1030,6 +1071,8 @@ mod tests {
     fn state_seen_by_a_script_is_the_same() {
         assert_same(&["python", "s.py", "x"], &[("s.py", STATE)]);
         assert_same(&["python", "/in/s.py"], &[("s.py", STATE)]);
+        assert_same(&["python", "-u", "s.py", "-u"], &[("s.py", STATE)]);
+        assert_same(&["python", "-u", "-c", STATE, "-u"], &[]);
     }
 
     #[test]

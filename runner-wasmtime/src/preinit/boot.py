@@ -41,18 +41,22 @@ def main(hexargs):
     sys.orig_argv[:] = argv
     main_mod = sys.modules['__main__']
     d = main_mod.__dict__
-    if argv[1] == '-c':
-        sys.argv[:] = ['-c'] + argv[3:]
+    # `-u` changes nothing here: the guest's environment has PYTHONUNBUFFERED=1.
+    first = 1
+    while argv[first] == '-u':
+        first += 1
+    if argv[first] == '-c':
+        sys.argv[:] = ['-c'] + argv[first + 2:]
         sys.path.insert(0, '')
         try:
-            code = compile(argv[2], '<string>', 'exec')
+            code = compile(argv[first + 1], '<string>', 'exec')
         except BaseException as e:
             _print_uncaught(e)
             raise SystemExit(1) from None
         status = _run(code, d)
         raise SystemExit(status)
-    filename = argv[1]
-    sys.argv[:] = argv[1:]
+    filename = argv[first]
+    sys.argv[:] = argv[first:]
     # CPython makes the script's path absolute against the working directory
     # (config_run_filename_abspath: cwd + '/' + path, so '//s.py' under WASI's '/'),
     # asks the import system for an importer of it (caching None for a plain file),

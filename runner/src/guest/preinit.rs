@@ -26,8 +26,8 @@ use std::time::Duration;
 /// cpython-3.12 (VMware Wasm Labs' `python.wasm` 3.12.0).
 const KNOWN_GUESTS: &[&str] = &["e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"];
 
-/// Environment variable: `0` runs the plain module always (and `guest fetch` builds no
-/// pre-initialised one).
+/// Environment variable: `0` runs the plain module always, replays of pre-initialised
+/// runs included (and `guest fetch` builds no pre-initialised module).
 pub const PREINIT_ENV: &str = "RUNNER_PREINIT";
 
 /// Whether pre-initialisation is on (it is unless `RUNNER_PREINIT=0`).
@@ -249,8 +249,11 @@ pub fn select(
         find(entry, guest_dir, &program.runtime)
     };
     let built = match choice {
-        Choice::Fresh if enabled() => usable(),
-        Choice::Fresh | Choice::Plain => None,
+        // Off: the plain module, also to replay a pre-initialised run (its outputs must
+        // match; `tests/preinit_diff.rs` relies on it).
+        Choice::Plain => None,
+        _ if !enabled() => None,
+        Choice::Fresh => usable(),
         Choice::Pinned(sha) => match usable() {
             Some(built) if &built.sha256 == sha => Some(built),
             _ => {
