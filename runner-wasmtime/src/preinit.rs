@@ -35,8 +35,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 use wasm_encoder::reencode::Reencode;
 use wasm_encoder::{
-    CodeSection, ExportKind, ExportSection, Function, FunctionSection, Instruction, MemArg,
-    ValType,
+    CodeSection, ExportKind, ExportSection, Function, FunctionSection, Instruction, MemArg, ValType,
 };
 use wasmparser::{Operator, Parser, Payload, TypeRef};
 use wasmtime::{Engine, Linker, Module, Store};
@@ -168,13 +167,19 @@ impl Info<'_> {
         self.types.get(usize::try_from(t).ok()?)
     }
 
-    fn has_sig(&self, func: u32, params: &[wasmparser::ValType], results: &[wasmparser::ValType]) -> bool {
+    fn has_sig(
+        &self,
+        func: u32,
+        params: &[wasmparser::ValType],
+        results: &[wasmparser::ValType],
+    ) -> bool {
         self.sig(func)
             .is_some_and(|(p, r)| p.as_slice() == params && r.as_slice() == results)
     }
 
     fn body(&self, func: u32) -> Option<&wasmparser::FunctionBody<'_>> {
-        self.bodies.get(usize::try_from(func.checked_sub(self.n_imports)?).ok()?)
+        self.bodies
+            .get(usize::try_from(func.checked_sub(self.n_imports)?).ok()?)
     }
 
     fn references_string(&self, func: u32, s: &[u8]) -> bool {
@@ -227,7 +232,9 @@ pub fn locate(wasm: &[u8]) -> Result<Located, BackendError> {
         return Err(err("`_start` is not [] -> []"));
     }
     let start_type = info.func_types[start as usize];
-    let body = info.body(start).ok_or_else(|| err("`_start` is an import"))?;
+    let body = info
+        .body(start)
+        .ok_or_else(|| err("`_start` is an import"))?;
     let mut ops = body
         .get_operators_reader()
         .map_err(|e| err(format!("`_start`: {e}")))?;
@@ -235,9 +242,7 @@ pub fn locate(wasm: &[u8]) -> Result<Located, BackendError> {
     while !ops.eof() {
         all.push(ops.read().map_err(|e| err(format!("`_start`: {e}")))?);
     }
-    let string_at = |i: usize, s: &[u8]| {
-        matches!(all[i], Operator::I32Const { value } if info.c_str(value as u32) == Some(s))
-    };
+    let string_at = |i: usize, s: &[u8]| matches!(all[i], Operator::I32Const { value } if info.c_str(value as u32) == Some(s));
     // malloc: the first call after `args_sizes_get`, `[i32] -> [i32]`.
     let after_sizes = all
         .iter()
@@ -609,9 +614,8 @@ impl Reencode for Rewriter<'_> {
             }
             self.index += 1;
         }
-        let clone = clone.ok_or_else(|| {
-            wasm_encoder::reencode::Error::UserError(err("`_start` has no body"))
-        })?;
+        let clone = clone
+            .ok_or_else(|| wasm_encoder::reencode::Error::UserError(err("`_start` has no body")))?;
         code.function(&clone);
         for f in &self.extra[1..] {
             code.function(f);
@@ -825,10 +829,13 @@ pub fn build(
             wasmtime::bail!("the init changed a table's size; a snapshot would lose it");
         }
         wizer
-            .snapshot(&cx, &mut Snap {
-                store: &mut store,
-                instance,
-            })
+            .snapshot(
+                &cx,
+                &mut Snap {
+                    store: &mut store,
+                    instance,
+                },
+            )
             .await
     });
     drop(ticker);
@@ -990,8 +997,18 @@ mod tests {
             plain.runtime_sec, pre.runtime_sec
         );
         assert_eq!(
-            (text(&pre.stdout), text(&pre.stderr), pre.exit_code, pre.kind),
-            (text(&plain.stdout), text(&plain.stderr), plain.exit_code, plain.kind),
+            (
+                text(&pre.stdout),
+                text(&pre.stderr),
+                pre.exit_code,
+                pre.kind
+            ),
+            (
+                text(&plain.stdout),
+                text(&plain.stderr),
+                plain.exit_code,
+                plain.kind
+            ),
             "{argv:?}: pre-initialised (left) against plain (right)"
         );
     }
@@ -1081,7 +1098,10 @@ mod tests {
         assert_same(&["python", "-c", "import sys; sys.exit('bye')"], &[]);
         assert_same(&["python", "-c", "def f():\n  1/0\nf()"], &[]);
         assert_same(&["python", "-c", "x = ("], &[]);
-        assert_same(&["python", "s.py"], &[("s.py", "def f():\n  raise KeyError('k')\n\nf()\n")]);
+        assert_same(
+            &["python", "s.py"],
+            &[("s.py", "def f():\n  raise KeyError('k')\n\nf()\n")],
+        );
         assert_same(&["python", "s.py"], &[("s.py", "print(1)\nx = (\n")]);
         assert_same(&["python", "missing.py"], &[]);
     }

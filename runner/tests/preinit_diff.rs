@@ -50,7 +50,9 @@ fn request(name: &str, command: &str, inputs: &[(String, String)]) -> String {
     let mut fm_inputs = String::new();
     let mut section = String::new();
     for (file, sha) in inputs {
-        fm_inputs.push_str(&format!("  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"));
+        fm_inputs.push_str(&format!(
+            "  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"
+        ));
         section.push_str(&format!("- `/in/{file}` sha256: {sha}\n"));
     }
     if section.is_empty() {
@@ -112,18 +114,32 @@ fn run_fixture(dir: &Path) -> Vec<String> {
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let mut problems = Vec::new();
     let (code, report, stderr) = runner(
-        &["exec", &s(&req), "--inputs", &s(&inputs_dir), "--results", &s(&r1), "--json"],
+        &[
+            "exec",
+            &s(&req),
+            "--inputs",
+            &s(&inputs_dir),
+            "--results",
+            &s(&r1),
+            "--json",
+        ],
         &[],
     );
     let Some(result) = report["result_path"].as_str().map(PathBuf::from) else {
-        return vec![format!("{name}: exec wrote no result ({code:?}): {report} {stderr}")];
+        return vec![format!(
+            "{name}: exec wrote no result ({code:?}): {report} {stderr}"
+        )];
     };
     let guest = lock_guest(&result);
     let expect_preinit = !name.ends_with("-falls-back-to-plain");
     if guest["preinit_sha256"].is_string() != expect_preinit {
         problems.push(format!(
             "{name}: expected the {} module, the lock records {guest}",
-            if expect_preinit { "pre-initialised" } else { "plain" }
+            if expect_preinit {
+                "pre-initialised"
+            } else {
+                "plain"
+            }
         ));
     }
     let (code, report, stderr) = runner(
@@ -148,7 +164,9 @@ fn run_fixture(dir: &Path) -> Vec<String> {
     if let Some(replayed) = report["result_path"].as_str() {
         let guest = lock_guest(Path::new(replayed));
         if !guest["preinit_sha256"].is_null() {
-            problems.push(format!("{name}: the replay did not run the plain module: {guest}"));
+            problems.push(format!(
+                "{name}: the replay did not run the plain module: {guest}"
+            ));
         }
     }
     problems
@@ -166,7 +184,11 @@ fn pre_initialised_and_plain_runs_give_the_same_outputs() {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 15, "the corpus under {} shrank", root.display());
+    assert!(
+        dirs.len() >= 15,
+        "the corpus under {} shrank",
+        root.display()
+    );
     let problems: Vec<String> = dirs.iter().flat_map(|d| run_fixture(d)).collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -243,8 +243,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
                             .map_err(|e| e.to_string())?;
                         // The pre-initialised form (cpython-3.12), built for the runtime
                         // a run has, then compiled and verified like the plain module.
-                        let runtime =
-                            guest::runtime_for(entry, &dir).map_err(|e| e.to_string())?;
+                        let runtime = guest::runtime_for(entry, &dir).map_err(|e| e.to_string())?;
                         if let Some(built) = guest::preinit::ensure(
                             entry,
                             &dir,

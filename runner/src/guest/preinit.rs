@@ -161,13 +161,19 @@ pub fn ensure(
     let Program::Guest(guest) = &spec.program else {
         unreachable!("built as a guest program above")
     };
-    let snapshot = runner_wasmtime::engine::preinit::build(backend.engine(), &wasm, guest, &spec, DEFAULT_STEP_NS)
-        .map_err(|e| GuestError::Io {
-            guest: entry.name.clone(),
-            action: "pre-initialise",
-            path: wasm_path.to_owned(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+    let snapshot = runner_wasmtime::engine::preinit::build(
+        backend.engine(),
+        &wasm,
+        guest,
+        &spec,
+        DEFAULT_STEP_NS,
+    )
+    .map_err(|e| GuestError::Io {
+        guest: entry.name.clone(),
+        action: "pre-initialise",
+        path: wasm_path.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
     let record = Record {
         sha256: crate::digest::sha256_hex(&snapshot),
         guest_sha256: entry.file_sha256.clone(),
@@ -322,7 +328,16 @@ mod tests {
         assert_eq!(map("/in/a/s.py"), Some(in_dir.join("a/s.py")));
         assert_eq!(map("a/s.py"), Some(in_dir.join("a/s.py")));
         // These resolve into other preopens, or leave the tree.
-        for p in ["in/s.py", "out/s.py", "tmp/s.py", "/out/s.py", "/s.py", "../s.py", "a//s.py", "./s.py"] {
+        for p in [
+            "in/s.py",
+            "out/s.py",
+            "tmp/s.py",
+            "/out/s.py",
+            "/s.py",
+            "../s.py",
+            "a//s.py",
+            "./s.py",
+        ] {
             assert_eq!(map(p), None, "{p}");
         }
     }
