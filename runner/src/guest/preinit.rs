@@ -315,6 +315,58 @@ fn guest_input(path: &str, in_dir: &Path, runtime: &GuestRuntime) -> Option<Path
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use runner_sandbox::determinism::VirtualClock;
+
+    #[test]
+    fn a_replay_runs_what_its_lock_ran_or_refuses() {
+        let manifest = super::super::GuestManifest::embedded().unwrap();
+        let entry = manifest.require("cpython-3.12").unwrap();
+        // An empty store: no pre-initialised module built here.
+        let store = tempfile::tempdir().unwrap();
+        let in_dir = tempfile::tempdir().unwrap();
+        let determinism = Determinism {
+            clock: Some(VirtualClock {
+                start_unix_us: 1,
+                step_ns: DEFAULT_STEP_NS,
+                sleeps_advance: true,
+            }),
+            seed: None,
+        };
+        let program = || GuestProgram {
+            guest: entry.name.clone(),
+            wasm_path: PathBuf::from("/plain.wasm"),
+            wasm_sha256: entry.file_sha256.clone(),
+            argv: vec!["python".into(), "-c".into(), "pass".into()],
+            runtime: GuestRuntime::default(),
+        };
+        let select_with = |choice: &Choice| {
+            let mut p = program();
+            let chosen = select(
+                entry,
+                store.path(),
+                &mut p,
+                in_dir.path(),
+                &determinism,
+                choice,
+            );
+            (chosen, p.wasm_path)
+        };
+        assert_eq!(
+            select_with(&Choice::Fresh),
+            (Ok(None), PathBuf::from("/plain.wasm"))
+        );
+        assert_eq!(
+            select_with(&Choice::Plain),
+            (Ok(None), PathBuf::from("/plain.wasm"))
+        );
+        let (chosen, path) = select_with(&Choice::Pinned("ab".repeat(32)));
+        let why = chosen.unwrap_err();
+        assert!(
+            why.contains("cannot reproduce") && why.contains(&"ab".repeat(32)),
+            "{why}"
+        );
+        assert_eq!(path, PathBuf::from("/plain.wasm"));
+    }
 
     #[test]
     fn guest_paths_map_into_in_only_where_wasi_libc_would() {
