@@ -40,6 +40,11 @@ use wasm_encoder::{
 use wasmparser::{Operator, Parser, Payload, TypeRef};
 use wasmtime::{Engine, Linker, Module, Store};
 
+/// The rewrite's version: part of the stored snapshot's key (with the boot module's
+/// source), so a runner whose rewrite changed builds a new snapshot. Bump it with any
+/// change to [`locate`], [`rewrite`] or [`build`].
+pub const FORMAT: u32 = 1;
+
 /// The boot module's source (`_runner_boot`).
 pub const BOOT_SOURCE: &str = include_str!("preinit/boot.py");
 

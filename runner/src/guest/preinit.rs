@@ -62,6 +62,7 @@ fn key(entry: &GuestEntry, runtime: &GuestRuntime, step_ns: u64) -> String {
     let identity = serde_json::json!({
         "guest_sha256": entry.file_sha256,
         "runner": crate::RUNNER_VERSION,
+        "format": runner_wasmtime::engine::preinit::FORMAT,
         "wasmtime": crate::WASMTIME_VERSION,
         "boot_sha256": crate::digest::sha256_hex(
             runner_wasmtime::engine::preinit::BOOT_SOURCE.as_bytes()
