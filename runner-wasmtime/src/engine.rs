@@ -43,6 +43,9 @@ use wasmtime_wasi::p1::{self, WasiP1Ctx};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
+#[path = "preinit.rs"]
+pub mod preinit;
+
 /// Environment the guest sees, and nothing else.
 ///
 /// - `PYTHONHASHSEED=0`: `str`/`bytes` hashing, hence set and dict-of-set iteration

@@ -102,9 +102,21 @@ fn exec_json(
     results: &PathBuf,
     runs: usize,
 ) -> Option<(Duration, Duration)> {
+    exec_json_env(runner, request, results, runs, &[])
+}
+
+/// [`exec_json`] with extra environment variables for the runner.
+fn exec_json_env(
+    runner: &PathBuf,
+    request: &PathBuf,
+    results: &PathBuf,
+    runs: usize,
+    env: &[(&str, &str)],
+) -> Option<(Duration, Duration)> {
     let once = || {
         let t = Instant::now();
         let out = Command::new(runner)
+            .envs(env.iter().copied())
             .arg("exec")
             .arg(request)
             .arg("--results")
@@ -263,7 +275,28 @@ fn main() {
     // 1b. The 3.12 guest's own run inside the worker, and the 3.15 guests when fetched.
     let mut guest_rows = Vec::new();
     if let Some((_, inner)) = exec_json(&runner, &era, &results, runs.min(10)) {
-        guest_rows.push(("cpython-3.12 (the default)", "python", None, inner));
+        guest_rows.push((
+            "cpython-3.12 (the default; pre-initialised when `guest fetch` built it)",
+            "python",
+            None,
+            inner,
+        ));
+    }
+    // The same request on the plain 3.12 module (`RUNNER_PREINIT=0`), the reference the
+    // pre-initialised module is measured against.
+    if let Some((wall, inner)) = exec_json_env(
+        &runner,
+        &era,
+        &results,
+        runs.min(10),
+        &[("RUNNER_PREINIT", "0")],
+    ) {
+        guest_rows.push((
+            "cpython-3.12, plain module (RUNNER_PREINIT=0)",
+            "python",
+            Some(wall),
+            inner,
+        ));
     }
     for (guest, language) in [
         ("cpython-3.15-snapshot (Wizer)", "python-3.15-snapshot"),

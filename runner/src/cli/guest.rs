@@ -238,11 +238,33 @@ fn run(action: GuestAction) -> Result<i32, String> {
                             argv: Vec::new(),
                             runtime: entry.runtime.clone(),
                         };
-                        Some(
+                        let compiled = backend
+                            .prepare(&program, progress.callback())
+                            .map_err(|e| e.to_string())?;
+                        // The pre-initialised form (cpython-3.12), built for the runtime
+                        // a run has, then compiled and verified like the plain module.
+                        let runtime = guest::runtime_for(entry, &dir).map_err(|e| e.to_string())?;
+                        if let Some(built) = guest::preinit::ensure(
+                            entry,
+                            &dir,
+                            &path,
+                            &runtime,
+                            backend,
+                            &mut progress.callback(),
+                        )
+                        .map_err(|e| e.to_string())?
+                        {
+                            let program = GuestProgram {
+                                wasm_path: built.path,
+                                wasm_sha256: built.sha256,
+                                runtime,
+                                ..program
+                            };
                             backend
                                 .prepare(&program, progress.callback())
-                                .map_err(|e| e.to_string())?,
-                        )
+                                .map_err(|e| e.to_string())?;
+                        }
+                        Some(compiled)
                     }
                     None => None,
                 };

@@ -27,6 +27,7 @@
 pub mod error;
 mod fetch;
 pub mod manifest;
+pub mod preinit;
 pub mod site;
 pub mod store;
 pub mod tree;

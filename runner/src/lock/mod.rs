@@ -209,6 +209,11 @@ impl EnvironmentPin {
 pub struct GuestPin {
     pub name: String,
     pub sha256: String,
+    /// The pre-initialised form of that guest the run actually ran (`sha256:` hex of
+    /// the module `runner guest fetch` built, see `guest::preinit`); absent when the
+    /// plain module ran, as in every lock before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preinit_sha256: Option<String>,
 }
 
 /// Limits as integers (milliseconds and bytes), so the lock holds no floats.
@@ -434,6 +439,7 @@ pub(crate) mod tests {
                 guest: Some(GuestPin {
                     name: "cpython-3.12".into(),
                     sha256: tag(&"c".repeat(64)),
+                    preinit_sha256: None,
                 }),
                 environment: None,
             },

@@ -62,6 +62,9 @@ pub enum SetupError {
     /// The run's network door (exchange directory, broker) could not be set up.
     #[error("network: {0}")]
     Network(String),
+    /// A replayed lock ran a pre-initialised guest module that is not available here.
+    #[error("{0}")]
+    Preinit(String),
 }
 
 /// Collecting `/out` and publishing the result (the message names the results
@@ -126,6 +129,7 @@ impl RunError {
             Self::Setup(SetupError::OutMount(_)) => "stage.out_mount",
             Self::Setup(SetupError::Determinism(_)) => "stage.determinism",
             Self::Setup(SetupError::Network(_)) => "network.setup",
+            Self::Setup(SetupError::Preinit(_)) => "guest.unavailable",
             Self::Setup(SetupError::Inputs(e)) => stage_reason(e),
             Self::Sandbox(_) => "backend.failed",
             Self::Publish(_) => "result.write",

@@ -66,6 +66,8 @@ pub struct RunPlan {
     pub determinism: Option<crate::backend::Determinism>,
     /// Set by a replay of a run with network: the recording its broker serves.
     pub network_replay: Option<network::Recording>,
+    /// Which module may run: a new run's choice, or the one a replayed lock recorded.
+    pub preinit: crate::guest::preinit::Choice,
 }
 
 /// What one run left behind.
@@ -177,6 +179,7 @@ impl Pipeline {
             replay_of: None,
             determinism: None,
             network_replay: None,
+            preinit: Default::default(),
         })
     }
 
@@ -237,6 +240,7 @@ impl Pipeline {
             &run,
             &mut program,
         )?;
+        let preinit = select_module(plan, &mut program, &run.in_dir, &determinism)?;
         let spec = SandboxSpec {
             program,
             in_dir: run.in_dir.clone(),
@@ -271,6 +275,7 @@ impl Pipeline {
                 staged: &staged,
                 limits: &limits,
                 guest: prepared.guest.as_ref(),
+                preinit: preinit.as_deref(),
                 environment: prepared.environment.as_ref(),
                 sign_key: self.sign_key.as_ref(),
                 determinism: &spec.determinism,
@@ -328,4 +333,33 @@ pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
         out_bytes: policy.output.out_max_bytes,
         out_files: policy.output.out_max_files,
     }
+}
+
+/// Which module the guest runs: its plain module, or the pre-initialised one where
+/// `guest::preinit::select` finds it reproduces the plain run (the one place that
+/// decides). Returns the pre-initialised module's sha256 hex when it was chosen.
+fn select_module(
+    plan: &RunPlan,
+    program: &mut Program,
+    in_dir: &std::path::Path,
+    determinism: &crate::backend::Determinism,
+) -> Result<Option<String>, SetupError> {
+    let Program::Guest(guest) = program else {
+        return Ok(None);
+    };
+    let Ok(manifest) = GuestManifest::embedded() else {
+        return Ok(None);
+    };
+    let Some(entry) = manifest.get(&guest.guest) else {
+        return Ok(None);
+    };
+    crate::guest::preinit::select(
+        entry,
+        &crate::guest::store::default_guest_dir(),
+        guest,
+        in_dir,
+        determinism,
+        &plan.preinit,
+    )
+    .map_err(SetupError::Preinit)
 }

@@ -29,6 +29,8 @@ pub(super) struct Context<'a> {
     pub staged: &'a [StagedInput],
     pub limits: &'a Limits,
     pub guest: Option<&'a (String, String)>,
+    /// The pre-initialised module run instead of the guest's plain one (sha256 hex).
+    pub preinit: Option<&'a str>,
     pub environment: Option<&'a crate::environment::Located>,
     pub sign_key: Option<&'a SigningKey>,
     /// The clocks and entropy the guest ran with.
@@ -195,6 +197,7 @@ fn draft_lock(
             guest: ctx.guest.map(|(name, sha)| GuestPin {
                 name: name.clone(),
                 sha256: lock::tag(sha),
+                preinit_sha256: ctx.preinit.map(lock::tag),
             }),
             environment: ctx.environment.map(lock::EnvironmentPin::of),
         },

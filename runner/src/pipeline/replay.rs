@@ -274,6 +274,19 @@ impl Pipeline {
                 bodies: dir.join(&id),
             });
         }
+        // The module the lock's run ran: the plain one (every lock before the
+        // pre-initialised guest, and runs it did not apply to) or that pre-initialised one.
+        plan.preinit = match lock
+            .runtime
+            .guest
+            .as_ref()
+            .and_then(|g| g.preinit_sha256.as_ref())
+        {
+            None => crate::guest::preinit::Choice::Plain,
+            Some(sha) => crate::guest::preinit::Choice::Pinned(
+                sha.strip_prefix("sha256:").unwrap_or(sha).to_owned(),
+            ),
+        };
         plan.replay_of = Some(ReplayOf {
             result_id: lock.result_id.clone(),
             lock_sha256: lock.lock_sha256.clone(),

@@ -1,0 +1,3 @@
+import atexit
+atexit.register(lambda: print("atexit ran"))
+raise RuntimeError("boom")

@@ -1,0 +1,2 @@
+import helper
+print(helper.VALUE, helper.__file__)

@@ -1,0 +1,3 @@
+import sys
+print("leaving")
+sys.exit(3)

@@ -1,0 +1,7 @@
+def inner():
+    raise KeyError("missing")
+
+def outer():
+    inner()
+
+outer()
