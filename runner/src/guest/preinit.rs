@@ -244,8 +244,7 @@ pub fn select(
         return Ok(None);
     }
     let usable = || -> Option<Built> {
-        let clock = determinism.clock.as_ref()?;
-        if clock.step_ns != DEFAULT_STEP_NS || !clock.sleeps_advance {
+        if !clock_fits(determinism) {
             return None;
         }
         if !runner_wasmtime::engine::preinit::boot_handles(&program.argv, |p| {
@@ -278,6 +277,30 @@ pub fn select(
         program.wasm_sha256.clone_from(&built.sha256);
         built.sha256
     }))
+}
+
+/// The pre-initialised module warm workers should hold for runs of `entry` with
+/// `runtime` under `determinism`: the one [`select`] picks for every argv the boot
+/// handles, when pre-initialisation is on and the clock is the snapshot's. `None`: such
+/// runs use the plain module.
+pub fn for_warm_workers(
+    entry: &GuestEntry,
+    guest_dir: &Path,
+    runtime: &GuestRuntime,
+    determinism: &Determinism,
+) -> Option<Built> {
+    (enabled() && applies(entry) && clock_fits(determinism))
+        .then(|| find(entry, guest_dir, runtime))
+        .flatten()
+}
+
+/// Whether a run's clock is the one the snapshot was taken under: virtual, of the
+/// default step, sleeps advancing it (the start-up's clock reads are replayed).
+fn clock_fits(determinism: &Determinism) -> bool {
+    determinism
+        .clock
+        .as_ref()
+        .is_some_and(|clock| clock.step_ns == DEFAULT_STEP_NS && clock.sleeps_advance)
 }
 
 /// The host file a guest path names when it resolves into `/in`: `/in/REST`, or a

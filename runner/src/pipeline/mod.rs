@@ -111,7 +111,11 @@ impl Pipeline {
             .filter(|g| g.programs.iter().any(|p| p == "python"))
             .or_else(|| self.policy.guest_for_program("python"))
             .map(|g| g.guest.clone());
-        self.engines.warm_up(guest.as_deref())
+        // The clock a fresh run gets decides whether its module can be the
+        // pre-initialised one; a policy whose clock cannot be set up warms the plain one
+        // (its runs will say why).
+        let determinism = self.policy.determinism.fresh().ok();
+        self.engines.warm_up(guest.as_deref(), determinism.as_ref())
     }
 
     /// What the warm workers did (ready now, runs warm and cold, replaced).

@@ -129,13 +129,44 @@ impl Engines {
     /// it (so the module a warm worker holds is the one a cold run would load). Nothing
     /// when warm workers are off. An `Err` (a guest that cannot be fetched or compiled)
     /// leaves that pool to start with its first request, which then says why.
-    pub fn warm_up(&self, guest: Option<&str>) -> Result<(), PrepareError> {
+    ///
+    /// Where `guest` has a pre-initialised module that runs under `determinism` (see
+    /// `guest::preinit::for_warm_workers`), that module is prepared first, so the warm
+    /// workers hold the one a request the boot handles (`python -c`, `python FILE`) will
+    /// run; the plain module is prepared after it, for the runs that need it.
+    pub fn warm_up(
+        &self,
+        guest: Option<&str>,
+        determinism: Option<&crate::backend::Determinism>,
+    ) -> Result<(), PrepareError> {
         if self.warm_workers.load(Ordering::Relaxed) == 0 {
             return Ok(());
         }
         let monty = self.monty().map(drop);
         if let Some(guest) = guest {
-            self.prepare_guest(guest, &[], &mut |_| {})?;
+            let (backend, program) = self.locate_guest(guest, &[], &mut |_| {})?;
+            let manifest = GuestManifest::embedded()?;
+            let preinit = determinism.and_then(|determinism| {
+                guest::preinit::for_warm_workers(
+                    manifest.require(guest).ok()?,
+                    &guest::store::default_guest_dir(),
+                    &program.runtime,
+                    determinism,
+                )
+            });
+            if let Some(built) = preinit {
+                let snapshot = GuestProgram {
+                    wasm_path: built.path,
+                    wasm_sha256: built.sha256,
+                    ..program.clone()
+                };
+                backend
+                    .prepare(&snapshot, |_| {})
+                    .map_err(PrepareError::Engine)?;
+            }
+            backend
+                .prepare(&program, |_| {})
+                .map_err(PrepareError::Engine)?;
         }
         monty
     }
@@ -190,6 +221,21 @@ impl Engines {
         argv: &[String],
         progress: ProgressSink<'_>,
     ) -> Result<(Arc<WasmtimeBackend>, GuestProgram), PrepareError> {
+        let (backend, program) = self.locate_guest(guest_name, argv, &mut *progress)?;
+        backend
+            .prepare(&program, &mut *progress)
+            .map_err(PrepareError::Engine)?;
+        Ok((backend, program))
+    }
+
+    /// The guest's plain module found (fetched when missing) and its runtime, as a
+    /// program running `argv`, not yet compiled (see [`Engines::prepare_guest`]).
+    fn locate_guest(
+        &self,
+        guest_name: &str,
+        argv: &[String],
+        progress: ProgressSink<'_>,
+    ) -> Result<(Arc<WasmtimeBackend>, GuestProgram), PrepareError> {
         let _preparing = lock(&self.preparing);
         let manifest = GuestManifest::embedded()?;
         let entry = manifest.require(guest_name)?;
@@ -222,9 +268,6 @@ impl Engines {
             argv: argv.to_vec(),
             runtime,
         };
-        backend
-            .prepare(&program, &mut *progress)
-            .map_err(PrepareError::Engine)?;
         Ok((backend, program))
     }
 }
