@@ -540,6 +540,33 @@ struct GuestState {
     watch: Watch,
 }
 
+impl GuestState {
+    /// A guest's state at the start of its run: `limits`' memory cap, nothing denied
+    /// yet, and the wall-clock deadline `limits.wall` after `started`.
+    fn new(
+        wasi: WasiP1Ctx,
+        limits: &Limits,
+        started: Instant,
+        cpu: Option<(CpuBudget, Duration)>,
+    ) -> Self {
+        Self {
+            wasi,
+            limiter: GuestLimiter {
+                memory_bytes: to_usize(limits.memory_bytes),
+                table_elements: MAX_TABLE_ELEMENTS,
+                memory_denied: None,
+                memory_peak: 0,
+                table_denied: false,
+            },
+            watch: Watch {
+                deadline: started + limits.wall,
+                wall: limits.wall,
+                cpu,
+            },
+        }
+    }
+}
+
 /// Advances the engine epoch every [`EPOCH_TICK`] until dropped.
 struct EpochTicker {
     stop: Option<mpsc::Sender<()>>,
@@ -834,21 +861,7 @@ pub fn run_set_up_guest(
     let cpu = options
         .cpu
         .map(|budget| (budget, baseline_cpu(budget.clock)));
-    let state = GuestState {
-        wasi,
-        limiter: GuestLimiter {
-            memory_bytes: to_usize(limits.memory_bytes),
-            table_elements: MAX_TABLE_ELEMENTS,
-            memory_denied: None,
-            memory_peak: 0,
-            table_denied: false,
-        },
-        watch: Watch {
-            deadline: started + limits.wall,
-            wall: limits.wall,
-            cpu,
-        },
-    };
+    let state = GuestState::new(wasi, limits, started, cpu);
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
     // wasmtime answers a host call that would copy more of the guest's memory than its

@@ -27,10 +27,7 @@
 //! Which argv the boot reproduces exactly is decided on the host, before a run, by
 //! [`boot_handles`].
 
-use super::{
-    BackendError, EpochTicker, GuestLimiter, GuestProgram, GuestSetup, GuestState,
-    MAX_TABLE_ELEMENTS, SandboxSpec, Watch, to_usize,
-};
+use super::{BackendError, EpochTicker, GuestProgram, GuestSetup, GuestState, SandboxSpec};
 use std::collections::HashMap;
 use std::time::Instant;
 use wasm_encoder::reencode::Reencode;
@@ -796,22 +793,7 @@ pub fn build(
     let mut linker: Linker<GuestState> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
         .map_err(|e| err(format!("cannot link WASI: {e:#}")))?;
-    let limits = &spec.limits;
-    let state = GuestState {
-        wasi,
-        limiter: GuestLimiter {
-            memory_bytes: to_usize(limits.memory_bytes),
-            table_elements: MAX_TABLE_ELEMENTS,
-            memory_denied: None,
-            memory_peak: 0,
-            table_denied: false,
-        },
-        watch: Watch {
-            deadline: Instant::now() + limits.wall,
-            wall: limits.wall,
-            cpu: None,
-        },
-    };
+    let state = GuestState::new(wasi, &spec.limits, Instant::now(), None);
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
     store.set_epoch_deadline(1);

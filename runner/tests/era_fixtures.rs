@@ -11,12 +11,14 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
+mod support;
+
 use serde::Deserialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::{repo, sha256_hex};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,17 +55,6 @@ struct Expect {
     artifact_sizes: BTreeMap<String, u64>,
     /// At most this many entries (files and directories) collected under `out/`.
     max_entries_collected: Option<usize>,
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// A policy with small output caps, so floods fire fast.
@@ -134,10 +125,10 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
     let mut inputs = Vec::new();
     let script = std::fs::read(dir.join("script.py")).unwrap();
     std::fs::write(inputs_dir.join("script.py"), &script).unwrap();
-    inputs.push(("script.py".to_owned(), sha256(&script)));
+    inputs.push(("script.py".to_owned(), sha256_hex(&script)));
     for (file, content) in &e.extra_inputs {
         std::fs::write(inputs_dir.join(file), content).unwrap();
-        inputs.push((file.clone(), sha256(content.as_bytes())));
+        inputs.push((file.clone(), sha256_hex(content.as_bytes())));
     }
     for (file, target) in &e.replace_with_symlink {
         std::fs::remove_file(inputs_dir.join(file)).unwrap();

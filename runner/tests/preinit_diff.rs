@@ -16,21 +16,12 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
+mod support;
+
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+use support::{repo, sha256_hex};
 
 /// Files under `dir`, relative, sorted (directories descended; `command` left out).
 fn files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
@@ -104,7 +95,7 @@ fn run_fixture(dir: &Path) -> Vec<String> {
         let dest = inputs_dir.join(file);
         std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
         std::fs::write(&dest, &bytes).unwrap();
-        inputs.push((file.clone(), sha256(&bytes)));
+        inputs.push((file.clone(), sha256_hex(&bytes)));
     }
     std::fs::create_dir_all(&inputs_dir).unwrap();
     let req = work.path().join(format!("TR-{name}.md"));
