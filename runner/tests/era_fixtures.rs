@@ -18,7 +18,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{repo, sha256_hex};
+use support::{declared_inputs, repo, sha256_hex};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,16 +82,10 @@ fn test_policy(dir: &Path) -> PathBuf {
 }
 
 fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
-    let mut fm_inputs = String::new();
-    let mut section = String::new();
-    for (file, sha) in inputs {
-        fm_inputs.push_str(&format!(
-            "  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"
-        ));
-        section.push_str(&format!("- `/in/{file}` sha256: {sha}\n"));
-    }
+    // Every fixture declares its script, so the front matter always has `inputs:`.
+    let (fm_inputs, section) = declared_inputs(inputs);
     format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: none\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\ninputs:\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: none\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
         cpu = e.cpu_limit.as_deref().unwrap_or("20"),
         mem = e.memory_limit_mb.unwrap_or(128),
         time = e.time_limit_sec.unwrap_or(20),

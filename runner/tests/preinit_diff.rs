@@ -21,7 +21,7 @@ mod support;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{repo, sha256_hex};
+use support::{declared_inputs, repo, sha256_hex};
 
 /// Files under `dir`, relative, sorted (directories descended; `command` left out).
 fn files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
@@ -38,22 +38,7 @@ fn files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
 }
 
 fn request(name: &str, command: &str, inputs: &[(String, String)]) -> String {
-    let mut fm_inputs = String::new();
-    let mut section = String::new();
-    for (file, sha) in inputs {
-        fm_inputs.push_str(&format!(
-            "  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"
-        ));
-        section.push_str(&format!("- `/in/{file}` sha256: {sha}\n"));
-    }
-    if section.is_empty() {
-        section.push_str("None.\n");
-    }
-    let inputs = if fm_inputs.is_empty() {
-        String::new()
-    } else {
-        format!("inputs:\n{fm_inputs}")
-    };
+    let (inputs, section) = declared_inputs(inputs);
     format!(
         "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261125-120000Z-{name}\"\ncreated_utc: \"2026-11-25T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-25T12:00:01Z\"\npurpose: \"Pre-initialised guest fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: none\ncpu_limit: \"20\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n{inputs}---\n# {name}\n\n## Command\n`{command}`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, stderr, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: low\n- Justification: a test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n"
     )

@@ -90,6 +90,24 @@ pub fn approved_request(
     )
 }
 
+/// A request's declared inputs, `(path under /in, sha256 hex)` each: the front matter's
+/// `inputs:` block (empty when there are none) and the `## Input Files` section's lines
+/// (`None.` when there are none).
+pub fn declared_inputs(inputs: &[(String, String)]) -> (String, String) {
+    if inputs.is_empty() {
+        return (String::new(), "None.\n".to_owned());
+    }
+    let mut front = String::from("inputs:\n");
+    let mut section = String::new();
+    for (file, sha) in inputs {
+        front.push_str(&format!(
+            "  - path: \"/in/{file}\"\n    sha256: \"{sha}\"\n"
+        ));
+        section.push_str(&format!("- `/in/{file}` sha256: {sha}\n"));
+    }
+    (front, section)
+}
+
 /// An approved monty request whose code is `code`, with no inputs; `who` names the test
 /// (see [`approved_request`]).
 pub fn monty_request(id: &str, code: &str, who: &str) -> String {
