@@ -45,8 +45,15 @@ pub const FORMAT: u32 = 1;
 /// The boot module's source (`_runner_boot`).
 pub const BOOT_SOURCE: &str = include_str!("preinit/boot.py");
 
-/// argv[0] of the snapshot's start-up; [`boot_handles`] requires the run's to equal it.
+/// argv[0] of the snapshot's start-up.
 pub const SNAPSHOT_ARGV0: &str = "python";
+
+/// The argv[0] a run may have for [`boot_handles`]. CPython's start-up reads argv[0] as
+/// its program name, which in this guest changes nothing the snapshot keeps: with no
+/// `PATH`, `sys.executable` and `sys._base_executable` are empty and the prefixes and
+/// `sys.path` the same for all three (checked on the plain module); what shows argv[0]
+/// (`sys.orig_argv`, "can't open file" messages) the boot takes from the run's argv.
+pub const BOOT_ARGV0: &[&str] = &[SNAPSHOT_ARGV0, "python3", "python3.12"];
 
 /// Name of the init function Wizer calls.
 const INIT_EXPORT: &str = "wizer-initialize";
@@ -860,13 +867,13 @@ fn table_sizes(store: &mut Store<GuestState>, instance: &wasmtime::Instance) -> 
 /// Whether the boot reproduces `python ARGV` exactly: `python [-u] -c CMD [ARGS]`, or
 /// `python [-u] FILE [ARGS]` where FILE is a staged input (`in_file` maps a guest path to
 /// the host file, `None` when it is not under `/in`) that is neither compiled code nor
-/// a zip archive (CPython runs those differently). Anything else (options, `-m`, stdin,
-/// another argv[0]) runs the plain module.
+/// a zip archive (CPython runs those differently), with argv[0] one of [`BOOT_ARGV0`].
+/// Anything else (options, `-m`, stdin, another argv[0]) runs the plain module.
 pub fn boot_handles(argv: &[String], in_file: impl Fn(&str) -> Option<std::path::PathBuf>) -> bool {
     let Some((argv0, rest)) = argv.split_first() else {
         return false;
     };
-    if argv0 != SNAPSHOT_ARGV0 {
+    if !BOOT_ARGV0.contains(&argv0.as_str()) {
         return false;
     }
     // `-u` is what the guest's PYTHONUNBUFFERED=1 already does (GUEST_ENV).
@@ -1023,8 +1030,11 @@ mod tests {
         assert!(handles(&["python", "-c", "pass"]));
         assert!(handles(&["python", "-u", "-c", "pass", "-I"]));
         assert!(handles(&["python", "s.py", "-m", "x"]));
+        assert!(handles(&["python3", "-c", "pass"]));
+        assert!(handles(&["python3.12", "s.py"]));
         for argv in [
-            &["python3", "-c", "pass"][..],
+            &["python3.11", "-c", "pass"][..],
+            &["/usr/bin/python3", "-c", "pass"],
             &["python", "-c"],
             &["python"],
             &["python", "-m", "json.tool"],
