@@ -128,6 +128,10 @@ def _main(hexargs):
 # finalisation's ~2 ms of tearing down modules).
 # ---------------------------------------------------------------------------------
 
+# What the end uses, bound now: the run may have replaced these in builtins or sys.
+type, id, range, vars, BaseException, SystemExit = (
+    type, id, range, vars, BaseException, SystemExit)
+_gettrace, _getprofile, _get_tool = sys.gettrace, sys.getprofile, sys.monitoring.get_tool
 _HEAPTYPE = 1 << 9
 _IMMUTABLETYPE = 1 << 8
 # type's own descriptors: reading them runs no metaclass code.
@@ -266,11 +270,10 @@ def _finalisation_seen():
 
 def _code_at_exit():
     # Whether Py_FinalizeEx would run Python code before it finalises objects.
-    if sys.gettrace() is not None or sys.getprofile() is not None:
+    if _gettrace() is not None or _getprofile() is not None:
         return True
-    mon = sys.monitoring
     for tool in range(6):
-        if mon.get_tool(tool) is not None:
+        if _get_tool(tool) is not None:
             return True
     if _atexit._ncallbacks():
         return True
