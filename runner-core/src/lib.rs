@@ -11,6 +11,9 @@
 //! - [`rules`]: the policy's rules about documents (the request budgets and the
 //!   forbidden-content rules), [`rule_pattern`] (their compiled patterns) and
 //!   [`forbidden`] (the scan that applies them).
+//! - [`policy`]: the operator's policy parsed from text (its tables: [`rules`],
+//!   [`policy::confinement`], [`policy::determinism`], [`net`] for `[network]` and the
+//!   egress log, [`environment`] for `[[environments]]`, the approval keys).
 //! - [`normalize`]: text normalization for hashing and the scanner's deobfuscated view.
 //! - [`digest`]: sha256 over bytes; [`jcs`]: RFC 8785 canonical JSON and its digest.
 //!
@@ -24,10 +27,13 @@
 #![cfg_attr(not(test), forbid(clippy::disallowed_methods))]
 
 pub mod digest;
+pub mod environment;
 pub mod forbidden;
 pub mod jcs;
 pub mod markdown;
+pub mod net;
 pub mod normalize;
+pub mod policy;
 pub mod request;
 pub mod rule_pattern;
 pub mod rules;

@@ -11,50 +11,20 @@ use runner_sandbox::determinism::{
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 
-/// Where the guest's clocks come from.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ClockSource {
-    /// A virtual clock starting at the instant recorded for the run, advancing a fixed
-    /// step per read.
-    #[default]
-    Virtual,
-    /// The host's clocks: a replay cannot reproduce what depended on them.
-    Host,
-}
+/// The `[determinism]` table's types live in `runner-core` (no I/O), with the policy.
+pub use runner_core::policy::determinism::{ClockSource, DeterminismPolicy, EntropySource};
 
-/// Where the guest's randomness comes from.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum EntropySource {
-    /// A ChaCha20 stream from a seed recorded in the lock: whoever reads the lock can
-    /// predict the guest's "secure" randomness.
-    #[default]
-    Seeded,
-    /// The host's entropy, never recorded: a replay cannot reproduce what depended on it.
-    Host,
-}
-
-/// The `[determinism]` table. Absent: both virtual and seeded. Present: both stated.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(deny_unknown_fields)]
-pub struct DeterminismPolicy {
-    pub clock: ClockSource,
-    pub entropy: EntropySource,
-}
-
-impl DeterminismPolicy {
+/// Fresh determinism values for a new run under a `[determinism]` table.
+pub trait Fresh {
     /// Fresh values for a new run: the clock starts now, the seed is new.
     ///
     /// # Ambient authority
     /// Reads the host's clock and `/dev/urandom`.
-    pub fn fresh(&self) -> std::io::Result<Determinism> {
+    fn fresh(&self) -> std::io::Result<Determinism>;
+}
+
+impl Fresh for DeterminismPolicy {
+    fn fresh(&self) -> std::io::Result<Determinism> {
         let clock = match self.clock {
             ClockSource::Host => None,
             ClockSource::Virtual => {

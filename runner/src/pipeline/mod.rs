@@ -27,6 +27,7 @@ pub use prepare::Engines;
 
 use crate::approval::ApprovalKey;
 use crate::backend::{Backend, Limits, Outcome, Program, SandboxSpec, confine};
+use crate::determinism::Fresh as _;
 use crate::guest::manifest::GuestManifest;
 use crate::lock::Lock;
 use crate::policy::{Policy, RuleTarget};
