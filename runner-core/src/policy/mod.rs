@@ -16,7 +16,7 @@ use crate::digest::sha256_hex;
 use crate::rule_pattern::RulePattern;
 pub use crate::rules::{
     DEFAULT_POLICY_TOML, ForbiddenRule, ForbiddenRuleFile, GuestMapping, LimitMaxima, OutputCaps,
-    RequestPolicy, RequestRules, RuleTarget,
+    RequestRules, RuleTarget,
 };
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -275,47 +275,18 @@ impl Policy {
         self.environments.iter().find(|e| e.name == name)
     }
 
+    /// The guest a command's program word selects, if any: the first that registers it.
+    pub fn guest_for_program(&self, program: &str) -> Option<&GuestMapping> {
+        self.guests
+            .iter()
+            .find(|g| g.programs.iter().any(|p| p == program))
+    }
+
     /// Every language a request may name: the guests' and the environments'.
     pub fn languages(&self) -> Vec<&str> {
         let guests = self.guests.iter().flat_map(|g| &g.languages);
         let envs = self.environments.iter().flat_map(|e| &e.languages);
         guests.chain(envs).map(String::as_str).collect()
-    }
-}
-
-/// What the request validator (`runner_core::request::validate`) asks of the policy.
-impl RequestPolicy for Policy {
-    fn request_rules(&self) -> &RequestRules {
-        &self.request
-    }
-
-    fn limit_maxima(&self) -> &LimitMaxima {
-        &self.limits
-    }
-
-    fn rules_for(&self, target: RuleTarget) -> &[ForbiddenRule] {
-        Policy::rules_for(self, target)
-    }
-
-    fn guests(&self) -> &[GuestMapping] {
-        &self.guests
-    }
-
-    fn guest_for_language(&self, language: &str) -> Option<&GuestMapping> {
-        Policy::guest_for_language(self, language)
-    }
-
-    fn environment_for_language(&self, language: &str) -> Option<(&str, &str)> {
-        Policy::environment_for_language(self, language)
-            .map(|e| (e.name.as_str(), e.guest.as_str()))
-    }
-
-    fn languages(&self) -> Vec<&str> {
-        Policy::languages(self)
-    }
-
-    fn network_enabled(&self) -> bool {
-        self.network.enabled()
     }
 }
 

@@ -36,7 +36,6 @@ use crate::request::{ApprovedRequest, Work};
 use crate::result::{ResultsRoot, Staging};
 use crate::stage::{self, InputsRoot, RunDir};
 use ed25519_dalek::SigningKey;
-use runner_core::rules::RequestPolicy as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
