@@ -6,6 +6,7 @@
 use crate::digest::{is_sha256_hex, sha256_hex};
 use crate::rules::GuestMapping;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// The value of `set_type` in what [`set_id`] hashes.
 const SET_TYPE: &str = "runner.env-set/v1";
@@ -34,6 +35,17 @@ pub struct PackagePin {
     pub version: String,
     /// sha256 (64 lowercase hex) of the wheel file.
     pub sha256: String,
+}
+
+/// A verified, installed environment: what a run mounts and what its lock pins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub name: String,
+    /// The tree's directory on the host.
+    pub dir: PathBuf,
+    /// sha256 hex of the tree (`runner::environment::tree::tree_sha256`).
+    pub tree_sha256: String,
+    pub packages: Vec<PackagePin>,
 }
 
 /// Checks the policy's `[[environments]]`: names, guests, languages and pins.

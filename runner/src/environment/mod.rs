@@ -22,7 +22,7 @@ pub mod wheel;
 
 /// The policy's `[[environments]]` table (and a package set's identity) is
 /// `runner-core`'s (no I/O), checked with the policy.
-pub use runner_core::environment::{EnvironmentSpec, PackagePin, check_specs, set_id};
+pub use runner_core::environment::{EnvironmentSpec, Located, PackagePin, check_specs, set_id};
 
 use crate::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
@@ -108,17 +108,6 @@ struct SetRecord {
     guest: String,
     packages: Vec<PackagePin>,
     tree_sha256: String,
-}
-
-/// A verified, installed environment: what a run mounts and what its lock pins.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Located {
-    pub name: String,
-    /// The tree's directory on the host.
-    pub dir: PathBuf,
-    /// sha256 hex of the tree ([`tree::tree_sha256`]).
-    pub tree_sha256: String,
-    pub packages: Vec<PackagePin>,
 }
 
 /// The environment directory used when the caller does not name one: `$RUNNER_ENV_DIR`
