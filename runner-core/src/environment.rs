@@ -8,6 +8,9 @@ use crate::rules::GuestMapping;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// Where the guest sees an environment's tree (read-only), and its `PYTHONPATH`.
+pub const GUEST_MOUNT: &str = "/site-packages";
+
 /// The value of `set_type` in what [`set_id`] hashes.
 const SET_TYPE: &str = "runner.env-set/v1";
 

@@ -17,6 +17,7 @@
 //! - [`lock`]: the replay lock (its pins, sealing, strict parsing) and the in-toto
 //!   statement, with what they record: [`run`] (limits, outcome, usage) and
 //!   [`determinism`] (the clocks and entropy a run saw).
+//! - [`result`]: the Tool Execution Result document, rendered from a run's facts.
 //! - [`normalize`]: text normalization for hashing and the scanner's deobfuscated view.
 //! - [`digest`]: sha256 over bytes; [`jcs`]: RFC 8785 canonical JSON and its digest.
 //!
@@ -40,6 +41,7 @@ pub mod net;
 pub mod normalize;
 pub mod policy;
 pub mod request;
+pub mod result;
 pub mod rule_pattern;
 pub mod rules;
 pub mod run;

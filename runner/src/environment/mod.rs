@@ -22,7 +22,9 @@ pub mod wheel;
 
 /// The policy's `[[environments]]` table (and a package set's identity) is
 /// `runner-core`'s (no I/O), checked with the policy.
-pub use runner_core::environment::{EnvironmentSpec, Located, PackagePin, check_specs, set_id};
+pub use runner_core::environment::{
+    EnvironmentSpec, GUEST_MOUNT, Located, PackagePin, check_specs, set_id,
+};
 
 use crate::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
@@ -30,9 +32,6 @@ use std::fs::{self, DirBuilder};
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-
-/// Where the guest sees an environment's tree (read-only), and its `PYTHONPATH`.
-pub const GUEST_MOUNT: &str = "/site-packages";
 
 /// Why an environment could not be installed, found or verified.
 #[derive(Debug, thiserror::Error)]
