@@ -65,11 +65,15 @@ impl Default for NetworkPolicy {
 
 impl NetworkPolicy {
     /// Checks the table: every origin parses, every cap is positive.
-    pub fn from_file(file: NetworkFile) -> Result<Self, String> {
+    pub fn from_file(file: NetworkFile) -> Result<Self, NetworkTableError> {
         let mut allow = Vec::with_capacity(file.allow.len());
-        for (i, text) in file.allow.iter().enumerate() {
+        for (index, text) in file.allow.iter().enumerate() {
             allow.push(
-                Origin::parse(text).map_err(|e| format!("network.allow[{i}] {text:?}: {e}"))?,
+                Origin::parse(text).map_err(|source| NetworkTableError::Origin {
+                    index,
+                    text: text.clone(),
+                    source,
+                })?,
             );
         }
         for (key, v) in [
@@ -78,7 +82,7 @@ impl NetworkPolicy {
             ("timeout_sec", file.timeout_sec),
         ] {
             if v == 0 {
-                return Err(format!("network.{key} must be positive"));
+                return Err(NetworkTableError::NotPositive(key));
             }
         }
         Ok(Self {
@@ -98,6 +102,46 @@ impl NetworkPolicy {
     pub fn allows(&self, origin: &Origin) -> bool {
         self.allow.contains(origin)
     }
+}
+
+/// Why the `[network]` table is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworkTableError {
+    #[error("network.allow[{index}] {text:?}: {source}")]
+    Origin {
+        index: usize,
+        text: String,
+        source: UrlError,
+    },
+    #[error("network.{0} must be positive")]
+    NotPositive(&'static str),
+}
+
+/// Why a URL (or an origin) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("the URL is longer than 8192 bytes")]
+    TooLong,
+    #[error("the URL holds spaces or control characters")]
+    Characters,
+    #[error("not an absolute URL (scheme://host...)")]
+    NotAbsolute,
+    #[error("scheme {0:?} is not http or https")]
+    Scheme(String),
+    #[error("user info in the URL is refused")]
+    UserInfo,
+    #[error("unclosed [ in the host")]
+    UnclosedBracket,
+    #[error("{0:?} is not an IPv6 address")]
+    NotIpv6(String),
+    #[error("the URL has no host")]
+    NoHost,
+    #[error("host {0:?} holds characters a host name cannot")]
+    Host(String),
+    #[error("port {0:?} is not a number")]
+    Port(String),
+    #[error("an origin is scheme://host[:port], with no path, query or fragment")]
+    NotAnOrigin,
 }
 
 /// `http` or `https`.
@@ -133,12 +177,10 @@ pub struct Origin {
 impl Origin {
     /// Parses `scheme://host[:port]` (a trailing `/` is allowed; nothing else after the
     /// authority is).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, UrlError> {
         let url = Url::parse(text)?;
         if !matches!(url.path.as_str(), "/" | "") || text.contains('?') || text.contains('#') {
-            return Err(
-                "an origin is scheme://host[:port], with no path, query or fragment".into(),
-            );
+            return Err(UrlError::NotAnOrigin);
         }
         Ok(url.origin)
     }
@@ -181,30 +223,28 @@ pub struct Url {
 }
 
 impl Url {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, UrlError> {
         if text.len() > 8192 {
-            return Err("the URL is longer than 8192 bytes".into());
+            return Err(UrlError::TooLong);
         }
         if text.chars().any(|c| c.is_ascii_control() || c == ' ') {
-            return Err("the URL holds spaces or control characters".into());
+            return Err(UrlError::Characters);
         }
-        let (scheme, rest) = text
-            .split_once("://")
-            .ok_or("not an absolute URL (scheme://host...)")?;
+        let (scheme, rest) = text.split_once("://").ok_or(UrlError::NotAbsolute)?;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => Scheme::Http,
             "https" => Scheme::Https,
-            other => return Err(format!("scheme {other:?} is not http or https")),
+            other => return Err(UrlError::Scheme(other.to_owned())),
         };
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(end);
         if authority.contains('@') {
-            return Err("user info in the URL is refused".into());
+            return Err(UrlError::UserInfo);
         }
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or("unclosed [ in the host")?;
+            let (h, after) = v6.split_once(']').ok_or(UrlError::UnclosedBracket)?;
             h.parse::<core::net::Ipv6Addr>()
-                .map_err(|_| format!("{h:?} is not an IPv6 address"))?;
+                .map_err(|_| UrlError::NotIpv6(h.to_owned()))?;
             (h.to_owned(), after.strip_prefix(':'))
         } else {
             match authority.rsplit_once(':') {
@@ -213,19 +253,17 @@ impl Url {
             }
         };
         if host.is_empty() {
-            return Err("the URL has no host".into());
+            return Err(UrlError::NoHost);
         }
         if !host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'))
         {
-            return Err(format!("host {host:?} holds characters a host name cannot"));
+            return Err(UrlError::Host(host));
         }
         let port = match port {
             None | Some("") => scheme.default_port(),
-            Some(p) => p
-                .parse()
-                .map_err(|_| format!("port {p:?} is not a number"))?,
+            Some(p) => p.parse().map_err(|_| UrlError::Port(p.to_owned()))?,
         };
         let tail = tail.split('#').next().unwrap_or("");
         let path = if tail.starts_with('/') {
@@ -401,6 +439,51 @@ mod tests {
         ] {
             assert!(Origin::parse(bad).is_err(), "{bad} parsed");
         }
+    }
+
+    /// The errors read as they did when they were strings: the broker's refusal details
+    /// and the policy's messages quote them.
+    #[test]
+    fn url_and_table_errors_say_what_is_wrong() {
+        let err = |text: &str| Url::parse(text).unwrap_err().to_string();
+        assert_eq!(err("ftp://x"), "scheme \"ftp\" is not http or https");
+        assert_eq!(err("http://u@x"), "user info in the URL is refused");
+        assert_eq!(err("x.org"), "not an absolute URL (scheme://host...)");
+        assert_eq!(err("http://[::1"), "unclosed [ in the host");
+        assert_eq!(err("http://[x]"), "\"x\" is not an IPv6 address");
+        assert_eq!(err("http://:80"), "the URL has no host");
+        assert_eq!(
+            err("http://a!b"),
+            "host \"a!b\" holds characters a host name cannot"
+        );
+        assert_eq!(err("http://x:port"), "port \"port\" is not a number");
+        assert_eq!(
+            err("http://x y"),
+            "the URL holds spaces or control characters"
+        );
+        assert_eq!(
+            Origin::parse("http://x/path").unwrap_err().to_string(),
+            "an origin is scheme://host[:port], with no path, query or fragment"
+        );
+        let file = |allow: &str, max_requests: u32| NetworkFile {
+            allow: vec![allow.to_owned()],
+            max_response_bytes: 1,
+            max_requests,
+            timeout_sec: 1,
+            ca_files: Vec::new(),
+        };
+        assert_eq!(
+            NetworkPolicy::from_file(file("ftp://x", 1))
+                .unwrap_err()
+                .to_string(),
+            "network.allow[0] \"ftp://x\": scheme \"ftp\" is not http or https"
+        );
+        assert_eq!(
+            NetworkPolicy::from_file(file("http://x", 0))
+                .unwrap_err()
+                .to_string(),
+            "network.max_requests must be positive"
+        );
     }
 
     #[test]

@@ -197,7 +197,9 @@ impl Policy {
         let determinism = file.determinism.unwrap_or_default();
         let network = match file.network.clone() {
             None => crate::net::NetworkPolicy::default(),
-            Some(n) => crate::net::NetworkPolicy::from_file(n).map_err(invalid)?,
+            Some(n) => {
+                crate::net::NetworkPolicy::from_file(n).map_err(|e| invalid(e.to_string()))?
+            }
         };
         let run_sha256 = run_sha256(
             &file.output,
