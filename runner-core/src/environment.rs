@@ -51,28 +51,65 @@ pub struct Located {
     pub packages: Vec<PackagePin>,
 }
 
+/// Why an `[[environments]]` entry is refused: where (`environments entry N (`name`)`,
+/// and the package when it is one), and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {problem}")]
+pub struct SpecError {
+    pub at: String,
+    pub problem: SpecProblem,
+}
+
+/// What is wrong with an `[[environments]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecProblem {
+    #[error(
+        "`name` must be 1-64 characters of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit"
+    )]
+    Name,
+    #[error("the name is used twice")]
+    NameTwice,
+    #[error("`guest = \"{0}\"` is not in the policy's [[guests]] registry")]
+    UnknownGuest(String),
+    #[error("`languages` is empty; a request selects an environment by its language")]
+    NoLanguages,
+    #[error("language {0:?} is empty or padded")]
+    LanguageBlank(String),
+    #[error("language `{0}` already selects another guest or environment")]
+    LanguageTaken(String),
+    #[error("`packages` is empty")]
+    NoPackages,
+    #[error("`name` is not a Python package name")]
+    PackageName,
+    #[error("`version` must be an exact version such as 0.9.0")]
+    PackageVersion,
+    #[error("`sha256` must be the wheel's sha256, 64 lowercase hex digits")]
+    PackageSha256,
+    #[error("the package is listed twice")]
+    PackageTwice,
+}
+
 /// Checks the policy's `[[environments]]`: names, guests, languages and pins.
-pub fn check_specs(specs: &[EnvironmentSpec], guests: &[GuestMapping]) -> Result<(), String> {
+pub fn check_specs(specs: &[EnvironmentSpec], guests: &[GuestMapping]) -> Result<(), SpecError> {
     for (i, spec) in specs.iter().enumerate() {
         let at = format!("environments entry {} (`{}`)", i + 1, spec.name);
+        let fail = |problem| {
+            Err(SpecError {
+                at: at.clone(),
+                problem,
+            })
+        };
         if !valid_name(&spec.name) {
-            return Err(format!(
-                "{at}: `name` must be 1-64 characters of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit"
-            ));
+            return fail(SpecProblem::Name);
         }
         if specs[..i].iter().any(|o| o.name == spec.name) {
-            return Err(format!("{at}: the name is used twice"));
+            return fail(SpecProblem::NameTwice);
         }
         if !guests.iter().any(|g| g.guest == spec.guest) {
-            return Err(format!(
-                "{at}: `guest = \"{}\"` is not in the policy's [[guests]] registry",
-                spec.guest
-            ));
+            return fail(SpecProblem::UnknownGuest(spec.guest.clone()));
         }
         if spec.languages.is_empty() {
-            return Err(format!(
-                "{at}: `languages` is empty; a request selects an environment by its language"
-            ));
+            return fail(SpecProblem::NoLanguages);
         }
         for lang in &spec.languages {
             let taken_by_guest = guests
@@ -82,21 +119,24 @@ pub fn check_specs(specs: &[EnvironmentSpec], guests: &[GuestMapping]) -> Result
                 .iter()
                 .any(|o| o.languages.iter().any(|l| l.eq_ignore_ascii_case(lang)));
             if lang.trim().is_empty() || lang.trim() != lang {
-                return Err(format!("{at}: language {lang:?} is empty or padded"));
+                return fail(SpecProblem::LanguageBlank(lang.clone()));
             }
             if taken_by_guest || taken_by_env {
-                return Err(format!(
-                    "{at}: language `{lang}` already selects another guest or environment"
-                ));
+                return fail(SpecProblem::LanguageTaken(lang.clone()));
             }
         }
         if spec.packages.is_empty() {
-            return Err(format!("{at}: `packages` is empty"));
+            return fail(SpecProblem::NoPackages);
         }
         for (j, p) in spec.packages.iter().enumerate() {
-            let at = format!("{at}, package {} (`{}`)", j + 1, p.name);
+            let fail = |problem| {
+                Err(SpecError {
+                    at: format!("{at}, package {} (`{}`)", j + 1, p.name),
+                    problem,
+                })
+            };
             if !valid_package_name(&p.name) {
-                return Err(format!("{at}: `name` is not a Python package name"));
+                return fail(SpecProblem::PackageName);
             }
             if p.version.is_empty()
                 || !p
@@ -104,20 +144,16 @@ pub fn check_specs(specs: &[EnvironmentSpec], guests: &[GuestMapping]) -> Result
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || ".+!_-".contains(c))
             {
-                return Err(format!(
-                    "{at}: `version` must be an exact version such as 0.9.0"
-                ));
+                return fail(SpecProblem::PackageVersion);
             }
             if !is_sha256_hex(&p.sha256) || p.sha256.chars().any(|c| c.is_ascii_uppercase()) {
-                return Err(format!(
-                    "{at}: `sha256` must be the wheel's sha256, 64 lowercase hex digits"
-                ));
+                return fail(SpecProblem::PackageSha256);
             }
             if spec.packages[..j]
                 .iter()
                 .any(|o| normalize(&o.name) == normalize(&p.name))
             {
-                return Err(format!("{at}: the package is listed twice"));
+                return fail(SpecProblem::PackageTwice);
             }
         }
     }
@@ -183,4 +219,85 @@ pub fn normalize(name: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping() -> Vec<GuestMapping> {
+        vec![GuestMapping {
+            guest: "cpython-3.12".into(),
+            programs: vec!["python".into()],
+            languages: vec!["python".into()],
+        }]
+    }
+
+    fn spec() -> EnvironmentSpec {
+        EnvironmentSpec {
+            name: "analysis".into(),
+            guest: "cpython-3.12".into(),
+            languages: vec!["python-analysis".into()],
+            packages: vec![PackagePin {
+                name: "tabulate".into(),
+                version: "0.9.0".into(),
+                sha256: "a".repeat(64),
+            }],
+        }
+    }
+
+    #[test]
+    fn specs_are_checked_naming_the_entry() {
+        assert_eq!(check_specs(&[spec()], &mapping()), Ok(()));
+        let bad = |f: &dyn Fn(&mut EnvironmentSpec), want: &str| {
+            let mut s = spec();
+            f(&mut s);
+            let err = check_specs(&[s], &mapping()).unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+            assert!(err.contains("environments entry 1"), "{err}");
+        };
+        bad(&|s| s.name = "Bad Name".into(), "`name`");
+        bad(&|s| s.guest = "cpython-9".into(), "[[guests]]");
+        bad(&|s| s.languages = vec!["python".into()], "already selects");
+        bad(&|s| s.languages.clear(), "`languages` is empty");
+        bad(&|s| s.packages.clear(), "`packages` is empty");
+        bad(&|s| s.packages[0].sha256 = "A".repeat(64), "`sha256`");
+        bad(&|s| s.packages[0].version = ">=0.9".into(), "`version`");
+        bad(&|s| s.packages[0].name = "../x".into(), "package name");
+        bad(
+            &|s| {
+                let mut twin = s.packages[0].clone();
+                twin.name = "Tabulate".into();
+                s.packages.push(twin);
+            },
+            "listed twice",
+        );
+        let twice = check_specs(&[spec(), spec()], &mapping())
+            .unwrap_err()
+            .to_string();
+        assert!(twice.contains("used twice"), "{twice}");
+    }
+
+    #[test]
+    fn set_id_ignores_order_and_name_but_not_pins() {
+        let a = spec();
+        let mut b = spec();
+        b.name = "other".into();
+        assert_eq!(set_id(&a), set_id(&b));
+        let mut c = spec();
+        c.packages[0].sha256 = "b".repeat(64);
+        assert_ne!(set_id(&a), set_id(&c));
+        let mut d = spec();
+        d.packages.insert(
+            0,
+            PackagePin {
+                name: "networkx".into(),
+                version: "3.4.2".into(),
+                sha256: "c".repeat(64),
+            },
+        );
+        let mut e = d.clone();
+        e.packages.reverse();
+        assert_eq!(set_id(&d), set_id(&e));
+    }
 }

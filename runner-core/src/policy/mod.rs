@@ -209,7 +209,8 @@ impl Policy {
             file.network.as_ref(),
         )
         .map_err(invalid)?;
-        crate::environment::check_specs(&file.environments, &file.guests).map_err(invalid)?;
+        crate::environment::check_specs(&file.environments, &file.guests)
+            .map_err(|e| invalid(e.to_string()))?;
         Ok(Self {
             request: file.request,
             limits: file.limits,
