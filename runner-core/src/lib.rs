@@ -11,6 +11,13 @@
 //! - [`rules`]: the policy's rules about documents (the request budgets and the
 //!   forbidden-content rules), [`rule_pattern`] (their compiled patterns) and
 //!   [`forbidden`] (the scan that applies them).
+//! - [`policy`]: the operator's policy parsed from text (its tables: [`rules`],
+//!   [`policy::confinement`], [`policy::determinism`], [`net`] for `[network]` and the
+//!   egress log, [`environment`] for `[[environments]]`, the approval keys).
+//! - [`lock`]: the replay lock (its pins, sealing, strict parsing) and the in-toto
+//!   statement, with what they record: [`run`] (limits, outcome, usage) and
+//!   [`determinism`] (the clocks and entropy a run saw).
+//! - [`result`]: the Tool Execution Result document, rendered from a run's facts.
 //! - [`normalize`]: text normalization for hashing and the scanner's deobfuscated view.
 //! - [`digest`]: sha256 over bytes; [`jcs`]: RFC 8785 canonical JSON and its digest.
 //!
@@ -23,11 +30,18 @@
 
 #![cfg_attr(not(test), forbid(clippy::disallowed_methods))]
 
+pub mod determinism;
 pub mod digest;
+pub mod environment;
 pub mod forbidden;
 pub mod jcs;
+pub mod lock;
 pub mod markdown;
+pub mod net;
 pub mod normalize;
+pub mod policy;
 pub mod request;
+pub mod result;
 pub mod rule_pattern;
 pub mod rules;
+pub mod run;

@@ -110,36 +110,6 @@ pub struct GuestMapping {
     pub languages: Vec<String>,
 }
 
-/// What the request validator asks of the policy: the request's budgets, the limits
-/// it may ask for, the forbidden rules per kind, the guest registry, the package
-/// environments by language and whether any network is granted. `runner::policy::Policy`
-/// (which also holds confinement, keys, determinism, network and environment tables
-/// that need no judging here) implements it.
-pub trait RequestPolicy {
-    fn request_rules(&self) -> &RequestRules;
-    fn limit_maxima(&self) -> &LimitMaxima;
-    /// The forbidden-content rules that judge documents of kind `target`.
-    fn rules_for(&self, target: RuleTarget) -> &[ForbiddenRule];
-    /// The guest registry (`[[guests]]`), in policy order.
-    fn guests(&self) -> &[GuestMapping];
-    /// The guest a request's `language` selects, if any (case-insensitive).
-    fn guest_for_language(&self, language: &str) -> Option<&GuestMapping>;
-    /// The package environment a request's `language` selects, if any
-    /// (case-insensitive), as its name and its guest.
-    fn environment_for_language(&self, language: &str) -> Option<(&str, &str)>;
-    /// Every language a request may name.
-    fn languages(&self) -> Vec<&str>;
-    /// True when `network: allowlist` can be served (the policy allows some origin).
-    fn network_enabled(&self) -> bool;
-
-    /// The guest a command's program word selects, if any: the first that registers it.
-    fn guest_for_program(&self, program: &str) -> Option<&GuestMapping> {
-        self.guests()
-            .iter()
-            .find(|g| g.programs.iter().any(|p| p == program))
-    }
-}
-
 /// Compiles `[[forbidden]]` entries in policy order, each rule's pattern made by
 /// `pattern` (compiled now, or deferred for the built-in policy). The error names the
 /// rule and what is wrong with it.

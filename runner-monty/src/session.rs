@@ -11,6 +11,7 @@ use monty_types::{
     memory_limit_with_headroom,
 };
 use runner_sandbox::determinism::{Determinism, STREAM_SECURE, seeded_stream};
+use runner_sandbox::worker::truncate;
 use runner_sandbox::{Limits, Outcome, OutcomeKind};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -442,17 +443,6 @@ fn limit_name(kind: OutcomeKind, limits: &Limits) -> String {
         }
         other => other.as_str().to_owned(),
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]

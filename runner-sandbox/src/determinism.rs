@@ -17,80 +17,15 @@
 
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The clock model's name, as locks record it: a fixed step per read, and a sleep moves
-/// the clock by what it asked.
-pub const CLOCK_MODEL: &str = "virtual-fixed-step/v2";
-/// The model of locks written before sleeps moved the clock; their replays run with it.
-pub const CLOCK_MODEL_V1: &str = "virtual-fixed-step/v1";
-/// The entropy source's name, as locks record it.
-pub const ENTROPY_MODEL: &str = "chacha20-seeded/v1";
-/// The name recorded for the host's own clocks or entropy.
-pub const HOST: &str = "host";
-/// What the virtual clock advances by at every read, both clocks together: 3 µs, about
-/// what one iteration of a Python loop reading the clock costs the CPython 3.12 guest
-/// (measured 3.3–4.0 µs: see the README's lock section), so a loop that only reads the
-/// clock sees roughly real durations.
-pub const DEFAULT_STEP_NS: u64 = 3_000;
-
-/// The virtual clock of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VirtualClock {
-    /// The wall clock's first reading, microseconds since the Unix epoch (an integer a
-    /// double holds exactly until the year 2255, so canonical JSON keeps it).
-    pub start_unix_us: u64,
-    /// Nanoseconds added at every read of either clock.
-    pub step_ns: u64,
-    /// Whether a sleep moves the clock by what it asked ([`CLOCK_MODEL`]); `false` only
-    /// to replay a [`CLOCK_MODEL_V1`] lock.
-    pub sleeps_advance: bool,
-}
-
-impl VirtualClock {
-    /// The model's name, as the lock records it.
-    pub fn model(&self) -> &'static str {
-        if self.sleeps_advance {
-            CLOCK_MODEL
-        } else {
-            CLOCK_MODEL_V1
-        }
-    }
-}
-
-/// The guest's clocks and entropy for one run. `None` means the host's own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Determinism {
-    pub clock: Option<VirtualClock>,
-    /// The seed of the guest's random stream, 64 lowercase hex digits.
-    pub seed: Option<String>,
-}
-
-impl Determinism {
-    /// The seed as bytes; `None` for host entropy or a seed that is not 64 hex digits.
-    pub fn seed_bytes(&self) -> Option<[u8; 32]> {
-        parse_seed(self.seed.as_deref()?)
-    }
-}
-
-/// 64 lowercase hex digits as 32 bytes.
-pub fn parse_seed(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
-}
-
-/// 32 bytes as 64 lowercase hex digits.
-pub fn seed_hex(seed: &[u8; 32]) -> String {
-    seed.iter().map(|b| format!("{b:02x}")).collect()
-}
+/// The models' names and a run's values are `runner-core`'s (no I/O): the lock records
+/// them.
+pub use runner_core::determinism::{
+    CLOCK_MODEL, CLOCK_MODEL_V1, DEFAULT_STEP_NS, Determinism, ENTROPY_MODEL, HOST, VirtualClock,
+    parse_seed, seed_hex,
+};
 
 /// The stream a guest reads as its (secure or insecure) randomness. `stream` separates
 /// the uses of one seed: [`STREAM_SECURE`] for `random_get`/`os.urandom`, others for

@@ -22,28 +22,11 @@ pub mod read;
 pub mod runtime;
 pub mod worker;
 
+/// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
+/// and the result document record them.
+pub use runner_core::run::{Limits, OutcomeKind, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::Duration;
-
-/// Limits applied to one run, already checked against the policy maxima.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
-    /// Maximum linear memory of the guest, in bytes (`memory_limit_mb` × 2^20).
-    pub memory_bytes: u64,
-    /// Wall-clock deadline (`time_limit_sec`).
-    pub wall: Duration,
-    /// CPU-time budget of the worker process (`cpu_limit`, in seconds).
-    pub cpu: Duration,
-    /// Bytes of stdout kept; the guest sees an I/O error past it.
-    pub stdout_bytes: u64,
-    /// Bytes of stderr kept.
-    pub stderr_bytes: u64,
-    /// Total bytes the guest may write under `/out`.
-    pub out_bytes: u64,
-    /// Number of files (and directories) the guest may create under `/out`.
-    pub out_files: u64,
-}
 
 /// What to run for an ERA request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,53 +90,6 @@ pub struct SandboxSpec {
     pub determinism: determinism::Determinism,
 }
 
-/// How a run ended. Exactly one of these fires; it is recorded in the result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeKind {
-    /// The guest exited on its own (with any exit code).
-    Completed,
-    /// The wall-clock deadline fired.
-    TimedOut,
-    /// The guest tried to grow its memory past the limit.
-    MemoryExceeded,
-    /// The CPU-time budget ran out.
-    CpuExhausted,
-    /// stdout, stderr or `/out` hit its cap.
-    OutputLimit,
-    /// The guest trapped (or the worker died of a signal we did not send).
-    Trapped,
-}
-
-impl OutcomeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::TimedOut => "timed_out",
-            Self::MemoryExceeded => "memory_exceeded",
-            Self::CpuExhausted => "cpu_exhausted",
-            Self::OutputLimit => "output_limit",
-            Self::Trapped => "trapped",
-        }
-    }
-
-    /// The exit code recorded for a run that a limit ended (the guest's own code, if
-    /// any, goes into `Outcome::detail`); `None` for `Completed`, which records the
-    /// guest's own code. The numbers follow shell conventions: 124 as `timeout(1)`,
-    /// 128 + the signal that would have ended a native process otherwise (SIGXCPU for
-    /// CPU, SIGKILL as an OOM kill, SIGPIPE for a closed output, SIGABRT for a trap).
-    pub fn conventional_exit_code(self) -> Option<i32> {
-        match self {
-            Self::Completed => None,
-            Self::TimedOut => Some(124),
-            Self::CpuExhausted => Some(128 + 24),
-            Self::MemoryExceeded => Some(128 + 9),
-            Self::OutputLimit => Some(128 + 13),
-            Self::Trapped => Some(128 + 6),
-        }
-    }
-}
-
 /// The outcome of one run, as data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -181,36 +117,6 @@ pub struct Outcome {
     /// Boxed: the figures would otherwise make every `Outcome` twice its size.
     #[serde(default)]
     pub usage: Option<Box<Usage>>,
-}
-
-/// What one run used: recorded in the lock and the in-toto predicate, never compared
-/// by replay (it varies run to run, like `created_utc`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Usage {
-    /// User + system CPU time of the worker process since its request arrived, in
-    /// milliseconds (the kernel's clock ticks, 10 ms granular; what the worker used
-    /// before, starting and, when warm, preloading, is left out as the worker reports
-    /// it); `None` when it could not be read.
-    pub cpu_ms: Option<u64>,
-    /// Wall-clock milliseconds from the worker's start to its end.
-    pub wall_ms: u64,
-    /// The worker process's peak resident set (`getrusage` `ru_maxrss`), in bytes: for
-    /// monty the interpreter's; for wasmtime it includes the engine and the mapped
-    /// module beside the guest's linear memory. `None` when the worker was killed
-    /// before it could report.
-    pub peak_rss_bytes: Option<u64>,
-    /// wasmtime only: the largest linear memory the store's limiter granted the guest,
-    /// in bytes; `None` for monty, or when the worker was killed before it could report.
-    pub peak_linear_memory_bytes: Option<u64>,
-    /// Bytes under `/out` when the run ended (before collection); `None` when it could
-    /// not be walked.
-    pub out_bytes: Option<u64>,
-    pub stdout_bytes: u64,
-    pub stderr_bytes: u64,
-    /// The limit that ended the run (`timed_out`, `memory_exceeded`, `cpu_exhausted`,
-    /// `output_limit`), or `None`.
-    pub limit_fired: Option<String>,
 }
 
 /// The runner could not do its job (as opposed to the guest failing).

@@ -1,60 +1,26 @@
-//! The policy's `[determinism]` table and the lock's record of a run's clocks and
-//! entropy (issue 23). The values themselves and their use are
-//! `runner_sandbox::determinism`'s; here a new run gets fresh ones (a clock start at
-//! the present microsecond, a seed of 32 bytes from the host's entropy), and a replay
-//! reads them back from the baseline's lock.
+//! A run's clocks and entropy (issue 23): here a new run gets fresh values (a clock
+//! start at the present microsecond, a seed of 32 bytes from the host's entropy). The
+//! policy's `[determinism]` table, the values and the lock's record of them
+//! (`DeterminismPin`, which a replay reads them back from) are `runner-core`'s; their
+//! use in a run is `runner_sandbox::determinism`'s.
 
-use runner_sandbox::determinism::{
-    CLOCK_MODEL, CLOCK_MODEL_V1, DEFAULT_STEP_NS, Determinism, ENTROPY_MODEL, HOST, VirtualClock,
-    parse_seed, seed_hex,
-};
-use serde::{Deserialize, Serialize};
+use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism, VirtualClock, seed_hex};
 use std::io::Read;
 
-/// Where the guest's clocks come from.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ClockSource {
-    /// A virtual clock starting at the instant recorded for the run, advancing a fixed
-    /// step per read.
-    #[default]
-    Virtual,
-    /// The host's clocks: a replay cannot reproduce what depended on them.
-    Host,
-}
+/// The `[determinism]` table's types live in `runner-core` (no I/O), with the policy.
+pub use runner_core::policy::determinism::{ClockSource, DeterminismPolicy, EntropySource};
 
-/// Where the guest's randomness comes from.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum EntropySource {
-    /// A ChaCha20 stream from a seed recorded in the lock: whoever reads the lock can
-    /// predict the guest's "secure" randomness.
-    #[default]
-    Seeded,
-    /// The host's entropy, never recorded: a replay cannot reproduce what depended on it.
-    Host,
-}
-
-/// The `[determinism]` table. Absent: both virtual and seeded. Present: both stated.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(deny_unknown_fields)]
-pub struct DeterminismPolicy {
-    pub clock: ClockSource,
-    pub entropy: EntropySource,
-}
-
-impl DeterminismPolicy {
+/// Fresh determinism values for a new run under a `[determinism]` table.
+pub trait Fresh {
     /// Fresh values for a new run: the clock starts now, the seed is new.
     ///
     /// # Ambient authority
     /// Reads the host's clock and `/dev/urandom`.
-    pub fn fresh(&self) -> std::io::Result<Determinism> {
+    fn fresh(&self) -> std::io::Result<Determinism>;
+}
+
+impl Fresh for DeterminismPolicy {
+    fn fresh(&self) -> std::io::Result<Determinism> {
         let clock = match self.clock {
             ClockSource::Host => None,
             ClockSource::Virtual => {
@@ -80,157 +46,14 @@ impl DeterminismPolicy {
     }
 }
 
-/// The lock's record of the guest's clocks and entropy (`determinism`). Absent in locks
-/// written before runs recorded it: those runs saw the host's clocks and entropy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeterminismPin {
-    /// `virtual-fixed-step/v2` (`/v1` in locks written before sleeps moved it) or `host`.
-    pub clock: String,
-    /// The virtual wall clock's first reading, µs since the Unix epoch; `null` for `host`.
-    pub clock_start_unix_us: Option<u64>,
-    /// What every clock read adds, in ns; `null` for `host`.
-    pub clock_step_ns: Option<u64>,
-    /// `chacha20-seeded/v1` or `host`.
-    pub entropy: String,
-    /// The seed, 64 lowercase hex digits; `null` for `host`.
-    pub seed: Option<String>,
-}
-
-impl From<&Determinism> for DeterminismPin {
-    fn from(d: &Determinism) -> Self {
-        Self {
-            clock: d.clock.map_or(HOST, |c| c.model()).to_owned(),
-            clock_start_unix_us: d.clock.map(|c| c.start_unix_us),
-            clock_step_ns: d.clock.map(|c| c.step_ns),
-            entropy: d.seed.as_ref().map_or(HOST, |_| ENTROPY_MODEL).to_owned(),
-            seed: d.seed.clone(),
-        }
-    }
-}
-
-/// A lock's determinism pin that this runner cannot reproduce; the message names the
-/// field.
-#[derive(Debug, thiserror::Error)]
-pub enum PinError {
-    #[error(
-        "determinism.clock: `{model}` with start {start:?} and step {step:?} is not a clock \
-         this runner knows (`{CLOCK_MODEL}` with both, or `{HOST}` with neither)"
-    )]
-    Clock {
-        model: String,
-        start: Option<u64>,
-        step: Option<u64>,
-    },
-    #[error(
-        "determinism.entropy: `{model}` with seed {seed:?} is not an entropy source this \
-         runner knows (`{ENTROPY_MODEL}` with a 64-hex seed, or `{HOST}` with none)"
-    )]
-    Entropy { model: String, seed: Option<String> },
-}
-
-impl DeterminismPin {
-    /// The values to run a replay with; an error names the field this runner cannot
-    /// reproduce (an unknown model, a malformed seed).
-    pub fn to_determinism(&self) -> Result<Determinism, PinError> {
-        let clock = match (
-            self.clock.as_str(),
-            self.clock_start_unix_us,
-            self.clock_step_ns,
-        ) {
-            (HOST, None, None) => None,
-            (model @ (CLOCK_MODEL | CLOCK_MODEL_V1), Some(start_unix_us), Some(step_ns)) => {
-                Some(VirtualClock {
-                    start_unix_us,
-                    step_ns,
-                    sleeps_advance: model == CLOCK_MODEL,
-                })
-            }
-            (model, start, step) => {
-                return Err(PinError::Clock {
-                    model: model.to_owned(),
-                    start,
-                    step,
-                });
-            }
-        };
-        let seed = match (self.entropy.as_str(), &self.seed) {
-            (HOST, None) => None,
-            (ENTROPY_MODEL, Some(seed)) if parse_seed(seed).is_some() => Some(seed.clone()),
-            (model, seed) => {
-                return Err(PinError::Entropy {
-                    model: model.to_owned(),
-                    seed: seed.clone(),
-                });
-            }
-        };
-        Ok(Determinism { clock, seed })
-    }
-
-    /// Why a replay of a run recorded with this pin cannot reproduce everything (one line
-    /// per host-provided source), empty when it can.
-    pub fn unreproducible(pin: Option<&Self>) -> Vec<String> {
-        let Some(pin) = pin else {
-            return vec![
-                "the baseline's lock predates recorded clocks and entropy: the run saw the \
-                 host's, which a replay cannot reproduce"
-                    .into(),
-            ];
-        };
-        let mut out = Vec::new();
-        if pin.entropy == HOST {
-            out.push(
-                "the baseline ran with the host's entropy (policy [determinism] entropy = \
-                 \"host\"): its randomness was not recorded, so output that depends on it \
-                 cannot be reproduced"
-                    .into(),
-            );
-        }
-        if pin.clock == HOST {
-            out.push(
-                "the baseline ran with the host's clocks (policy [determinism] clock = \
-                 \"host\"): the time it saw was not recorded, so output that depends on it \
-                 cannot be reproduced"
-                    .into(),
-            );
-        }
-        out
-    }
-}
-
-/// The Provenance line's text: what the guest's clocks and randomness were.
-pub fn describe(d: &Determinism) -> String {
-    let clock = match d.clock {
-        None => "host clocks (not recorded)".to_owned(),
-        Some(c) => {
-            let start = i128::from(c.start_unix_us) * 1000;
-            let at = time::OffsetDateTime::from_unix_timestamp_nanos(start)
-                .ok()
-                .and_then(|t| {
-                    t.format(&time::format_description::well_known::Rfc3339)
-                        .ok()
-                })
-                .unwrap_or_else(|| format!("{} µs after the epoch", c.start_unix_us));
-            format!(
-                "virtual clock ({}) from {at}, {} ns per read",
-                c.model(),
-                c.step_ns
-            )
-        }
-    };
-    let entropy = match &d.seed {
-        None => "host entropy (not recorded)".to_owned(),
-        Some(seed) => format!(
-            "ChaCha20 stream ({ENTROPY_MODEL}) from seed {seed}, recorded in the lock: \
-             whoever reads it can predict the guest's \"secure\" randomness"
-        ),
-    };
-    format!("{clock}; {entropy}")
-}
+/// The lock's record of a run's clocks and entropy, and the Provenance line, are
+/// `runner-core`'s (no I/O).
+pub use runner_core::determinism::{DeterminismPin, PinError, describe};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runner_sandbox::determinism::{CLOCK_MODEL, CLOCK_MODEL_V1, HOST};
 
     #[test]
     fn fresh_values_round_trip_through_the_pin() {

@@ -8,7 +8,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, EncodePublicKey};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -37,10 +37,9 @@ pub fn generate() -> Result<SigningKey, SignError> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
-/// `sha256:<hex>` of the raw 32-byte public key: the key's id in envelopes and logs.
-pub fn key_id(key: &VerifyingKey) -> String {
-    format!("sha256:{}", crate::digest::sha256_hex(key.as_bytes()))
-}
+/// A key's id (`sha256:<hex>` of the raw public key) and the public key parser are the
+/// policy's (`runner_core::policy`), which checks its trusted keys with them.
+pub use runner_core::policy::key_id;
 
 /// Writes `<prefix>.key` (PKCS#8 PEM, mode 0600) and `<prefix>.pub` (SPKI PEM), never
 /// overwriting an existing file.
@@ -94,9 +93,9 @@ pub fn load_signing_key(path: &Path) -> Result<SigningKey, SignError> {
 
 /// Parses a public key (SPKI PEM) from text; `origin` names it in errors.
 pub fn parse_verifying_key(text: &str, origin: &str) -> Result<VerifyingKey, SignError> {
-    VerifyingKey::from_public_key_pem(text.trim()).map_err(|e| SignError::Key {
+    runner_core::policy::parse_public_key_pem(text).map_err(|message| SignError::Key {
         path: origin.into(),
-        message: format!("not an Ed25519 public key PEM: {e}"),
+        message,
     })
 }
 

@@ -642,7 +642,7 @@ fn the_worked_example_verifies_under_its_policy() {
         expected,
         "examples/approval/policy.toml is stale: regenerate it as its README says"
     );
-    let policy = runner::policy::Policy::load(&dir.join("policy.toml")).unwrap();
+    let policy = runner::policy::load(&dir.join("policy.toml")).unwrap();
     let request = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

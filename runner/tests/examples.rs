@@ -144,7 +144,7 @@ fn example_inputs_match_their_declared_hashes() {
     let mut checked = 0;
     for path in tool_requests() {
         let policy = match example_policy(&path) {
-            Some(p) => Policy::load(&p).expect("the example's policy loads"),
+            Some(p) => runner::policy::load(&p).expect("the example's policy loads"),
             None => Policy::builtin(),
         };
         let name = path

@@ -2,8 +2,7 @@
 //!
 //! Raw bytes go in; [`validate::validate`] returns either an [`ApprovedRequest`] (which
 //! only the validator can build) or every [`Reason`] the request was rejected for. It
-//! judges against the policy through [`crate::rules::RequestPolicy`], what the
-//! validator asks of it (`runner::policy::Policy` implements it).
+//! judges against the [`crate::policy::Policy`].
 
 pub mod command;
 pub mod validate;

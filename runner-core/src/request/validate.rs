@@ -13,7 +13,8 @@ use super::yaml::{self, Node};
 use super::{ApprovedRequest, DeclaredInput, Reason, RequestLimits, RiskAssessment, Work};
 use crate::digest::{is_sha256_hex, sha256_hex};
 use crate::normalize;
-use crate::rules::{RequestPolicy, RuleTarget};
+use crate::policy::Policy;
+use crate::rules::RuleTarget;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
@@ -65,15 +66,15 @@ const MONTY_SECTIONS: &[&str] = &["Code", "Output Expectations", "Risk Assessmen
 const MONTY_OPTIONAL: &[&str] = &["Inputs (JSON)"];
 
 /// Judges a request. `bytes` is the file as read; nothing else is touched.
-pub fn validate(bytes: &[u8], policy: &dyn RequestPolicy) -> Result<ApprovedRequest, Vec<Reason>> {
+pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Reason>> {
     let mut r = Reasons::default();
-    if bytes.len() as u64 > policy.request_rules().max_bytes {
+    if bytes.len() as u64 > policy.request.max_bytes {
         r.add(
             "request.too_large",
             format!(
                 "the request is {} bytes; the policy allows at most {}",
                 bytes.len(),
-                policy.request_rules().max_bytes
+                policy.request.max_bytes
             ),
             None,
         );
@@ -92,8 +93,7 @@ pub fn validate(bytes: &[u8], policy: &dyn RequestPolicy) -> Result<ApprovedRequ
     let mut seen = Seen::default();
     let all_lines: Vec<Line<'_>> = frontmatter::lines(text).collect();
     let request_rules = policy.rules_for(RuleTarget::Request);
-    let Some((split, root)) =
-        document::front_matter(text, "request", policy.request_rules(), &mut r)
+    let Some((split, root)) = document::front_matter(text, "request", &policy.request, &mut r)
     else {
         for f in forbidden::scan_document(&all_lines, |_| request_rules) {
             seen.report(&mut r, f);
@@ -240,7 +240,7 @@ struct FrontMatter {
     network_allowlist: bool,
 }
 
-fn front_matter(root: &Node, policy: &dyn RequestPolicy, r: &mut Reasons) -> FrontMatter {
+fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> FrontMatter {
     let f = Fields::new(root, KNOWN_KEYS, r);
     f.constant("request_type", "tool_request", r);
     f.schema_version(r);
@@ -309,14 +309,14 @@ fn front_matter(root: &Node, policy: &dyn RequestPolicy, r: &mut Reasons) -> Fro
             );
             None
         } else {
-            if let Some((env, env_guest)) = policy.environment_for_language(&lower)
+            if let Some(env) = policy.environment_for_language(&lower)
                 && backend == BackendKind::Monty
             {
                 r.add(
                     "language.environment_on_monty",
                     format!(
                         "`language: {lang}` selects the package environment `{}` (guest `{}`), but backend monty has no packages; use `backend: ERA`",
-                        env, env_guest
+                        env.name, env.guest
                     ),
                     line,
                 );
@@ -329,7 +329,7 @@ fn front_matter(root: &Node, policy: &dyn RequestPolicy, r: &mut Reasons) -> Fro
     if let Some((node, line)) = f.require("network", r) {
         match scalar_str(node).as_deref() {
             Some("none") => {}
-            Some("allowlist") if policy.network_enabled() => network_allowlist = true,
+            Some("allowlist") if policy.network.enabled() => network_allowlist = true,
             Some("allowlist") => r.add(
                 "network.allowlist_unsupported",
                 "`network: allowlist` cannot be served: the policy's `[network] allow` lists no origin, so this runner grants no network at all",
@@ -363,7 +363,7 @@ fn front_matter(root: &Node, policy: &dyn RequestPolicy, r: &mut Reasons) -> Fro
     }
 }
 
-fn limits(r: &mut Reasons, f: &Fields<'_>, policy: &dyn RequestPolicy) -> Option<RequestLimits> {
+fn limits(r: &mut Reasons, f: &Fields<'_>, policy: &Policy) -> Option<RequestLimits> {
     let mut int_limit = |key: &str, max: u64, unit: &str| -> Option<u64> {
         let (node, line) = f.require(key, r)?;
         let value = plain_scalar(node).and_then(|v| v.trim().parse::<i128>().ok());
@@ -395,16 +395,8 @@ fn limits(r: &mut Reasons, f: &Fields<'_>, policy: &dyn RequestPolicy) -> Option
             Some(v) => u64::try_from(v).ok(),
         }
     };
-    let memory = int_limit(
-        "memory_limit_mb",
-        policy.limit_maxima().max_memory_limit_mb,
-        "MB",
-    );
-    let time = int_limit(
-        "time_limit_sec",
-        policy.limit_maxima().max_time_limit_sec,
-        "s",
-    );
+    let memory = int_limit("memory_limit_mb", policy.limits.max_memory_limit_mb, "MB");
+    let time = int_limit("time_limit_sec", policy.limits.max_time_limit_sec, "s");
     let cpu = match f.require("cpu_limit", r) {
         None => None,
         Some((node, line)) => match scalar_str(node).as_deref().and_then(parse_cpu_seconds) {
@@ -427,12 +419,12 @@ fn limits(r: &mut Reasons, f: &Fields<'_>, policy: &dyn RequestPolicy) -> Option
                 );
                 None
             }
-            Some(v) if v > policy.limit_maxima().max_cpu_limit_sec as f64 => {
+            Some(v) if v > policy.limits.max_cpu_limit_sec as f64 => {
                 r.add(
                     "limits.over_maximum",
                     format!(
                         "`cpu_limit` is {v} CPU seconds; the policy allows at most {}",
-                        policy.limit_maxima().max_cpu_limit_sec
+                        policy.limits.max_cpu_limit_sec
                     ),
                     line,
                 );
@@ -590,7 +582,7 @@ pub fn input_path_problem(path: &str) -> Option<(&'static str, String)> {
 fn body_rules(
     body: &sections::Body<'_>,
     fm: &FrontMatter,
-    policy: &dyn RequestPolicy,
+    policy: &Policy,
     r: &mut Reasons,
 ) -> Option<(Work, Vec<String>, RiskAssessment)> {
     if !fm.backend_known {
@@ -665,7 +657,7 @@ fn body_rules(
 fn era_command(
     s: &Section<'_>,
     fm: &FrontMatter,
-    policy: &dyn RequestPolicy,
+    policy: &Policy,
     r: &mut Reasons,
 ) -> Option<Work> {
     let content: Vec<&Line<'_>> = s.content_lines().collect();
@@ -725,7 +717,7 @@ fn era_command(
             Some(g) => Some(g.guest.clone()),
             None => {
                 let known: Vec<&str> = policy
-                    .guests()
+                    .guests
                     .iter()
                     .flat_map(|g| g.programs.iter().map(String::as_str))
                     .collect();
@@ -749,7 +741,7 @@ fn era_command(
         .language
         .as_deref()
         .and_then(|lang| policy.environment_for_language(lang))
-        .map(|(name, _)| name.to_owned());
+        .map(|e| e.name.clone());
     ok.then(|| Work::Era {
         command_line: command_line.to_owned(),
         argv: words,

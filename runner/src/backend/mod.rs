@@ -34,7 +34,7 @@ pub use runner_core::request::BackendKind;
 pub fn probe_main() -> i32 {
     let policy = match std::env::args_os().nth(2) {
         None => crate::policy::Policy::builtin(),
-        Some(path) => match crate::policy::Policy::load(std::path::Path::new(&path)) {
+        Some(path) => match crate::policy::load(std::path::Path::new(&path)) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("runner __confinement-probe: {e}");

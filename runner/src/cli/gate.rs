@@ -59,7 +59,7 @@ impl GateCommand {
             accepted: self.accepted.clone(),
             quarantine: self.quarantine.clone(),
         };
-        let summary = match inbox::run(&dirs, &ctx) {
+        let summary = match inbox::run(&dirs, &ctx, &crate::gate::RunnerCompanions) {
             Ok(s) => s,
             Err(e) => {
                 super::output::error(e);

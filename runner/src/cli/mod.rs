@@ -225,7 +225,7 @@ impl Cli {
         }
         let policy = match &self.policy {
             None => crate::policy::Policy::builtin(),
-            Some(path) => match crate::policy::Policy::load(path) {
+            Some(path) => match crate::policy::load(path) {
                 Ok(p) => p,
                 Err(e) => {
                     output::error(e);

@@ -38,24 +38,9 @@ impl Default for Budget {
     }
 }
 
-/// A distribution name as wheel file names and dist-info directories spell it: lowercase,
-/// each run of `-`, `_`, `.` one `_`.
-pub fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut sep = false;
-    for c in name.chars() {
-        if "-_.".contains(c) {
-            sep = true;
-        } else {
-            if sep && !out.is_empty() {
-                out.push('_');
-            }
-            sep = false;
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
-}
+/// Distribution names are normalized in `runner-core` (no I/O), where the policy's
+/// environments are checked.
+pub use runner_core::environment::normalize;
 
 /// sha256 hex of the file at `path` (opened without blocking on a FIFO).
 ///

@@ -338,7 +338,7 @@ impl State {
                 ),
             ));
         }
-        let url = Url::parse(&req.url).map_err(|e| Refusal("network.bad_url", e))?;
+        let url = Url::parse(&req.url).map_err(|e| Refusal("network.bad_url", e.to_string()))?;
         ex.origin = url.origin.to_string();
         ex.path = url.path.chars().take(2048).collect();
         if !METHODS.contains(&ex.method.as_str()) {

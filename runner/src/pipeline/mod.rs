@@ -27,6 +27,7 @@ pub use prepare::Engines;
 
 use crate::approval::ApprovalKey;
 use crate::backend::{Backend, Limits, Outcome, Program, SandboxSpec, confine};
+use crate::determinism::Fresh as _;
 use crate::guest::manifest::GuestManifest;
 use crate::lock::Lock;
 use crate::policy::{Policy, RuleTarget};
@@ -35,7 +36,6 @@ use crate::request::{ApprovedRequest, Work};
 use crate::result::{ResultsRoot, Staging};
 use crate::stage::{self, InputsRoot, RunDir};
 use ed25519_dalek::SigningKey;
-use runner_core::rules::RequestPolicy as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

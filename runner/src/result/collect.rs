@@ -5,14 +5,9 @@
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io;
 
-/// One collected artifact.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Artifact {
-    /// Path relative to `/out` as stored beside the result (always a safe name).
-    pub path: String,
-    pub sha256: String,
-    pub bytes: u64,
-}
+/// The artifact record, the safe-name rule and the escaping of names in findings are
+/// `runner-core`'s (no I/O): the result document and the gate use them too.
+pub use runner_core::result::{Artifact, escaped, is_safe_component};
 
 /// What collecting `/out` found.
 #[derive(Debug, Default)]
@@ -30,33 +25,6 @@ pub struct Collected {
 pub struct WalkLimits {
     pub max_entries: u64,
     pub max_depth: usize,
-}
-
-/// A path component that can be written into the result document and onto any
-/// filesystem unchanged: ASCII letters, digits and `._+@=,-`, at most 200 bytes, not
-/// `.` or `..`.
-pub fn is_safe_component(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 200
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._+@=,-".contains(&b))
-}
-
-/// A name shown in a finding: control and non-ASCII characters escaped.
-pub fn escaped(name: &std::ffi::OsStr) -> String {
-    let lossy = name.to_string_lossy();
-    let mut out = String::new();
-    for c in lossy.chars().take(200) {
-        if c.is_ascii_graphic() || c == ' ' {
-            out.push(c);
-        } else {
-            out.push_str(&c.escape_unicode().to_string());
-        }
-    }
-    out
 }
 
 /// Walks `out` and copies its regular files into `dest` (an empty directory).

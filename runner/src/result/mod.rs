@@ -19,7 +19,8 @@
 //! runs never share a name, and a name someone else holds is skipped, not fought over.
 
 pub mod collect;
-pub mod render;
+/// Rendering the document is `runner-core`'s (no I/O).
+pub use runner_core::result::{render, utc_timestamp};
 
 use crate::beside::{BesideDir, OpenError};
 use cap_std::fs::Dir;
@@ -427,19 +428,6 @@ pub fn result_id(now: time::OffsetDateTime, request_id: &str) -> String {
     // The timestamp's digits without its separators: `YYYYMMDD-HHMMSSZ`.
     let compact = utc_timestamp(now).replace(['-', ':'], "").replace('T', "-");
     format!("TS-{compact}-{request_id}")
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn utc_timestamp(now: time::OffsetDateTime) -> String {
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second()
-    )
 }
 
 /// A staging directory: `.tmp-result-<pid>-<unique>`.

@@ -16,11 +16,11 @@
 use super::ArtifactsAt;
 use super::artifacts::{self, Checked, Declared, DeclaredStream, StoredStreams};
 use super::fields::{self, labelled};
-use crate::policy::{Policy, RuleTarget};
-use crate::request::Reason;
-use crate::request::document::{self, Fields, Reasons, plain_scalar, scalar_str, show};
-use crate::request::sections::{self, Section};
-use crate::request::yaml::Node;
+use runner_core::policy::{Policy, RuleTarget};
+use runner_core::request::Reason;
+use runner_core::request::document::{self, Fields, Reasons, plain_scalar, scalar_str, show};
+use runner_core::request::sections::{self, Section};
+use runner_core::request::yaml::Node;
 
 /// The front matter keys of a result.
 pub const KEYS: &[&str] = &[
@@ -69,7 +69,7 @@ pub fn validate(
     let Some((split, root)) = document::front_matter(text, "document", &policy.request, &mut r)
     else {
         // The record of what ran is spared even when the front matter does not load.
-        let command_line = crate::request::frontmatter::split(text)
+        let command_line = runner_core::request::frontmatter::split(text)
             .ok()
             .and_then(|split| provenance_command_line(&sections::parse(&split.body)));
         spare_command_record(&mut findings, command_line);
@@ -390,9 +390,7 @@ fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
         };
         let safe = !path.starts_with('/')
             && path.len() <= 1024
-            && path
-                .split('/')
-                .all(crate::result::collect::is_safe_component);
+            && path.split('/').all(runner_core::result::is_safe_component);
         if !safe {
             r.add(
                 "front_matter.artifact_path",
@@ -587,7 +585,7 @@ fn excerpt(
 }
 
 /// The lines the result writer shows for a stream, which each excerpt must repeat.
-pub use crate::result::render::shown_lines;
+pub use runner_core::result::render::shown_lines;
 
 /// `## Safety Notes`: the three statements, consistent with the front matter.
 fn safety_notes(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {

@@ -7,9 +7,9 @@
 //! escapes, and a line that would trip a forbidden-content rule is withheld (named in
 //! Safety Notes; its bytes stay in the stored stream).
 
-use super::collect::Artifact;
-use crate::backend::{Limits, OutcomeKind};
+use super::Artifact;
 use crate::policy::ForbiddenRule;
+use crate::run::{Limits, OutcomeKind};
 use std::fmt::Write as _;
 
 /// Everything the document says, gathered by the caller.

@@ -11,13 +11,13 @@
 //!   trailing blank (whitespace-only) lines removed and no final newline.
 
 use super::fields::{self, labelled};
-use crate::digest::sha256_hex;
-use crate::policy::{Policy, RuleTarget};
-use crate::request::Reason;
-use crate::request::document::{self, Fields, Reasons, clip, scalar_str, show};
-use crate::request::frontmatter::{self, Line};
-use crate::request::sections::{self, Section};
-use crate::request::yaml::Node;
+use runner_core::digest::sha256_hex;
+use runner_core::policy::{Policy, RuleTarget};
+use runner_core::request::Reason;
+use runner_core::request::document::{self, Fields, Reasons, clip, scalar_str, show};
+use runner_core::request::frontmatter::{self, Line};
+use runner_core::request::sections::{self, Section};
+use runner_core::request::yaml::Node;
 use std::collections::BTreeSet;
 
 /// The front matter keys of a packet.
@@ -95,7 +95,7 @@ pub struct ContentHashes {
 /// Re-derives the content hashes of a packet's text (see the module docs). `None` when
 /// the text has no complete front matter.
 pub fn content_hashes(text: &str) -> Option<ContentHashes> {
-    let normalized = crate::normalize::for_hashing(text);
+    let normalized = runner_core::normalize::for_hashing(text);
     let split = frontmatter::split(&normalized).ok()?;
     let body: String = normalized
         .split_inclusive('\n')
@@ -714,8 +714,7 @@ fn safety_notes(s: &Section<'_>, r: &mut Reasons) {
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str =
-        include_str!("../../../tests/packets/accept-worked-example-rfc8785-jcs.md");
+    const EXAMPLE: &str = include_str!("../../tests/packets/accept-worked-example-rfc8785-jcs.md");
 
     #[test]
     fn the_worked_example_hashes_as_declared() {
@@ -747,8 +746,8 @@ mod tests {
     #[test]
     fn a_cr_before_crlf_is_refused_whatever_it_hashes_to() {
         let text = "---\npacket_type: research_packet\n---\n## Citations\nx\r\r\n";
-        let once = crate::normalize::for_hashing(text);
-        assert_ne!(crate::normalize::for_hashing(&once), once);
+        let once = runner_core::normalize::for_hashing(text);
+        assert_ne!(runner_core::normalize::for_hashing(&once), once);
         assert_ne!(content_hashes(text), content_hashes(&once));
         let reasons = validate(text.as_bytes(), &Policy::builtin());
         assert!(

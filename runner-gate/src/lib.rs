@@ -3,7 +3,7 @@
 //! A document's kind comes from its own text ([`kind`]): a tool request, a tool result,
 //! a research packet or a governed packet. Each kind has its validator:
 //!
-//! * tool requests: [`crate::request::validate`];
+//! * tool requests: [`runner_core::request::validate`];
 //! * tool results: [`tool_result`], which re-derives every artifact and stream hash when
 //!   the result's directory `TS-…/` sits beside it ([`artifacts`]);
 //! * research packets: [`research_packet`], which re-derives `content_hashes`;
@@ -33,8 +33,8 @@ pub mod report;
 pub mod research_packet;
 pub mod tool_result;
 
-use crate::policy::Policy;
-use crate::request::Reason;
+use runner_core::policy::Policy;
+use runner_core::request::Reason;
 use serde::Serialize;
 use std::fs::OpenOptions;
 use std::io::Read;
@@ -143,7 +143,8 @@ pub enum CatalogError {
 impl Catalog {
     /// Parses a catalog: a JSON object whose values are SQL strings.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let value = json::parse(crate::normalize::strip_bom(text)).map_err(|e| e.to_string())?;
+        let value =
+            json::parse(runner_core::normalize::strip_bom(text)).map_err(|e| e.to_string())?;
         let json::Json::Object(entries) = value else {
             return Err("a catalog is a JSON object of `named_query_id: sql`".into());
         };
@@ -237,7 +238,7 @@ pub fn judge_bytes(bytes: &[u8], artifacts: &ArtifactsAt, ctx: &Context<'_>) -> 
         return Judgement::new(Some(kind), vec![too_large(kind, ctx.policy)], vec![]);
     }
     match kind {
-        DocKind::ToolRequest => match crate::request::validate(bytes, ctx.policy) {
+        DocKind::ToolRequest => match runner_core::request::validate(bytes, ctx.policy) {
             Ok(_) => Judgement::new(Some(kind), vec![], vec![]),
             Err(reasons) => Judgement::new(Some(kind), reasons, vec![]),
         },

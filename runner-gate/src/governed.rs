@@ -16,11 +16,11 @@
 
 use super::Catalog;
 use super::json::{self, Json};
-use crate::digest::sha256_hex;
-use crate::policy::{ForbiddenRule, Policy, RuleTarget};
-use crate::request::Reason;
-use crate::request::document::{Reasons, clip, utc_timestamp};
 use regex::Regex;
+use runner_core::digest::sha256_hex;
+use runner_core::policy::{ForbiddenRule, Policy, RuleTarget};
+use runner_core::request::Reason;
+use runner_core::request::document::{Reasons, clip, utc_timestamp};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -99,7 +99,7 @@ pub fn manifest_hash<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) ->
 /// True for `sha256:` + 64 lowercase hex.
 pub fn is_tagged_sha256(s: &str) -> bool {
     s.strip_prefix("sha256:")
-        .is_some_and(crate::digest::is_sha256_hex)
+        .is_some_and(runner_core::digest::is_sha256_hex)
 }
 
 /// Judges a governed packet. Returns the reasons and the notes.
@@ -121,7 +121,7 @@ pub fn validate(
             return (r.0, notes);
         }
     };
-    let value = match json::parse(crate::normalize::strip_bom(text)) {
+    let value = match json::parse(runner_core::normalize::strip_bom(text)) {
         Ok(v) => v,
         Err(e) => {
             r.add(
@@ -766,11 +766,13 @@ fn scan_strings(value: &Json, path: &str, rules: &[ForbiddenRule], r: &mut Reaso
                 None,
             );
         }
-        let mut codes: Vec<(String, String)> =
-            crate::request::forbidden::scan(crate::request::frontmatter::lines(s), rules)
-                .into_iter()
-                .map(|f| (f.code, f.message))
-                .collect();
+        let mut codes: Vec<(String, String)> = runner_core::request::forbidden::scan(
+            runner_core::request::frontmatter::lines(s),
+            rules,
+        )
+        .into_iter()
+        .map(|f| (f.code, f.message))
+        .collect();
         codes.sort();
         codes.dedup();
         for (code, message) in codes {
@@ -833,8 +835,8 @@ fn show(v: &Json) -> String {
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str = include_str!("../../../tests/governed/accept-worked-example.json");
-    const CATALOG: &str = include_str!("../../../tests/governed/catalog.json");
+    const EXAMPLE: &str = include_str!("../../tests/governed/accept-worked-example.json");
+    const CATALOG: &str = include_str!("../../tests/governed/catalog.json");
 
     fn codes(reasons: &[Reason]) -> Vec<&str> {
         reasons.iter().map(|r| r.code.as_str()).collect()

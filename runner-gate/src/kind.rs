@@ -17,7 +17,7 @@
 //! 4. Anything else is of unknown kind, and rejected.
 
 use super::DocKind;
-use crate::request::sections;
+use runner_core::request::sections;
 
 /// The outcome of detection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub const PREFIX_BYTES: usize = 64 * 1024;
 pub fn detect(bytes: &[u8]) -> Detected {
     let prefix = &bytes[..bytes.len().min(PREFIX_BYTES)];
     let text = String::from_utf8_lossy(prefix);
-    let text = crate::normalize::strip_bom(&text);
+    let text = runner_core::normalize::strip_bom(&text);
     if text.trim_start().starts_with('{') {
         return detect_json(bytes);
     }
@@ -95,7 +95,7 @@ fn detect_json(bytes: &[u8]) -> Detected {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Detected::Unknown("a JSON-looking document that is not valid UTF-8".into());
     };
-    let text = crate::normalize::strip_bom(text);
+    let text = runner_core::normalize::strip_bom(text);
     match super::json::parse(text) {
         Ok(value) => {
             if value.get("schema").is_some() {
@@ -135,7 +135,7 @@ fn by_sections(text: &str) -> Detected {
         "claims and evidence",
         "citations",
     ];
-    let lines: Vec<_> = crate::request::frontmatter::lines(text).collect();
+    let lines: Vec<_> = runner_core::request::frontmatter::lines(text).collect();
     let body = sections::parse(&lines);
     let mut kinds: Vec<DocKind> = Vec::new();
     for s in &body.sections {

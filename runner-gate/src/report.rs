@@ -5,7 +5,7 @@
 //! escaped and long lines cut: the report must not carry what it reports.
 
 use super::Judgement;
-use crate::request::Reason;
+use runner_core::request::Reason;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -60,7 +60,7 @@ pub fn markdown(
     judged_utc: &str,
     text: Option<&str>,
 ) -> String {
-    let lines = crate::request::frontmatter::line_texts(text);
+    let lines = runner_core::request::frontmatter::line_texts(text);
     let mut s = String::new();
     let _ = writeln!(s, "# Quarantine report: {}\n", printable(doc));
     let _ = writeln!(
@@ -113,7 +113,7 @@ pub fn printable(line: &str) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() || crate::normalize::is_invisible(c) {
+        if c.is_control() || runner_core::normalize::is_invisible(c) {
             out.push_str(&c.escape_unicode().to_string());
         } else {
             out.push(c);
@@ -126,7 +126,7 @@ pub fn printable(line: &str) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::gate::{DocKind, Verdict};
+    use crate::{DocKind, Verdict};
 
     #[test]
     fn reports_every_reason_with_lines_escaped() {

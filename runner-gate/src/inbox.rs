@@ -47,7 +47,8 @@ use super::moves::{
     write_replace_unsynced as write_unsynced,
 };
 use super::{Context, DocKind, Follow, Judgement, ReadError, Verdict, report};
-use crate::request::Reason;
+use runner_core::policy::Policy;
+use runner_core::request::Reason;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -69,8 +70,8 @@ pub const STATEMENT_SUFFIX: &str = ".intoto.json";
 /// its result.
 pub const ENVELOPE_SUFFIX: &str = ".intoto.dsse.json";
 /// Every file `runner exec` writes beside `X.md` as `X` + suffix (the names of
-/// [`crate::lock::lock_file_name`], [`crate::lock::statement::statement_file_name`] and
-/// [`crate::lock::statement::envelope_file_name`]; a test keeps them equal). Leaving
+/// [`runner_core::lock::lock_file_name`], [`runner_core::lock::statement::statement_file_name`] and
+/// [`runner_core::lock::statement::envelope_file_name`]; a test keeps them equal). Leaving
 /// one behind splits the set and `runner verify` then rejects the result, so each moves
 /// with it, in this order, before the document. No suffix ends another, so a file is
 /// the companion of at most one result.
@@ -162,6 +163,18 @@ pub struct Dirs {
 }
 
 /// Maps an I/O error on `path` to [`GateError::Dir`], naming what the path is.
+/// What the gate checks beside a document's own validator with the runner's machinery
+/// (signatures, locks), which lives above this crate: `runner::gate` implements it.
+pub trait Companions: Sync {
+    /// Why a request that passed its validator is still refused: its approval (its
+    /// `.md.sig` verified and separation of duties, as `runner exec` judges it); empty
+    /// when it is approved.
+    fn request_reasons(&self, path: &Path, bytes: &[u8], policy: &Policy) -> Vec<Reason>;
+    /// Why a result's set is not whole and consistent (its replay lock, statement and
+    /// envelope beside it); empty when it is.
+    fn result_set_reasons(&self, path: &Path) -> Vec<Reason>;
+}
+
 fn dir_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GateError {
     let path = path.to_owned();
     move |source| GateError::Dir { what, path, source }
@@ -171,7 +184,11 @@ fn dir_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GateErr
 ///
 /// # Ambient authority
 /// Reads, moves and creates files under the three directories the operator named.
-pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
+pub fn run(
+    dirs: &Dirs,
+    ctx: &Context<'_>,
+    companions: &dyn Companions,
+) -> Result<Summary, GateError> {
     let start = Instant::now();
     for (what, d) in [
         ("accepted directory", &dirs.accepted),
@@ -213,6 +230,7 @@ pub fn run(dirs: &Dirs, ctx: &Context<'_>) -> Result<Summary, GateError> {
         accepted,
         quarantine,
         ctx,
+        companions,
         summary: Summary {
             inbox: dirs.inbox.display().to_string(),
             accepted_dir: dirs.accepted.display().to_string(),
@@ -306,6 +324,7 @@ struct Gate<'a> {
     accepted: PathBuf,
     quarantine: PathBuf,
     ctx: &'a Context<'a>,
+    companions: &'a dyn Companions,
     summary: Summary,
 }
 
@@ -427,17 +446,18 @@ impl Gate<'_> {
     /// What the gate checks beyond the document's own validator, with its companions in
     /// the inbox beside it: a request's approval (its `.md.sig` verified and separation
     /// of duties, as `runner exec` judges it); a result's replay lock, statement and
-    /// envelope ([`result_set_reasons`]). Only a document that passed its validator is
-    /// checked further.
+    /// envelope. Both are the runner's checks ([`Companions`]). Only a document that
+    /// passed its validator is checked further.
     fn completed(&self, mut j: Judgement, path: &Path, bytes: &[u8]) -> Judgement {
         if j.verdict != Verdict::Accept {
             return j;
         }
         let extra = match j.kind {
-            Some(DocKind::ToolRequest) => crate::approval::judge(path, bytes, self.ctx.policy)
-                .err()
-                .unwrap_or_default(),
-            Some(DocKind::ToolResult) => result_set_reasons(path),
+            Some(DocKind::ToolRequest) => {
+                self.companions
+                    .request_reasons(path, bytes, self.ctx.policy)
+            }
+            Some(DocKind::ToolResult) => self.companions.result_set_reasons(path),
             _ => Vec::new(),
         };
         if !extra.is_empty() {
@@ -781,7 +801,7 @@ impl Filer<'_> {
         sync: bool,
     ) -> io::Result<()> {
         let (md, js) = report::names(doc);
-        let judged = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
+        let judged = runner_core::result::utc_timestamp(time::OffsetDateTime::now_utc());
         let source = shown(name);
         let md_text = report::markdown(doc, &source, judgement, &judged, text);
         let js_text = report::json(doc, &source, judgement, &judged);
@@ -931,43 +951,6 @@ const BATCH: usize = 256;
 /// Most `-N` suffixes tried for one name.
 const MAX_TRIES: usize = 1000;
 
-/// Why a result's set is not whole and consistent: its lock `X.lock.json` must be there
-/// and re-derive (`lock.missing`, `lock.mismatch`), as `runner verify` checks it, and the
-/// in-toto statement (and envelope, when there is one) must be the ones the lock implies
-/// (`lock.mismatch`). Everything `runner exec` writes for one run travels together, so
-/// a result without its lock is not one the gate can vouch for.
-fn result_set_reasons(path: &Path) -> Vec<Reason> {
-    let v = crate::lock::verify::verify_set(path);
-    let (id, dir) = crate::lock::verify::result_location(path);
-    let lock_name = crate::lock::lock_file_name(&id);
-    if v.lock.is_none() && dir.join(&lock_name).symlink_metadata().is_err() {
-        let why = v
-            .differences
-            .first()
-            .map_or_else(String::new, |d| format!(": {}", d.actual));
-        return vec![Reason::new(
-            "lock.missing",
-            format!(
-                "a result crosses the gate with its replay lock `{lock_name}` beside it, as `runner exec` writes it; it is missing{why}"
-            ),
-            None,
-        )];
-    }
-    v.differences
-        .iter()
-        .map(|d| {
-            Reason::new(
-                "lock.mismatch",
-                format!(
-                    "{} differs from the replay lock: expected {}, found {}",
-                    d.what, d.expected, d.actual
-                ),
-                None,
-            )
-        })
-        .collect()
-}
-
 /// The `X` of a companion's name (`X.lock.json`, `X.intoto.json`,
 /// `X.intoto.dsse.json`), whether or not `X.md` exists.
 fn companion_stem(name: &[u8]) -> Option<&[u8]> {
@@ -1040,16 +1023,14 @@ mod tests {
     /// fails `tests/gate_results.rs`, which pins what `exec` writes for one run).
     #[test]
     fn companion_suffixes_are_the_names_exec_writes() {
-        use crate::lock::statement::{envelope_file_name, statement_file_name};
+        use runner_core::lock::statement::{envelope_file_name, statement_file_name};
         let id = "TS-20261121-101500Z-TR-x";
         assert_eq!(
             [
-                crate::lock::lock_file_name(id),
+                runner_core::lock::lock_file_name(id),
                 statement_file_name(id),
                 envelope_file_name(id),
-                crate::approval::signature_path(Path::new(&format!("{id}.md")))
-                    .display()
-                    .to_string(),
+                format!("{id}.md.sig"),
             ],
             COMPANION_SUFFIXES.map(|s| format!("{id}{s}"))
         );

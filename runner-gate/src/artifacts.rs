@@ -7,8 +7,8 @@
 //! each a REJECT naming the file.
 
 use super::fields::Reasons;
-use crate::digest::sha256_reader;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use runner_sandbox::digest::sha256_reader;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -65,7 +65,7 @@ pub fn check(
 ) -> Checked {
     let shown = at
         .file_name()
-        .map(crate::result::collect::escaped)
+        .map(runner_core::result::escaped)
         .unwrap_or_default();
     match std::fs::symlink_metadata(at) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Checked::Absent,
@@ -295,7 +295,7 @@ fn read_file(dir: &Dir, path: &str, keep: u64) -> Result<Option<Hashed>, Problem
             .read_to_end(&mut bytes)
             .map_err(unreadable)?;
         if bytes.len() as u64 <= keep {
-            return Ok(Some((crate::digest::sha256_hex(&bytes), Some(bytes))));
+            return Ok(Some((runner_core::digest::sha256_hex(&bytes), Some(bytes))));
         }
     }
     let sha = sha256_reader(&file).map_err(unreadable)?;
@@ -337,7 +337,7 @@ fn walk(
             return;
         }
         let raw = entry.file_name();
-        let name = crate::result::collect::escaped(&raw);
+        let name = runner_core::result::escaped(&raw);
         let path = format!("{prefix}{name}");
         let Ok(file_type) = entry.file_type() else {
             r.add(
