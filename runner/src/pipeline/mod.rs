@@ -29,7 +29,7 @@ use crate::approval::ApprovalKey;
 use crate::backend::{Backend, Limits, Outcome, Program, SandboxSpec, confine};
 use crate::guest::manifest::GuestManifest;
 use crate::lock::Lock;
-use crate::policy::{Policy, RuleTarget};
+use crate::policy::Policy;
 use crate::read::{Read2, read_document};
 use crate::request::{ApprovedRequest, Work};
 use crate::result::{ResultsRoot, Staging};
@@ -255,13 +255,10 @@ impl Pipeline {
             determinism,
         };
         let backend: &dyn Backend = prepared.backend.as_ref();
-        // While the worker runs, a second thread compiles the rules publishing needs
-        // (the result rules, about 20 ms of the built-in policy's 35): the parent is
-        // otherwise idle until the worker ends.
-        let outcome = std::thread::scope(|scope| {
-            scope.spawn(|| self.policy.warm(RuleTarget::Result));
-            backend.run(&spec)
-        });
+        // The result rules are not compiled ahead on a second thread any more: a rule
+        // is compiled only for a text holding the literals its matches need
+        // (`runner_core::rule_pattern`), which a plain result's text rarely does.
+        let outcome = backend.run(&spec);
         let network = broker.map(crate::net::broker::Broker::finish);
         network::remove_exchange(&run);
         let outcome = outcome?;
