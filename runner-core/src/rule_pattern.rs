@@ -477,7 +477,10 @@ mod tests {
         let folded: Vec<String> = edges
             .iter()
             .filter(|t| t.contains(['k', 's', 'K', 'S']))
-            .map(|t| t.replace(['k', 'K'], "\u{212a}").replace(['s', 'S'], "\u{17f}"))
+            .map(|t| {
+                t.replace(['k', 'K'], "\u{212a}")
+                    .replace(['s', 'S'], "\u{17f}")
+            })
             .collect();
         texts.extend(edges);
         texts.extend(folded);
@@ -585,7 +588,11 @@ mod tests {
                 "{} was compiled",
                 rule.code
             );
-            assert!(compiled.needs.get().is_some(), "{} was not judged", rule.code);
+            assert!(
+                compiled.needs.get().is_some(),
+                "{} was not judged",
+                rule.code
+            );
         }
     }
 }

@@ -85,7 +85,11 @@ impl Needs {
     /// Whether `text` may hold a match: false only when it cannot.
     pub(super) fn admit(&self, text: &str) -> bool {
         let ascii = text.is_ascii();
-        if !ascii && text.chars().any(|c| !c.is_ascii() && super::folds_to_ascii(c)) {
+        if !ascii
+            && text
+                .chars()
+                .any(|c| !c.is_ascii() && super::folds_to_ascii(c))
+        {
             return true;
         }
         let mut found = vec![false; self.literals];
@@ -174,7 +178,10 @@ impl Literals {
     }
 
     fn literal(&mut self, text: &str) -> Option<Cond> {
-        if text.chars().any(|c| !c.is_ascii() && super::folds_to_ascii(c)) {
+        if text
+            .chars()
+            .any(|c| !c.is_ascii() && super::folds_to_ascii(c))
+        {
             return None;
         }
         if text.is_ascii() {
