@@ -95,23 +95,23 @@ impl RulePattern {
         self.unicode().is_match(text)
     }
 
-    /// Compiles now what an ASCII text needs (the ASCII form, or the Unicode form for a
-    /// pattern without one). The Unicode form of the others is built on the first
-    /// non-ASCII text. (Nothing calls this on the run path any more: a rule is compiled
-    /// only for a text that may match it.)
+    /// Prepares now what judging a text needs first: the literal condition ([`needs`]),
+    /// so a text that holds none of its literals is refused at once. The regexes are
+    /// still compiled only for a text that may match.
     pub fn warm(&self) {
-        if self.ascii().is_none() {
-            let _ = self.unicode();
-        }
+        self.needs();
     }
 
     /// False when `text` lacks a literal every match needs: no regex is compiled then.
     fn may_match(&self, text: &str) -> bool {
+        self.needs().is_none_or(|needs| needs.admit(text))
+    }
+
+    fn needs(&self) -> Option<&needs::Needs> {
         self.compiled
             .needs
             .get_or_init(|| needs::Needs::of(&self.source))
             .as_ref()
-            .is_none_or(|needs| needs.admit(text))
     }
 
     fn unicode(&self) -> &Regex {
@@ -252,7 +252,9 @@ mod tests {
         assert!(p.compiled.unicode.get().is_none(), "ASCII texts only");
         assert!(p.is_match("pip install é now"));
         assert!(p.compiled.unicode.get().is_some());
-        p.warm();
+        let q = RulePattern::deferred(r"\bsudo\b");
+        q.warm();
+        assert!(q.compiled.needs.get().is_some() && q.compiled.ascii.get().is_none());
     }
 
     #[test]
