@@ -84,12 +84,28 @@ impl RulePattern {
 
     /// Whether the pattern matches anywhere in `text` (compiling it first if needed).
     pub fn is_match(&self, text: &str) -> bool {
+        let ascii = text.is_ascii();
+        // Once the form this text needs is compiled, it answers alone: the literal search
+        // saves compiles, and the regex's own search is as quick (a document with a
+        // finding on every line compiles every rule, and then searched twice: 1 MiB of
+        // the bench's hostile line took 2.6 s instead of 1.7 s).
+        let ready = if ascii {
+            match self.compiled.ascii.get() {
+                Some(Some(form)) => return form.is_match(text.as_bytes()),
+                // No ASCII form: the Unicode one judges ASCII text too.
+                Some(None) => self.compiled.unicode.get(),
+                None => None,
+            }
+        } else {
+            self.compiled.unicode.get()
+        };
+        if let Some(form) = ready {
+            return form.is_match(text);
+        }
         if !self.may_match(text) {
             return false;
         }
-        if text.is_ascii()
-            && let Some(ascii) = self.ascii()
-        {
+        if ascii && let Some(ascii) = self.ascii() {
             return ascii.is_match(text.as_bytes());
         }
         self.unicode().is_match(text)
