@@ -22,11 +22,21 @@
 //! `tests::ascii_form_agrees_with_unicode_form` compares both forms on every document of
 //! the corpora under `tests/` and on generated edge strings.
 //!
-//! A request needs only the request rules to be judged; the result rules are needed once
-//! the guest has run, so the pipeline compiles them on a second thread while the worker
-//! runs (`runner::policy::Policy::warm`). A policy file is still compiled whole (Unicode
-//! form) at load time, so a bad rule fails before any request is judged; the built-in
-//! policy is compiled whole by a unit test instead.
+//! Neither is built for a text that cannot match: before either, the text is searched
+//! for the literals every match of the pattern contains ([`needs`]: one Aho-Corasick
+//! pass, ASCII case folded, over the words the rule names). A hello-world request or
+//! result holds none of most rules' literals, so judging it compiles no regex at all
+//! (`tests::a_plain_request_compiles_no_rule`), where it used to compile every request
+//! rule and, on a second thread while the worker ran, every result rule (about 57% of
+//! the CPU of a monty hello's `runner exec`). `tests::needs_never_refuse_a_match` checks
+//! that the literal condition admits every text the compiled rule matches, for every
+//! built-in rule and a set of policy-style custom rules, on the same corpora.
+//!
+//! A policy file is still compiled whole (Unicode form) at load time, so a bad rule
+//! fails before any request is judged; the built-in policy is compiled whole by a unit
+//! test instead.
+
+mod needs;
 
 use regex::{Regex, RegexBuilder};
 use std::fmt;
@@ -45,6 +55,8 @@ struct Compiled {
     unicode: OnceLock<Regex>,
     /// `None` when the pattern has no ASCII form (see the module documentation).
     ascii: OnceLock<Option<regex::bytes::Regex>>,
+    /// The literals a match needs (`None`: none known), see [`needs`].
+    needs: OnceLock<Option<needs::Needs>>,
 }
 
 impl RulePattern {
@@ -72,21 +84,50 @@ impl RulePattern {
 
     /// Whether the pattern matches anywhere in `text` (compiling it first if needed).
     pub fn is_match(&self, text: &str) -> bool {
-        if text.is_ascii()
-            && let Some(ascii) = self.ascii()
-        {
+        let ascii = text.is_ascii();
+        // Once the form this text needs is compiled, it answers alone: the literal search
+        // saves compiles, and the regex's own search is as quick (a document with a
+        // finding on every line compiles every rule, and then searched twice: 1 MiB of
+        // the bench's hostile line took 2.6 s instead of 1.7 s).
+        let ready = if ascii {
+            match self.compiled.ascii.get() {
+                Some(Some(form)) => return form.is_match(text.as_bytes()),
+                // No ASCII form: the Unicode one judges ASCII text too.
+                Some(None) => self.compiled.unicode.get(),
+                None => None,
+            }
+        } else {
+            self.compiled.unicode.get()
+        };
+        if let Some(form) = ready {
+            return form.is_match(text);
+        }
+        if !self.may_match(text) {
+            return false;
+        }
+        if ascii && let Some(ascii) = self.ascii() {
             return ascii.is_match(text.as_bytes());
         }
         self.unicode().is_match(text)
     }
 
-    /// Compiles now what an ASCII text needs (the ASCII form, or the Unicode form for a
-    /// pattern without one). The Unicode form of the others is built on the first
-    /// non-ASCII text.
+    /// Prepares now what judging a text needs first: the literal condition ([`needs`]),
+    /// so a text that holds none of its literals is refused at once. The regexes are
+    /// still compiled only for a text that may match.
     pub fn warm(&self) {
-        if self.ascii().is_none() {
-            let _ = self.unicode();
-        }
+        self.needs();
+    }
+
+    /// False when `text` lacks a literal every match needs: no regex is compiled then.
+    fn may_match(&self, text: &str) -> bool {
+        self.needs().is_none_or(|needs| needs.admit(text))
+    }
+
+    fn needs(&self) -> Option<&needs::Needs> {
+        self.compiled
+            .needs
+            .get_or_init(|| needs::Needs::of(&self.source))
+            .as_ref()
     }
 
     fn unicode(&self) -> &Regex {
@@ -227,7 +268,9 @@ mod tests {
         assert!(p.compiled.unicode.get().is_none(), "ASCII texts only");
         assert!(p.is_match("pip install é now"));
         assert!(p.compiled.unicode.get().is_some());
-        p.warm();
+        let q = RulePattern::deferred(r"\bsudo\b");
+        q.warm();
+        assert!(q.compiled.needs.get().is_some() && q.compiled.ascii.get().is_none());
     }
 
     #[test]
@@ -371,5 +414,203 @@ mod tests {
             "{with_ascii_form} of {}",
             rules.len()
         );
+    }
+
+    /// Patterns a policy may add, written to probe the literal conditions: inline flags,
+    /// escapes naming characters, non-ASCII literals (some folding to ASCII), small and
+    /// large classes, optional and counted parts, alternations with an empty branch.
+    const CUSTOM_RULES: &[&str] = &[
+        r"(?-i:Secret)Sauce",
+        r"(?i)\bpass(word)?\s*=",
+        r"\x41KIA[0-9A-Z]{4}|\u{17F}hadow",
+        r"\x{212A}ube(ctl)?\s+exec",
+        "\u{17f}udo|\u{212a}ill\\s+-9",
+        "t\u{e9}l\u{e9}charge[rz]|\u{0441}\u{043a}\u{0430}\u{0447}\u{0430}\u{0439}",
+        "[\u{e9}e]x\u{e9}cute[rz]?",
+        r"(?:rm|mv)\s+-[rf]{1,2}\s+[/~]",
+        r"(?:|pre)fetch\b|\bcurl\b",
+        r"[$%][{(]?[A-Z_]+[})]?\s*[|;&]",
+        r"(?:ab){2,}cd|x{3}",
+        r"^\s*(?:#|//)\s*TODO\b",
+        r"(?x) d r o p \s+ table  # comment",
+        r"a\.b|a\.b\.c",
+        r"[k][e][y]s?\b",
+        r"\p{Greek}+\s*=\s*\d+",
+        r"(?s)begin.{0,20}end",
+        r"\bfoo(?-u:\x20)bar",
+    ];
+
+    /// Every built-in rule and [`CUSTOM_RULES`].
+    fn all_rule_sources() -> Vec<String> {
+        let mut rules: Vec<String> = crate::rules::builtin()
+            .iter()
+            .map(|r| r.pattern.as_str().to_owned())
+            .collect();
+        rules.extend(CUSTOM_RULES.iter().map(|r| (*r).to_owned()));
+        rules.sort();
+        rules.dedup();
+        rules
+    }
+
+    /// Texts for the rules: the corpora's lines (raw, folded, collapsed, each alternate
+    /// reading) and documents, the edge strings and a few for the custom rules, these
+    /// last also with their `k` and `s` turned into KELVIN SIGN and LONG S.
+    fn judged_texts(rules: &[String]) -> Vec<String> {
+        let mut texts: Vec<String> = Vec::new();
+        for (_, text) in &corpus_texts() {
+            for line in text.lines() {
+                let view = crate::normalize::Deobfuscated::of(line);
+                texts.push(line.to_owned());
+                texts.push(view.folded);
+                texts.extend(view.collapsed);
+                texts.extend(crate::normalize::alternate_readings(line));
+            }
+            texts.push(text.clone());
+        }
+        let sources: Vec<&str> = rules.iter().map(String::as_str).collect();
+        let mut edges = edge_strings(&sources);
+        edges.extend(
+            [
+                "secretsauce SecretSauce SECRETSAUCE",
+                "PASSWORD = x",
+                "AKIA1234 \u{17f}hadow",
+                "kubectl exec \u{212a}UBE exec",
+                "T\u{c9}L\u{c9}CHARGEZ",
+                "\u{421}\u{41a}\u{410}\u{427}\u{410}\u{419}",
+                "EX\u{c9}CUTE \u{c9}x\u{e9}cuter",
+                "rm -rf / mv -f ~",
+                "prefetch fetch curl",
+                "${HOME} ; $(PATH)|",
+                "ababcd xxx abcd",
+                "  // todo: x",
+                "droptable DROP TABLE",
+                "a.b a.b.c",
+                "KEYS key",
+                "\u{3b1}\u{3b2} = 3",
+                "BEGIN\nx\nEND",
+                "foo bar",
+            ]
+            .map(str::to_owned),
+        );
+        let folded: Vec<String> = edges
+            .iter()
+            .filter(|t| t.contains(['k', 's', 'K', 'S']))
+            .map(|t| {
+                t.replace(['k', 'K'], "\u{212a}")
+                    .replace(['s', 'S'], "\u{17f}")
+            })
+            .collect();
+        texts.extend(edges);
+        texts.extend(folded);
+        texts
+    }
+
+    /// The literal condition never refuses a text the rule matches (a refused text is
+    /// judged without compiling the rule), for every built-in rule and a policy's own
+    /// rules, over the corpora and the generated strings; and it refuses most texts.
+    #[test]
+    fn needs_never_refuse_a_match() {
+        let rules = all_rule_sources();
+        let texts = judged_texts(&rules);
+        let (mut judged, mut refused) = (0usize, 0usize);
+        for source in &rules {
+            let plain = build(source).unwrap();
+            let Some(needs) = needs::Needs::of(source) else {
+                continue;
+            };
+            let (mut hits, mut refused_here) = (0usize, 0usize);
+            for text in &texts {
+                let admitted = needs.admit(text);
+                if plain.is_match(text) {
+                    hits += 1;
+                    assert!(admitted, "rule {source:.60}… matches {text:?}");
+                }
+                refused_here += usize::from(!admitted);
+            }
+            assert!(hits > 0, "no text matches {source:.60}");
+            judged += texts.len();
+            refused += refused_here;
+        }
+        // A prefilter that refuses nothing would pass the above. (Most texts here are
+        // built around the rules' words, so fewer are refused than in a plain request.)
+        assert!(
+            refused * 2 > judged,
+            "refused {refused} of {judged} (rule, text) pairs"
+        );
+    }
+
+    /// Which rules get a literal condition: all built-in ones, and the custom ones but
+    /// those whose every match may be made of classes only.
+    #[test]
+    fn every_builtin_rule_needs_literals() {
+        for rule in crate::rules::builtin() {
+            assert!(
+                needs::Needs::of(rule.pattern.as_str()).is_some(),
+                "{}: {:.60}",
+                rule.code,
+                rule.pattern.as_str()
+            );
+        }
+        for none in [r"\w+", r"[a-z]{3}\d", r"a?b*", r"(?:x|\s)", "\u{17f}udo"] {
+            assert!(needs::Needs::of(none).is_none(), "{none}");
+        }
+        // A class of a few characters is one of them; a literal with a character that
+        // folds to ASCII needs nothing, so a text with `SUDO` is not refused.
+        let small = needs::Needs::of(r"[/~.$]etc").unwrap();
+        assert!(small.admit("~ETC") && !small.admit("etc") && !small.admit("/et"));
+        assert!(RulePattern::deferred("\u{17f}udo").is_match("SUDO"));
+        // Non-ASCII literals: never in ASCII text; in other text, their ASCII runs.
+        let accented = needs::Needs::of("t\u{e9}l\u{e9}chargez").unwrap();
+        assert!(!accented.admit("telechargez") && accented.admit("T\u{c9}L\u{c9}CHARGEZ"));
+        assert!(!accented.admit("t\u{e9}l\u{e9}charge"));
+        // A text with a character that folds to ASCII is never refused.
+        assert!(accented.admit("\u{17f}"));
+    }
+
+    /// The literal search folds ASCII case only; this is sound because no character
+    /// outside ASCII matches an ASCII one case-insensitively except those
+    /// [`folds_to_ascii`] names (checked over every code point with the regex engine).
+    #[test]
+    fn folds_to_ascii_covers_every_character_regex_folds_to_ascii() {
+        let any_ascii = build(r"^[\x00-\x7f]$").unwrap();
+        let mut folding = Vec::new();
+        for c in (0x80u32..=0x10ffff).filter_map(char::from_u32) {
+            if any_ascii.is_match(c.encode_utf8(&mut [0; 4])) {
+                assert!(folds_to_ascii(c), "{c:?} U+{:04X}", u32::from(c));
+                folding.push(c);
+            }
+        }
+        assert_eq!(folding, ['\u{17f}', '\u{212a}'], "the two known ones");
+    }
+
+    /// A hello-world request's lines, judged with the request rules, compile no regex:
+    /// no rule's literals occur in them.
+    #[test]
+    fn a_plain_request_compiles_no_rule() {
+        let text = "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-bench-era-hello\"\n\
+            created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"bench\"\napproved_by: \"bench-operator\"\n\
+            purpose: \"Hello world, for the benchmark.\"\nbackend: ERA\nlanguage: python\nnetwork: none\n\
+            cpu_limit: \"10\"\nmemory_limit_mb: 256\ntime_limit_sec: 30\n---\n## Command\n\
+            `python -c \"print('hello')\"`\n\n## Input Files\nNone.\n\n## Output Expectations\n\
+            - stdout only\n\n## Risk Assessment\n- Risk level: low\n- Justification: prints a constant.\n\
+            - Data sensitivity: public\n- Network rationale: none needed\n";
+        let rules = crate::rules::by_target(&crate::rules::builtin())
+            [crate::rules::RuleTarget::Request.index()]
+        .clone();
+        let lines: Vec<_> = crate::markdown::frontmatter::lines(text).collect();
+        assert!(crate::forbidden::scan_document(&lines, |_| &rules).is_empty());
+        for rule in &rules {
+            let compiled = &rule.pattern.compiled;
+            assert!(
+                compiled.ascii.get().is_none() && compiled.unicode.get().is_none(),
+                "{} was compiled",
+                rule.code
+            );
+            assert!(
+                compiled.needs.get().is_some(),
+                "{} was not judged",
+                rule.code
+            );
+        }
     }
 }

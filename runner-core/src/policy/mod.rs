@@ -237,8 +237,8 @@ impl Policy {
         &self.rules_by_target[target.index()]
     }
 
-    /// Compiles the rules for `target` now (the pipeline does it for the result rules
-    /// while a guest runs, so publishing does not wait for them).
+    /// Prepares the rules for `target` now (their literal conditions; the pipeline does
+    /// it for the result rules while a guest runs, so publishing does not wait for them).
     pub fn warm(&self, target: RuleTarget) {
         for rule in self.rules_for(target) {
             rule.pattern.warm();
