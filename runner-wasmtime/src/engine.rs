@@ -1031,7 +1031,6 @@ fn join_details(details: Vec<String>) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 pub(crate) mod testkit {
     use super::*;
-    use crate::Program;
     use std::sync::OnceLock;
 
     /// Where the guest is unless `RUNNER_TEST_GUEST` says otherwise.
