@@ -160,3 +160,61 @@ pub trait Backend {
     type Program;
     fn run(&self, spec: &SandboxSpec<Self::Program>) -> Result<Outcome, BackendError>;
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn sandbox() -> SandboxSpec<()> {
+        SandboxSpec {
+            program: (),
+            in_dir: "/run/r/in".into(),
+            out_dir: "/run/r/out".into(),
+            capture_dir: "/run/r/capture".into(),
+            limits: Limits {
+                memory_bytes: 64 << 20,
+                wall: Duration::from_secs(2),
+                cpu: Duration::from_secs(3),
+                stdout_bytes: 10,
+                stderr_bytes: 20,
+                out_bytes: 30,
+                out_files: 4,
+            },
+            confinement: Default::default(),
+            determinism: Default::default(),
+        }
+    }
+
+    /// What the worker reads on stdin: `program` is the program's own object (no
+    /// engine tag), and the rest of the sandbox is carried over unchanged.
+    #[test]
+    fn with_program_keeps_the_sandbox_and_the_program_is_untagged() {
+        let monty = MontyProgram {
+            code: "print(1)".into(),
+            inputs_json: None,
+            network: true,
+        };
+        let spec = sandbox().with_program(monty);
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["program"]["code"], "print(1)");
+        assert_eq!(json["program"]["network"], true);
+        let mut plain = serde_json::to_value(sandbox()).unwrap();
+        plain["program"] = json["program"].clone();
+        assert_eq!(plain, json);
+        let back: SandboxSpec<MontyProgram> = serde_json::from_value(json).unwrap();
+        assert_eq!(back.limits.out_files, 4);
+        assert!(back.program.network);
+        // A guest program is not a Monty program: the wire refuses it too.
+        let guest = sandbox().with_program(GuestProgram {
+            guest: "cpython-3.12".into(),
+            wasm_path: "/g.wasm".into(),
+            wasm_sha256: "00".into(),
+            argv: vec!["python".into()],
+            runtime: Default::default(),
+        });
+        let wrong = serde_json::to_value(&guest).unwrap();
+        assert!(serde_json::from_value::<SandboxSpec<MontyProgram>>(wrong).is_err());
+    }
+}
