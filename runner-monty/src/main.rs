@@ -22,7 +22,7 @@ use capture::Capture;
 use runner_sandbox::confine;
 use runner_sandbox::monty::MontyWorkerRequest;
 use runner_sandbox::worker::{self, WorkerReply};
-use runner_sandbox::{BackendError, Limits, Outcome, OutcomeKind, Program};
+use runner_sandbox::{BackendError, Limits, Outcome, OutcomeKind};
 use std::io;
 
 /// Counts every allocation of the process and ends it (exit 65) past the hard cap;
@@ -77,13 +77,9 @@ fn serve(
 ) -> Result<Outcome, BackendError> {
     let spec = request.spec;
     let limits = spec.limits.clone();
-    let mut fs = confine::FsAccess::for_spec(&spec);
+    let mut fs = confine::FsAccess::for_spec(&spec, []);
     let determinism = spec.determinism.clone();
-    let Program::Monty(program) = spec.program else {
-        return Err(BackendError::Worker(
-            "the monty worker runs monty programs only".into(),
-        ));
-    };
+    let program = spec.program;
     // The network door (`/out/.net`, made by the runner, served by its broker): the
     // worker writes the code's requests there, so under its own uid it must own it too.
     let exchange = spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);

@@ -707,13 +707,14 @@ pub struct FsAccess {
 }
 
 impl FsAccess {
-    /// What a run of `spec` needs: its `/in`, its guest's asset directories, its
-    /// `/out` and its capture directory.
-    pub fn for_spec(spec: &crate::SandboxSpec) -> Self {
+    /// What a run of `spec` needs: its `/in`, the program's own host directories
+    /// (`host_reads`: a guest's asset directories), its `/out` and its capture directory.
+    pub fn for_spec<'a, P>(
+        spec: &crate::SandboxSpec<P>,
+        host_reads: impl IntoIterator<Item = &'a Path>,
+    ) -> Self {
         let mut read = vec![spec.in_dir.clone()];
-        if let crate::Program::Guest(guest) = &spec.program {
-            read.extend(guest.runtime.mounts.iter().map(|m| m.host.clone()));
-        }
+        read.extend(host_reads.into_iter().map(Path::to_owned));
         let run_root = spec.out_dir.parent().filter(|root| {
             spec.in_dir.parent() == Some(*root) && spec.capture_dir.parent() == Some(*root)
         });

@@ -60,19 +60,23 @@ pub struct MontyProgram {
     pub network: bool,
 }
 
-/// The program a backend runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Program {
-    Guest(GuestProgram),
-    Monty(MontyProgram),
+impl GuestProgram {
+    /// Host directories the guest reads besides `/in` (its asset and environment mounts).
+    pub fn host_reads(&self) -> impl Iterator<Item = &std::path::Path> {
+        self.runtime.mounts.iter().map(|m| m.host.as_path())
+    }
 }
 
-/// Everything a backend needs for one run. Host paths appear here and only here: the
-/// backend turns them into capabilities (`/in` read-only, `/out` read-write) and never
-/// widens them.
+/// Everything a backend needs for one run of a program `P` (the backend's own program
+/// type, [`Backend::Program`]: a [`GuestProgram`] for wasmtime, a [`MontyProgram`] for
+/// Monty). Host paths appear here and only here: the backend turns them into
+/// capabilities (`/in` read-only, `/out` read-write) and never widens them.
+///
+/// On the wire (the worker's stdin) `program` is the program's own JSON object: the
+/// type says which engine it is for, so no tag names it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SandboxSpec {
-    pub program: Program,
+pub struct SandboxSpec<P> {
+    pub program: P,
     /// Host directory holding the staged, hash-checked inputs; the guest sees it as `/in`.
     pub in_dir: PathBuf,
     /// Host directory, empty at start; the guest sees it as `/out`.
@@ -88,6 +92,23 @@ pub struct SandboxSpec {
     /// in a replay); absent in the JSON: the host's own.
     #[serde(default)]
     pub determinism: determinism::Determinism,
+}
+
+impl<P> SandboxSpec<P> {
+    /// The same sandbox (directories, limits, confinement, determinism) running
+    /// `program`: how a caller that chose its engine at run time (the pipeline, from a
+    /// spec with no program yet, `SandboxSpec<()>`) hands each backend its own type.
+    pub fn with_program<Q>(&self, program: Q) -> SandboxSpec<Q> {
+        SandboxSpec {
+            program,
+            in_dir: self.in_dir.clone(),
+            out_dir: self.out_dir.clone(),
+            capture_dir: self.capture_dir.clone(),
+            limits: self.limits.clone(),
+            confinement: self.confinement.clone(),
+            determinism: self.determinism.clone(),
+        }
+    }
 }
 
 /// The outcome of one run, as data.
@@ -130,8 +151,70 @@ pub enum BackendError {
     Io(#[from] std::io::Error),
 }
 
-/// One engine: runs a [`SandboxSpec`] in a confined worker process and says how it ended.
-/// Implemented by `runner_wasmtime::WasmtimeBackend` and the runner's `MontyBackend`.
+/// One engine: runs a [`SandboxSpec`] of its own program type in a confined worker
+/// process and says how it ended. Implemented by `runner_wasmtime::WasmtimeBackend`
+/// (`Program = GuestProgram`) and the runner's `MontyBackend` (`Program =
+/// MontyProgram`): handing a backend the other's program does not compile.
 pub trait Backend {
-    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError>;
+    /// What this engine runs.
+    type Program;
+    fn run(&self, spec: &SandboxSpec<Self::Program>) -> Result<Outcome, BackendError>;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn sandbox() -> SandboxSpec<()> {
+        SandboxSpec {
+            program: (),
+            in_dir: "/run/r/in".into(),
+            out_dir: "/run/r/out".into(),
+            capture_dir: "/run/r/capture".into(),
+            limits: Limits {
+                memory_bytes: 64 << 20,
+                wall: Duration::from_secs(2),
+                cpu: Duration::from_secs(3),
+                stdout_bytes: 10,
+                stderr_bytes: 20,
+                out_bytes: 30,
+                out_files: 4,
+            },
+            confinement: Default::default(),
+            determinism: Default::default(),
+        }
+    }
+
+    /// What the worker reads on stdin: `program` is the program's own object (no
+    /// engine tag), and the rest of the sandbox is carried over unchanged.
+    #[test]
+    fn with_program_keeps_the_sandbox_and_the_program_is_untagged() {
+        let monty = MontyProgram {
+            code: "print(1)".into(),
+            inputs_json: None,
+            network: true,
+        };
+        let spec = sandbox().with_program(monty);
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["program"]["code"], "print(1)");
+        assert_eq!(json["program"]["network"], true);
+        let mut plain = serde_json::to_value(sandbox()).unwrap();
+        plain["program"] = json["program"].clone();
+        assert_eq!(plain, json);
+        let back: SandboxSpec<MontyProgram> = serde_json::from_value(json).unwrap();
+        assert_eq!(back.limits.out_files, 4);
+        assert!(back.program.network);
+        // A guest program is not a Monty program: the wire refuses it too.
+        let guest = sandbox().with_program(GuestProgram {
+            guest: "cpython-3.12".into(),
+            wasm_path: "/g.wasm".into(),
+            wasm_sha256: "00".into(),
+            argv: vec!["python".into()],
+            runtime: Default::default(),
+        });
+        let wrong = serde_json::to_value(&guest).unwrap();
+        assert!(serde_json::from_value::<SandboxSpec<MontyProgram>>(wrong).is_err());
+    }
 }

@@ -1,7 +1,7 @@
 //! The wire contract between the runner and the Monty worker (`runner-monty-worker`):
 //! its request, the exit status of its allocator cap, and the engine it records.
 
-use crate::SandboxSpec;
+use crate::{MontyProgram, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
 /// The Monty version the monty worker embeds, recorded as the engine of monty results
@@ -15,8 +15,7 @@ pub const MONTY_OOM_EXIT_CODE: i32 = 65;
 /// What the runner sends the Monty worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MontyWorkerRequest {
-    /// The spec; its program is a [`crate::MontyProgram`].
-    pub spec: SandboxSpec,
+    pub spec: SandboxSpec<MontyProgram>,
 }
 
 /// The engine recorded in Provenance.

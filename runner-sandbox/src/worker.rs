@@ -242,12 +242,12 @@ impl Drop for ChildGuard {
 
 /// One worker process for [`supervise_worker`]: what to run, what to tell it, and how
 /// to read its end. Both backends (wasmtime, Monty) go through here.
-pub struct WorkerJob<'a> {
+pub struct WorkerJob<'a, P> {
     pub exe: &'a Path,
     pub args: &'a [&'a str],
     /// The request, written to the worker's stdin.
     pub payload: Vec<u8>,
-    pub spec: &'a SandboxSpec,
+    pub spec: &'a SandboxSpec<P>,
     /// Time for the worker to start, added to the kill deadline along with the grace.
     pub startup_allowance: Duration,
     /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
@@ -268,7 +268,7 @@ pub struct WorkerJob<'a> {
 /// # Ambient Authority
 ///
 /// Runs `job.exe`; reads `spec.capture_dir` and walks `spec.out_dir`.
-pub fn supervise_worker(job: WorkerJob<'_>) -> Result<Supervised, BackendError> {
+pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendError> {
     let spec = job.spec;
     let limits = &spec.limits;
     let exe = job.exe;

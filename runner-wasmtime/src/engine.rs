@@ -613,7 +613,7 @@ impl Drop for EpochTicker {
 /// `open('data.csv')` fails with ENOENT; with it, relative paths (and absolute paths
 /// outside `/in` and `/out`) resolve inside the staged inputs, read-only, while
 /// `/in/...` and `/out/...` still pick their own preopens. `os.getcwd()` stays `/`.
-pub fn preopens(spec: &SandboxSpec) -> [(PathBuf, &'static str, FsPerms); 3] {
+pub fn preopens(spec: &SandboxSpec<GuestProgram>) -> [(PathBuf, &'static str, FsPerms); 3] {
     [
         (spec.in_dir.clone(), "/in", FsPerms::ReadOnly),
         (spec.out_dir.clone(), "/out", FsPerms::ReadWrite),
@@ -636,7 +636,7 @@ fn guest_argv(guest: &GuestProgram) -> Vec<String> {
 /// # Ambient Authority
 ///
 /// Creates a directory under `spec.out_dir`.
-fn create_scratch(spec: &SandboxSpec) -> Result<PathBuf, BackendError> {
+fn create_scratch(spec: &SandboxSpec<GuestProgram>) -> Result<PathBuf, BackendError> {
     let dir = spec.out_dir.join(SCRATCH_IN_OUT);
     fs::DirBuilder::new()
         .mode(0o700)
@@ -649,7 +649,7 @@ fn create_scratch(spec: &SandboxSpec) -> Result<PathBuf, BackendError> {
 
 fn build_wasi(
     guest: &GuestProgram,
-    spec: &SandboxSpec,
+    spec: &SandboxSpec<GuestProgram>,
     scratch: Option<&Path>,
     stdout: &MemoryOutputPipe,
     stderr: &MemoryOutputPipe,
@@ -778,7 +778,10 @@ impl GuestSetup {
     ///
     /// Creates the scratch directory under `spec.out_dir`; opens `spec.in_dir`,
     /// `spec.out_dir` and the guest's asset directories.
-    pub fn open(guest: &GuestProgram, spec: &SandboxSpec) -> Result<Self, BackendError> {
+    pub fn open(
+        guest: &GuestProgram,
+        spec: &SandboxSpec<GuestProgram>,
+    ) -> Result<Self, BackendError> {
         let limits = &spec.limits;
         let stdout = MemoryOutputPipe::new(to_usize(limits.stdout_bytes));
         let stderr = MemoryOutputPipe::new(to_usize(limits.stderr_bytes));
@@ -814,7 +817,7 @@ pub fn run_guest(
     engine: &Engine,
     module: &Module,
     guest: &GuestProgram,
-    spec: &SandboxSpec,
+    spec: &SandboxSpec<GuestProgram>,
     options: &RunOptions,
 ) -> Result<Outcome, BackendError> {
     let setup = GuestSetup::open(guest, spec)?;
@@ -826,7 +829,7 @@ pub fn run_set_up_guest(
     engine: &Engine,
     module: &Module,
     guest: &GuestProgram,
-    spec: &SandboxSpec,
+    spec: &SandboxSpec<GuestProgram>,
     options: &RunOptions,
     setup: GuestSetup,
 ) -> Result<Outcome, BackendError> {
@@ -1028,7 +1031,6 @@ fn join_details(details: Vec<String>) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 pub(crate) mod testkit {
     use super::*;
-    use crate::Program;
     use std::sync::OnceLock;
 
     /// Where the guest is unless `RUNNER_TEST_GUEST` says otherwise.
@@ -1107,7 +1109,7 @@ pub(crate) mod testkit {
     /// the root itself standing for "the host outside the sandbox".
     pub struct Sandbox {
         pub root: tempfile::TempDir,
-        pub spec: SandboxSpec,
+        pub spec: SandboxSpec<GuestProgram>,
     }
 
     impl Sandbox {
@@ -1117,13 +1119,13 @@ pub(crate) mod testkit {
                 fs::create_dir(root.path().join(d)).expect("mkdir");
             }
             let spec = SandboxSpec {
-                program: Program::Guest(GuestProgram {
+                program: GuestProgram {
                     guest: "cpython-3.12".into(),
                     wasm_path: guest_path(),
                     wasm_sha256: GUEST_SHA256.into(),
                     argv: argv.iter().map(|s| (*s).to_owned()).collect(),
                     runtime: GuestRuntime::default(),
-                }),
+                },
                 in_dir: root.path().join("in"),
                 out_dir: root.path().join("out"),
                 capture_dir: root.path().join("capture"),
@@ -1140,10 +1142,7 @@ pub(crate) mod testkit {
         }
 
         pub fn guest(&self) -> &GuestProgram {
-            match &self.spec.program {
-                Program::Guest(g) => g,
-                Program::Monty(_) => unreachable!("sandboxes run the guest"),
-            }
+            &self.spec.program
         }
 
         pub fn host(&self, rel: &str) -> PathBuf {
@@ -1238,10 +1237,9 @@ mod tests {
         let engine = new_engine().unwrap();
         let module = Module::new(&engine, fs::read(&path).unwrap()).unwrap();
         let mut sandbox = Sandbox::new(&["fixture"], limits());
-        if let crate::Program::Guest(g) = &mut sandbox.spec.program {
-            g.wasm_path = path;
-            g.runtime = runtime;
-        }
+        let g = &mut sandbox.spec.program;
+        g.wasm_path = path;
+        g.runtime = runtime;
         run_guest(
             &engine,
             &module,
@@ -1327,18 +1325,17 @@ mod tests {
         let assets = sandbox.host("assets");
         fs::create_dir(&assets).unwrap();
         fs::write(assets.join("data.txt"), "asset bytes").unwrap();
-        if let crate::Program::Guest(g) = &mut sandbox.spec.program {
-            g.runtime = GuestRuntime {
-                argv0: Some("/usr/local/bin/python.wasm".into()),
-                env: vec![("TMPDIR".into(), "/tmp".into())],
-                scratch: Some("/tmp".into()),
-                mounts: vec![ReadOnlyMount {
-                    host: assets.clone(),
-                    guest: "/opt/assets".into(),
-                }],
-                ..GuestRuntime::default()
-            };
-        }
+        let g = &mut sandbox.spec.program;
+        g.runtime = GuestRuntime {
+            argv0: Some("/usr/local/bin/python.wasm".into()),
+            env: vec![("TMPDIR".into(), "/tmp".into())],
+            scratch: Some("/tmp".into()),
+            mounts: vec![ReadOnlyMount {
+                host: assets.clone(),
+                guest: "/opt/assets".into(),
+            }],
+            ..GuestRuntime::default()
+        };
         let outcome = sandbox.run();
         assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
         let v = json_line(&outcome);
@@ -1683,9 +1680,8 @@ mod tests {
                 ("rmdir_victim_slash", "os.rmdir('/out/victim/')"),
                 ("utime_through", "os.utime('/out/rel/', (0, 0))"),
             ]);
-        if let crate::Program::Guest(g) = &mut sandbox.spec.program {
-            g.argv[2] = code;
-        }
+        let g = &mut sandbox.spec.program;
+        g.argv[2] = code;
         assert_all_failed(&sandbox.run());
         // The host side is untouched.
         assert_eq!(

@@ -20,8 +20,7 @@ pub mod wasi_determinism;
 pub mod worker;
 
 pub use runner_sandbox::{
-    Backend, BackendError, GuestProgram, Limits, Outcome, OutcomeKind, Program, SandboxSpec,
-    confine, digest,
+    Backend, BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec, confine, digest,
 };
 pub use worker::WasmtimeBackend;
 

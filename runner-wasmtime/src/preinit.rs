@@ -759,7 +759,7 @@ pub fn build(
     engine: &Engine,
     wasm: &[u8],
     guest: &GuestProgram,
-    spec: &SandboxSpec,
+    spec: &SandboxSpec<GuestProgram>,
     step_ns: u64,
 ) -> Result<Vec<u8>, BackendError> {
     let loc = locate(wasm)?;
@@ -962,7 +962,7 @@ mod tests {
     fn run_both_with(
         argv: &[&str],
         files: &[(&str, &str)],
-        adjust: impl Fn(&mut SandboxSpec),
+        adjust: impl Fn(&mut SandboxSpec<GuestProgram>),
     ) -> (Outcome, Outcome) {
         let run = |module: &Module| {
             let mut sandbox = Sandbox::new(argv, limits());

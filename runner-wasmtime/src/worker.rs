@@ -29,7 +29,7 @@ use super::engine::{
     CpuBudget, CpuClock, GuestSetup, RunOptions, engine_name, ensure_compiled, load_module,
     new_engine, run_set_up_guest, worker_address_space_limit,
 };
-use super::{Backend, BackendError, GuestProgram, Outcome, Program, SandboxSpec};
+use super::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
 // The protocol and the supervision are the sandbox's, shared with the Monty worker.
 pub use runner_sandbox::worker::*;
 use serde::{Deserialize, Serialize};
@@ -50,7 +50,7 @@ const STARTUP_ALLOWANCE: Duration = Duration::from_secs(1);
 /// What the runner sends the worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerRequest {
-    pub spec: SandboxSpec,
+    pub spec: SandboxSpec<GuestProgram>,
     /// The precompiled guest module (from [`ensure_compiled`]); the worker checks it
     /// again before mapping it.
     pub module: PathBuf,
@@ -152,11 +152,7 @@ fn serve(
     early: confine::EarlyConfinement,
 ) -> Result<Outcome, WorkerFailure> {
     let spec = &request.spec;
-    let Program::Guest(guest) = &spec.program else {
-        return Err(
-            BackendError::Worker("the wasmtime worker runs guest programs only".into()).into(),
-        );
-    };
+    let guest = &spec.program;
     let engine = match ready.engine {
         Some(engine) => engine,
         None => new_engine()?,
@@ -174,7 +170,7 @@ fn serve(
     // Everything the guest sees is opened before confining: the worker may give up the
     // runner's uid, and its own could not open the guest's assets by path.
     let setup = GuestSetup::open(guest, spec)?;
-    let mut fs_access = confine::FsAccess::for_spec(spec);
+    let mut fs_access = confine::FsAccess::for_spec(spec, guest.host_reads());
     fs_access.write.extend(setup.scratch().map(Path::to_owned));
     // The network door (`/net`), which the runner made inside /out: the guest writes
     // its requests there, so under its own uid the worker must own it too.
@@ -347,12 +343,10 @@ impl WasmtimeBackend {
 }
 
 impl Backend for WasmtimeBackend {
-    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError> {
-        let Program::Guest(guest) = &spec.program else {
-            return Err(BackendError::Worker(
-                "the wasmtime backend runs guest programs only".into(),
-            ));
-        };
+    type Program = GuestProgram;
+
+    fn run(&self, spec: &SandboxSpec<GuestProgram>) -> Result<Outcome, BackendError> {
+        let guest = &spec.program;
         let exe = self.worker_exe()?;
         let module = self.prepare(guest, |_| {})?;
         let request = WorkerRequest {

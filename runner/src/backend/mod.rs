@@ -1,5 +1,5 @@
 //! Backends: the engines that run an approved request. Each backend takes a
-//! [`SandboxSpec`] (what to run, where the staged `/in` and empty `/out` are, which
+//! [`SandboxSpec`] of its own program type ([`Backend::Program`]: what to run, where the staged `/in` and empty `/out` are, which
 //! limits apply) and returns an [`Outcome`]. A guest that fails, times out or runs out
 //! of memory is an `Outcome`, not an `Err`; `Err` means the runner itself could not
 //! do its job (guest module unavailable, worker could not start).
@@ -19,8 +19,7 @@ pub use runner_wasmtime::{engine as wasmtime, wasi_determinism, worker};
 pub use runner_sandbox::confine;
 pub use runner_sandbox::determinism::Determinism;
 pub use runner_sandbox::{
-    Backend, BackendError, GuestProgram, Limits, MontyProgram, Outcome, OutcomeKind, Program,
-    SandboxSpec,
+    Backend, BackendError, GuestProgram, Limits, MontyProgram, Outcome, OutcomeKind, SandboxSpec,
 };
 
 /// Which engine runs the request (part of the request model, in `runner-core`).

@@ -21,7 +21,7 @@
 use super::worker::{self, PoolCounters, Supervised, WorkerJob, WorkerPool};
 // The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
 // not this crate.
-use super::{Backend, BackendError, Outcome, Program, SandboxSpec};
+use super::{Backend, BackendError, MontyProgram, Outcome, SandboxSpec};
 pub use runner_sandbox::monty::{MONTY_OOM_EXIT_CODE, MontyWorkerRequest, engine_name};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -113,12 +113,9 @@ impl MontyBackend {
 }
 
 impl Backend for MontyBackend {
-    fn run(&self, spec: &SandboxSpec) -> Result<Outcome, BackendError> {
-        if !matches!(spec.program, Program::Monty(_)) {
-            return Err(BackendError::Worker(
-                "the monty backend runs monty programs only".into(),
-            ));
-        }
+    type Program = MontyProgram;
+
+    fn run(&self, spec: &SandboxSpec<MontyProgram>) -> Result<Outcome, BackendError> {
         let exe = self.worker_exe()?;
         let payload = serde_json::to_vec(&MontyWorkerRequest { spec: spec.clone() })
             .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
@@ -156,21 +153,21 @@ impl Backend for MontyBackend {
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
-    use crate::backend::{Limits, MontyProgram, OutcomeKind};
+    use crate::backend::{Limits, OutcomeKind};
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
-    fn spec(root: &Path) -> SandboxSpec {
+    fn spec(root: &Path) -> SandboxSpec<MontyProgram> {
         for d in ["in", "out", "capture"] {
             fs::create_dir(root.join(d)).unwrap();
         }
         SandboxSpec {
-            program: Program::Monty(MontyProgram {
+            program: MontyProgram {
                 code: "print(1)".into(),
                 inputs_json: None,
                 network: false,
-            }),
+            },
             in_dir: root.join("in"),
             out_dir: root.join("out"),
             capture_dir: root.join("capture"),

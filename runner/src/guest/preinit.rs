@@ -15,7 +15,7 @@ use super::GuestError;
 use super::manifest::GuestEntry;
 use crate::backend::wasmtime::GuestRuntime;
 use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism};
-use runner_sandbox::{GuestProgram, Limits, Program, SandboxSpec};
+use runner_sandbox::{GuestProgram, Limits, SandboxSpec};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::Write;
@@ -137,13 +137,13 @@ pub fn ensure(
         fs::create_dir(&p).map_err(io("create", &p))?;
     }
     let spec = SandboxSpec {
-        program: Program::Guest(GuestProgram {
+        program: GuestProgram {
             guest: entry.name.clone(),
             wasm_path: wasm_path.to_owned(),
             wasm_sha256: entry.file_sha256.clone(),
             argv: Vec::new(),
             runtime: runtime.clone(),
-        }),
+        },
         in_dir: scratch.path().join("in"),
         out_dir: scratch.path().join("out"),
         capture_dir: scratch.path().join("capture"),
@@ -159,9 +159,7 @@ pub fn ensure(
         confinement: Default::default(),
         determinism: Default::default(),
     };
-    let Program::Guest(guest) = &spec.program else {
-        unreachable!("built as a guest program above")
-    };
+    let guest = &spec.program;
     let snapshot = runner_wasmtime::engine::preinit::build(
         backend.engine(),
         &wasm,

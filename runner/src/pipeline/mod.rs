@@ -26,7 +26,7 @@ pub use error::{JudgeError, PrepareError, PublishFailure, RunError, SetupError};
 pub use prepare::Engines;
 
 use crate::approval::ApprovalKey;
-use crate::backend::{Backend, Limits, Outcome, Program, SandboxSpec, confine};
+use crate::backend::{Limits, Outcome, SandboxSpec, confine};
 use crate::determinism::Fresh as _;
 use crate::guest::manifest::GuestManifest;
 use crate::lock::Lock;
@@ -228,7 +228,10 @@ impl Pipeline {
         // So is the network exchange directory `/net` of a run granted the network.
         let extra = u64::from(plan.approved.network_allowlist())
             + u64::from(
-                matches!(&prepared.program, Program::Guest(g) if g.runtime.scratch.is_some()),
+                prepared
+                    .run
+                    .guest()
+                    .is_some_and(|g| g.runtime.scratch.is_some()),
             );
         let mount_limits = Limits {
             out_files: limits.out_files.saturating_add(extra),
@@ -236,17 +239,17 @@ impl Pipeline {
         };
         let tmpfs =
             confine::mount_out_tmpfs(&run.out_dir, &mount_limits).map_err(SetupError::OutMount)?;
-        let mut program = prepared.program;
+        let mut engine = prepared.run;
         let broker = network::start(
             &self.policy,
             plan.approved.network_allowlist(),
             plan.network_replay.as_ref(),
             &run,
-            &mut program,
+            &mut engine,
         )?;
-        let preinit = select_module(plan, &mut program, &run.in_dir, &determinism)?;
+        let preinit = select_module(plan, engine.guest_mut(), &run.in_dir, &determinism)?;
         let spec = SandboxSpec {
-            program,
+            program: (),
             in_dir: run.in_dir.clone(),
             out_dir: run.out_dir.clone(),
             capture_dir: run.capture_dir.clone(),
@@ -254,7 +257,6 @@ impl Pipeline {
             confinement: self.policy.confinement.clone(),
             determinism,
         };
-        let backend: &dyn Backend = prepared.backend.as_ref();
         // While a guest's worker runs, a second thread prepares the result rules'
         // literal conditions (`runner_core::rule_pattern`; about 3 ms of the built-in
         // policy's): the parent is otherwise idle until the worker ends. A rule's regex
@@ -262,20 +264,18 @@ impl Pipeline {
         // a plain result rarely does. Not for monty: its worker ends within a few ms, and
         // the thread then only delayed publishing (measured: hello wall 1.07-1.14x with
         // it, against 0.90-0.95x for ERA).
-        let outcome = if matches!(spec.program, Program::Guest(_)) {
+        let outcome = if engine.guest().is_some() {
             std::thread::scope(|scope| {
                 scope.spawn(|| self.policy.warm(RuleTarget::Result));
-                backend.run(&spec)
+                engine.execute(&spec)
             })
         } else {
-            backend.run(&spec)
+            engine.execute(&spec)
         };
         let network = broker.map(crate::net::broker::Broker::finish);
         network::remove_exchange(&run);
         let outcome = outcome?;
-        if let Program::Guest(guest) = &spec.program
-            && guest.runtime.scratch.is_some()
-        {
+        if engine.guest().is_some_and(|g| g.runtime.scratch.is_some()) {
             run.remove_scratch();
         }
 
@@ -352,11 +352,11 @@ pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
 /// decides). Returns the pre-initialised module's sha256 hex when it was chosen.
 fn select_module(
     plan: &RunPlan,
-    program: &mut Program,
+    guest: Option<&mut crate::backend::GuestProgram>,
     in_dir: &std::path::Path,
     determinism: &crate::backend::Determinism,
 ) -> Result<Option<String>, SetupError> {
-    let Program::Guest(guest) = program else {
+    let Some(guest) = guest else {
         return Ok(None);
     };
     let Ok(manifest) = GuestManifest::embedded() else {

@@ -3,7 +3,7 @@
 //! worker, and the broker serving it ([`crate::net`]).
 
 use super::SetupError;
-use crate::backend::Program;
+use super::prepare::Run;
 use crate::net::broker::{Broker, Source};
 use crate::net::{self, Exchange};
 use crate::policy::Policy;
@@ -30,7 +30,7 @@ pub(super) fn start(
     allowlist: bool,
     recording: Option<&Recording>,
     run: &RunDir,
-    program: &mut Program,
+    program: &mut Run,
 ) -> Result<Option<Broker>, SetupError> {
     if !allowlist {
         return Ok(None);
@@ -42,8 +42,8 @@ pub(super) fn start(
     match program {
         // Monty code calls `fetch(...)`, which its worker answers through the same
         // exchange directory.
-        Program::Monty(monty) => monty.network = true,
-        Program::Guest(guest) => {
+        Run::Monty { program, .. } => program.network = true,
+        Run::Era { program: guest, .. } => {
             let lib = run.path().join("net-lib");
             std::fs::create_dir(&lib)
                 .and_then(|()| std::fs::write(lib.join("sitecustomize.py"), net::SITECUSTOMIZE))

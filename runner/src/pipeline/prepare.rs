@@ -5,7 +5,7 @@ use super::error::PrepareError;
 use crate::backend::monty::MontyBackend;
 use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
 use crate::backend::worker::{PoolCounters, WasmtimeBackend};
-use crate::backend::{Backend, GuestProgram, MontyProgram, Program};
+use crate::backend::{Backend, BackendError, GuestProgram, MontyProgram, Outcome, SandboxSpec};
 use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
 use crate::policy::Policy;
@@ -39,10 +39,49 @@ pub struct Engines {
     monty: Mutex<Option<Arc<MontyBackend>>>,
 }
 
+/// The engine a request needs with the program it runs there, each of the backend's
+/// own type: the pipeline's one choice between engines, made when the request is
+/// prepared and acted on by [`Run::execute`].
+pub(super) enum Run {
+    Era {
+        backend: Arc<WasmtimeBackend>,
+        program: GuestProgram,
+    },
+    Monty {
+        backend: Arc<MontyBackend>,
+        program: MontyProgram,
+    },
+}
+
+impl Run {
+    /// The guest program of an ERA run (`None` for Monty).
+    pub fn guest(&self) -> Option<&GuestProgram> {
+        match self {
+            Run::Era { program, .. } => Some(program),
+            Run::Monty { .. } => None,
+        }
+    }
+
+    /// [`Run::guest`], to change what the guest sees before it runs.
+    pub fn guest_mut(&mut self) -> Option<&mut GuestProgram> {
+        match self {
+            Run::Era { program, .. } => Some(program),
+            Run::Monty { .. } => None,
+        }
+    }
+
+    /// Runs the program in `sandbox` on its engine.
+    pub fn execute(&self, sandbox: &SandboxSpec<()>) -> Result<Outcome, BackendError> {
+        match self {
+            Run::Era { backend, program } => backend.run(&sandbox.with_program(program.clone())),
+            Run::Monty { backend, program } => backend.run(&sandbox.with_program(program.clone())),
+        }
+    }
+}
+
 /// An engine ready for one request.
 pub(super) struct Prepared {
-    pub backend: Arc<dyn Backend + Send + Sync>,
-    pub program: Program,
+    pub run: Run,
     /// The guest's name and pinned sha256 hex (ERA only).
     pub guest: Option<(String, String)>,
     /// The package environment mounted, verified (ERA only, when the request's
@@ -95,8 +134,7 @@ impl Engines {
                     None => None,
                 };
                 Ok(Prepared {
-                    backend,
-                    program: Program::Guest(program),
+                    run: Run::Era { backend, program },
                     guest: Some((guest.clone(), sha)),
                     environment: located,
                 })
@@ -104,12 +142,14 @@ impl Engines {
             Work::Monty { code, inputs_json } => {
                 let backend = self.monty()?;
                 Ok(Prepared {
-                    backend,
-                    program: Program::Monty(MontyProgram {
-                        code: code.clone(),
-                        inputs_json: inputs_json.clone(),
-                        network: false,
-                    }),
+                    run: Run::Monty {
+                        backend,
+                        program: MontyProgram {
+                            code: code.clone(),
+                            inputs_json: inputs_json.clone(),
+                            network: false,
+                        },
+                    },
                     guest: None,
                     environment: None,
                 })
@@ -177,7 +217,7 @@ impl Engines {
 
     /// The monty backend; a missing worker binary is a setup problem, said before
     /// staging.
-    fn monty(&self) -> Result<Arc<dyn Backend + Send + Sync>, PrepareError> {
+    fn monty(&self) -> Result<Arc<MontyBackend>, PrepareError> {
         let warm = self.warm_workers.load(Ordering::Relaxed);
         if warm == 0 {
             let backend = MontyBackend::new();
@@ -186,7 +226,7 @@ impl Engines {
         }
         let mut slot = lock(&self.monty);
         if let Some(backend) = slot.as_ref() {
-            return Ok(Arc::clone(backend) as Arc<dyn Backend + Send + Sync>);
+            return Ok(Arc::clone(backend));
         }
         let backend = Arc::new(
             MontyBackend::new()
