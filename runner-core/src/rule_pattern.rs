@@ -364,6 +364,23 @@ mod tests {
         out
     }
 
+    /// Every line of the corpora as the rules see it (raw, folded, collapsed, each
+    /// alternate reading), and the whole documents (`^`, `$` and `\n` at line ends).
+    fn corpus_views(corpus: &[(std::path::PathBuf, String)]) -> Vec<String> {
+        let mut texts = Vec::new();
+        for (_, text) in corpus {
+            for line in text.lines() {
+                let view = crate::normalize::Deobfuscated::of(line);
+                texts.push(line.to_owned());
+                texts.push(view.folded);
+                texts.extend(view.collapsed);
+                texts.extend(crate::normalize::alternate_readings(line));
+            }
+            texts.push(text.clone());
+        }
+        texts
+    }
+
     #[test]
     fn ascii_form_agrees_with_unicode_form() {
         let builtin = crate::rules::builtin();
@@ -377,17 +394,7 @@ mod tests {
             "the corpora are found: {}",
             corpus.len()
         );
-        for (_, text) in &corpus {
-            for line in text.lines() {
-                let view = crate::normalize::Deobfuscated::of(line);
-                texts.push(line.to_owned());
-                texts.push(view.folded);
-                texts.extend(view.collapsed);
-                texts.extend(crate::normalize::alternate_readings(line));
-            }
-            // Whole documents too: `^`, `$` and `\n` at line ends.
-            texts.push(text.clone());
-        }
+        texts.extend(corpus_views(&corpus));
         texts.extend(edge_strings(&rules));
         let mut with_ascii_form = 0;
         for source in &rules {
@@ -457,16 +464,7 @@ mod tests {
     /// last also with their `k` and `s` turned into KELVIN SIGN and LONG S.
     fn judged_texts(rules: &[String]) -> Vec<String> {
         let mut texts: Vec<String> = Vec::new();
-        for (_, text) in &corpus_texts() {
-            for line in text.lines() {
-                let view = crate::normalize::Deobfuscated::of(line);
-                texts.push(line.to_owned());
-                texts.push(view.folded);
-                texts.extend(view.collapsed);
-                texts.extend(crate::normalize::alternate_readings(line));
-            }
-            texts.push(text.clone());
-        }
+        texts.extend(corpus_views(&corpus_texts()));
         let sources: Vec<&str> = rules.iter().map(String::as_str).collect();
         let mut edges = edge_strings(&sources);
         edges.extend(
