@@ -141,9 +141,15 @@ impl Host {
             // A host takes SIGTERM/SIGINT as "drain and stop" once it has blocked them
             // for its signal thread, which it has when it says it is serving; before
             // that the default action ends it (nothing is claimed yet).
-            wait_for(Duration::from_secs(30), "the host serving", || {
-                self.stderr().contains("serving ")
-            });
+            let start = Instant::now();
+            while !self.stderr().contains("serving ") {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "the host did not say it is serving within 30 s (its stderr: {:?})",
+                    self.stderr()
+                );
+                std::thread::sleep(Duration::from_millis(25));
+            }
         }
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
