@@ -45,3 +45,5 @@ pub mod result;
 pub mod rule_pattern;
 pub mod rules;
 pub mod run;
+#[cfg(test)]
+mod test_support;

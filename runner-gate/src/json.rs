@@ -163,9 +163,7 @@ impl Parser<'_> {
         self.pos += 1;
         let mut entries: Vec<(String, Json)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
+        if self.closes(b'}') {
             return Ok(Json::Object(entries));
         }
         loop {
@@ -187,38 +185,48 @@ impl Parser<'_> {
             self.skip_ws();
             let value = self.value(depth)?;
             entries.push((key, value));
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(Json::Object(entries));
-                }
-                _ => return Err(self.error("expected `,` or `}`")),
+            if !self.more(b'}')? {
+                return Ok(Json::Object(entries));
             }
         }
+    }
+
+    /// Past white space, whether `close` (the end of an empty object or array) is next;
+    /// consumed when it is.
+    fn closes(&mut self, close: u8) -> bool {
+        self.skip_ws();
+        let found = self.peek() == Some(close);
+        if found {
+            self.pos += 1;
+        }
+        found
+    }
+
+    /// After a member of an object or array: true at a `,` (another follows), false at
+    /// `close` (the end), each consumed; anything else is an error.
+    fn more(&mut self, close: u8) -> Result<bool, JsonError> {
+        if self.closes(close) {
+            return Ok(false);
+        }
+        if self.peek() == Some(b',') {
+            self.pos += 1;
+            return Ok(true);
+        }
+        Err(self.error(format!("expected `,` or `{}`", char::from(close))))
     }
 
     fn array(&mut self, depth: usize) -> Result<Json, JsonError> {
         self.check_depth(depth)?;
         self.pos += 1;
         let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
+        if self.closes(b']') {
             return Ok(Json::Array(items));
         }
         loop {
             self.skip_ws();
             items.push(self.value(depth)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Json::Array(items));
-                }
-                _ => return Err(self.error("expected `,` or `]`")),
+            if !self.more(b']')? {
+                return Ok(Json::Array(items));
             }
         }
     }
@@ -565,6 +573,11 @@ mod tests {
         assert!(parse(&deep).unwrap_err().message.contains("nesting"));
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(parse(&ok).is_ok());
+        // A member not followed by `,` or the container's end names both.
+        assert_eq!(parse("{\"a\":1 2}").unwrap_err().message, "expected `,` or `}`");
+        assert_eq!(parse("[1 2]").unwrap_err().message, "expected `,` or `]`");
+        assert_eq!(parse(" { } ").unwrap(), Json::Object(Vec::new()));
+        assert_eq!(parse("[ ]").unwrap(), Json::Array(Vec::new()));
         let e = parse("{\n  \"a\": 1,\n  \"a\": 2\n}").unwrap_err();
         assert_eq!((e.line, e.column), (3, 3), "{e}");
     }

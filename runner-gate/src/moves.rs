@@ -11,7 +11,7 @@
 
 use std::ffi::OsStr;
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -139,16 +139,7 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
             .create_new(true)
             .mode(meta.permissions().mode() & 0o777)
             .open(to)?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = match src.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            dst.write_all(&buf[..n])?;
-        }
+        io::copy(&mut src, &mut dst)?;
         dst.sync_all()
     } else {
         Err(io::Error::new(

@@ -415,44 +415,46 @@ fn source_metadata(s: &Section<'_>, source_ref: Option<&str>, r: &mut Reasons) {
             .iter()
             .any(|k| f.label.contains(k))
     });
-    match identifier {
-        None => r.add(
-            "metadata.missing_field",
+    // Each field: missing is `metadata.missing_field`; then what its value must be.
+    let by_label = |label: &str| facts.iter().find(|f| f.label.contains(label));
+    let fields = [
+        (
+            identifier,
             "`## Source Metadata` must give the canonical URL, DOI or PMID (a line such as `- Canonical URL: …`)",
-            s.heading_line,
+            Want::NonEmpty("the canonical identifier is empty"),
         ),
-        Some(f) if f.value.is_empty() => {
-            r.add("metadata.empty_field", "the canonical identifier is empty", f.line)
-        }
-        Some(_) => {}
-    }
-    match facts.iter().find(|f| f.label.contains("retrieval")) {
-        None => r.add(
-            "metadata.missing_field",
+        (
+            by_label("retrieval"),
             "`## Source Metadata` must state the retrieval method (`- Retrieval method: API` or `HTML`)",
-            s.heading_line,
+            Want::ApiOrHtml,
         ),
-        Some(f) => {
-            let v = f.value.to_ascii_lowercase();
-            if !(v.contains("api") || v.contains("html")) {
-                r.add(
-                    "metadata.retrieval_method",
-                    format!("the retrieval method must say API or HTML, found `{}`", clip(&f.value)),
-                    f.line,
-                );
+        (
+            by_label("access constraint"),
+            "`## Source Metadata` must state the access constraints observed (`- Access constraints: none observed`)",
+            Want::NonEmpty("`Access constraints:` is empty"),
+        ),
+    ];
+    for (found, missing, want) in fields {
+        let Some(f) = found else {
+            r.add("metadata.missing_field", missing, s.heading_line);
+            continue;
+        };
+        match want {
+            Want::NonEmpty(empty) if f.value.is_empty() => {
+                r.add("metadata.empty_field", empty, f.line)
+            }
+            Want::NonEmpty(_) => {}
+            Want::ApiOrHtml => {
+                let v = f.value.to_ascii_lowercase();
+                if !(v.contains("api") || v.contains("html")) {
+                    r.add(
+                        "metadata.retrieval_method",
+                        format!("the retrieval method must say API or HTML, found `{}`", clip(&f.value)),
+                        f.line,
+                    );
+                }
             }
         }
-    }
-    match facts.iter().find(|f| f.label.contains("access constraint")) {
-        None => r.add(
-            "metadata.missing_field",
-            "`## Source Metadata` must state the access constraints observed (`- Access constraints: none observed`)",
-            s.heading_line,
-        ),
-        Some(f) if f.value.is_empty() => {
-            r.add("metadata.empty_field", "`Access constraints:` is empty", f.line)
-        }
-        Some(_) => {}
     }
     if let Some(source_ref) = source_ref
         && !s.lines.iter().any(|l| l.text.contains(source_ref.trim()))
@@ -466,6 +468,14 @@ fn source_metadata(s: &Section<'_>, source_ref: Option<&str>, r: &mut Reasons) {
             s.heading_line,
         );
     }
+}
+
+/// What a `## Source Metadata` field's value must be.
+enum Want {
+    /// Not empty (else `metadata.empty_field` with this message).
+    NonEmpty(&'static str),
+    /// Says API or HTML (else `metadata.retrieval_method`).
+    ApiOrHtml,
 }
 
 /// Quotes in `## Extracted Content`: short and attributed.

@@ -740,38 +740,29 @@ mod tests {
         assert_eq!(listing, vec!["small".to_owned()]);
     }
 
+    /// A worker that prints garbage, floods its stdout (bounded) or crashes: the run is
+    /// trapped, and the detail says what happened.
     #[test]
-    fn worker_printing_garbage_is_trapped() {
-        let sandbox = Sandbox::python("print(1)", limits());
-        let exe = fake_worker(
-            sandbox.root.path(),
-            "cat > /dev/null; echo 'not json'; echo oops >&2",
-        );
-        let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        let detail = outcome.detail.unwrap_or_default();
-        assert!(
-            detail.contains("without a valid reply") && detail.contains("oops"),
-            "{detail}"
-        );
-    }
-
-    #[test]
-    fn worker_flooding_stdout_is_bounded() {
-        let sandbox = Sandbox::python("print(1)", limits());
-        let exe = fake_worker(sandbox.root.path(), "head -c 50000000 /dev/zero");
-        let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        assert!(outcome.detail.unwrap_or_default().contains("longer than"));
-    }
-
-    #[test]
-    fn worker_crashing_is_trapped() {
-        let sandbox = Sandbox::python("print(1)", limits());
-        let exe = fake_worker(sandbox.root.path(), "kill -SEGV $$");
-        let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        assert!(outcome.detail.unwrap_or_default().contains("SIGSEGV"));
+    fn misbehaving_workers_are_trapped() {
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "cat > /dev/null; echo 'not json'; echo oops >&2",
+                &["without a valid reply", "oops"],
+            ),
+            ("head -c 50000000 /dev/zero", &["longer than"]),
+            ("kill -SEGV $$", &["SIGSEGV"]),
+        ];
+        for (script, wanted) in cases {
+            let sandbox = Sandbox::python("print(1)", limits());
+            let exe = fake_worker(sandbox.root.path(), script);
+            let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
+            assert_eq!(outcome.kind, OutcomeKind::Trapped, "{script}: {outcome:?}");
+            let detail = outcome.detail.unwrap_or_default();
+            assert!(
+                wanted.iter().all(|w| detail.contains(w)),
+                "{script}: {detail}"
+            );
+        }
     }
 
     #[test]

@@ -390,13 +390,7 @@ mod tests {
             ("a: 'unterminated\n", "yaml.syntax"),
             ("", "yaml.not_mapping"),
         ];
-        for (text, code) in cases {
-            assert!(
-                codes(text).contains(code),
-                "{text:?}: wanted {code}, got {:?}",
-                codes(text)
-            );
-        }
+        crate::test_support::assert_each_yields(cases, codes);
     }
 
     #[test]

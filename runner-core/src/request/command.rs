@@ -195,13 +195,7 @@ mod tests {
             ("python ~/x.py", "command.host_path"),
             ("python /input/x.py", "command.host_path"),
         ];
-        for (line, code) in cases {
-            assert!(
-                codes(line).contains(code),
-                "{line:?}: wanted {code}, got {:?}",
-                codes(line)
-            );
-        }
+        crate::test_support::assert_each_yields(cases, codes);
     }
 
     #[test]

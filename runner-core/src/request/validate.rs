@@ -1009,31 +1009,18 @@ mod tests {
 
     #[test]
     fn input_paths() {
-        assert_eq!(input_path_problem("/in/a.csv"), None);
-        assert_eq!(input_path_problem("/in/d/a.csv"), None);
-        assert_eq!(
-            input_path_problem("/etc/passwd").map(|p| p.0),
-            Some("inputs.path_outside_in")
-        );
-        assert_eq!(
-            input_path_problem("/in/../etc").map(|p| p.0),
-            Some("inputs.path_traversal")
-        );
-        assert_eq!(
-            input_path_problem("/in/").map(|p| p.0),
-            Some("inputs.path_invalid")
-        );
-        assert_eq!(
-            input_path_problem("/in//a").map(|p| p.0),
-            Some("inputs.path_invalid")
-        );
-        assert_eq!(
-            input_path_problem("/in/./a").map(|p| p.0),
-            Some("inputs.path_invalid")
-        );
-        assert_eq!(
-            input_path_problem("in/a").map(|p| p.0),
-            Some("inputs.path_outside_in")
-        );
+        let cases: &[(&str, Option<&str>)] = &[
+            ("/in/a.csv", None),
+            ("/in/d/a.csv", None),
+            ("/etc/passwd", Some("inputs.path_outside_in")),
+            ("/in/../etc", Some("inputs.path_traversal")),
+            ("/in/", Some("inputs.path_invalid")),
+            ("/in//a", Some("inputs.path_invalid")),
+            ("/in/./a", Some("inputs.path_invalid")),
+            ("in/a", Some("inputs.path_outside_in")),
+        ];
+        for (path, code) in cases {
+            assert_eq!(input_path_problem(path).map(|p| p.0), *code, "{path}");
+        }
     }
 }

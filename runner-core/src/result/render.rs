@@ -681,12 +681,15 @@ mod tests {
         ));
     }
 
+    /// The document of a run that printed `stdout`, under the built-in policy.
+    fn rendered(stdout: &[u8]) -> String {
+        let policy = Policy::builtin();
+        render(&doc(stdout, &policy, &limits(), &[]))
+    }
+
     #[test]
     fn withholds_lines_that_trip_rules() {
-        let policy = Policy::builtin();
-        let l = limits();
-        let stdout = b"fine\nAWS key AKIAIOSFODNN7EXAMPLE\n";
-        let text = render(&doc(stdout, &policy, &l, &[]));
+        let text = rendered(b"fine\nAWS key AKIAIOSFODNN7EXAMPLE\n");
         assert!(!text.contains("AKIAIOSFODNN7EXAMPLE"));
         assert!(text.contains("[line 2 withheld: forbidden.secret]"));
         assert!(text.contains("stdout line 2 was withheld"));
@@ -695,9 +698,7 @@ mod tests {
     #[test]
     fn escapes_control_characters_and_quotes_yaml() {
         assert_eq!(yaml_str("a\"b\\c\nd\u{1b}"), "\"a\\\"b\\\\c\\nd\\u001b\"");
-        let policy = Policy::builtin();
-        let l = limits();
-        let text = render(&doc(b"\x1b[31mred\n", &policy, &l, &[]));
+        let text = rendered(b"\x1b[31mred\n");
         assert!(text.contains("\\u{1b}[31mred"));
         assert!(!text.contains('\u{1b}'));
     }

@@ -46,20 +46,16 @@ pub struct GateCommand {
 
 impl GateCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
-        let catalog = match super::load_catalog(self.catalog.as_deref()) {
-            Ok(catalog) => catalog,
-            Err(code) => return code,
-        };
-        let ctx = Context {
-            policy,
-            catalog: catalog.as_ref(),
-        };
+        super::with_gate_context(policy, self.catalog.as_deref(), |ctx| self.run(ctx))
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> i32 {
         let dirs = Dirs {
             inbox: self.inbox.clone(),
             accepted: self.accepted.clone(),
             quarantine: self.quarantine.clone(),
         };
-        let summary = match inbox::run(&dirs, &ctx, &crate::gate::RunnerCompanions) {
+        let summary = match inbox::run(&dirs, ctx, &crate::gate::RunnerCompanions) {
             Ok(s) => s,
             Err(e) => {
                 super::output::error(e);

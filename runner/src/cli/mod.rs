@@ -281,21 +281,28 @@ pub(crate) fn read_request_text(
     })
 }
 
-/// Loads the `--catalog` of `validate` and `gate`; on failure says why on stderr and
-/// gives the exit code (unreadable: I/O; invalid: usage).
-pub(crate) fn load_catalog(
+/// Runs `f` (`validate`, `gate`) with the gate's context: `policy` and the `--catalog`
+/// at `path`, loaded. When the catalog does not load, says why on stderr and gives its
+/// exit code (unreadable: I/O; invalid: usage) instead.
+pub(crate) fn with_gate_context(
+    policy: &crate::policy::Policy,
     path: Option<&std::path::Path>,
-) -> Result<Option<crate::gate::Catalog>, i32> {
-    use crate::gate::{Catalog, CatalogError};
-    let Some(path) = path else {
-        return Ok(None);
+    f: impl FnOnce(&crate::gate::Context<'_>) -> i32,
+) -> i32 {
+    use crate::gate::{Catalog, CatalogError, Context};
+    let catalog = match path.map(Catalog::load).transpose() {
+        Ok(catalog) => catalog,
+        Err(e) => {
+            let code = match e {
+                CatalogError::Read { .. } => crate::exit_codes::IO,
+                _ => crate::exit_codes::USAGE,
+            };
+            output::error(e);
+            return code;
+        }
     };
-    Catalog::load(path).map(Some).map_err(|e| {
-        let code = match e {
-            CatalogError::Read { .. } => crate::exit_codes::IO,
-            _ => crate::exit_codes::USAGE,
-        };
-        output::error(e);
-        code
+    f(&Context {
+        policy,
+        catalog: catalog.as_ref(),
     })
 }

@@ -58,17 +58,13 @@ pub struct FileVerdict {
 
 impl ValidateCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
-        let catalog = match super::load_catalog(self.catalog.as_deref()) {
-            Ok(catalog) => catalog,
-            Err(code) => return code,
-        };
-        let ctx = Context {
-            policy,
-            catalog: catalog.as_ref(),
-        };
+        super::with_gate_context(policy, self.catalog.as_deref(), |ctx| self.run(ctx))
+    }
+
+    fn run(&self, ctx: &Context<'_>) -> i32 {
         let mut code = exit_codes::OK;
         for file in &self.files {
-            let (verdict, text, io_failed) = judge(file, &ctx);
+            let (verdict, text, io_failed) = judge(file, ctx);
             if io_failed {
                 code = exit_codes::IO;
             } else if verdict.verdict == "REJECT" && code == exit_codes::OK {

@@ -28,7 +28,7 @@ pub enum GuestError {
         line: usize,
         guest: String,
         field: &'static str,
-        reason: String,
+        reason: FieldProblem,
     },
 
     /// A guest fetched only on request (see `FetchPolicy::OnRequest`) is missing: the
@@ -230,4 +230,64 @@ impl GuestError {
             source,
         }
     }
+}
+
+/// What is wrong with one value of a guest manifest ([`GuestError::ManifestField`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldProblem {
+    #[error("must not be empty")]
+    Empty,
+    #[error("duplicate guest name")]
+    DuplicateName,
+    #[error(
+        "`{0}` is not a guest name (1 to 64 of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit)"
+    )]
+    NotAGuestName(String),
+    #[error("`{0}` is not a python version like `3.12.0`")]
+    NotAPythonVersion(String),
+    #[error("`{0}` is not a package name (PEP 508)")]
+    NotAPackageName(String),
+    #[error("`{0}` is not an exact package version")]
+    NotAnExactVersion(String),
+    #[error("`{0}` is not a sha256 (64 lowercase hex digits)")]
+    NotASha256(String),
+    /// A keyword field's value is none of its words (`words`: `` `a` or `b` ``).
+    #[error("`{given}` is not {words}")]
+    NotOneOf { given: String, words: String },
+    #[error("must be between 1 and {max} bytes, got {got}")]
+    SizeOutOfRange { max: u64, got: u64 },
+    #[error("`{0}` must be an absolute path other than `/`")]
+    NotAbsolute(String),
+    #[error("`{0}` must be at most 256 printable ASCII characters, no spaces or `\\`")]
+    NotPrintable(String),
+    #[error("`{0}` must not contain empty, `.` or `..` components")]
+    NotNormalized(String),
+    #[error("`{path}` must not be {reserved} or under it")]
+    Reserved { path: String, reserved: &'static str },
+    #[error("`{0}` must be a file in a directory other than `/`")]
+    NotInADirectory(String),
+    #[error("`{0}` must be relative to the wheel root")]
+    NotRelative(String),
+    #[error("`{0}` must use `/` separators and no control characters")]
+    BadSeparators(String),
+    #[error("`{0}` has an empty path component")]
+    EmptyComponent(String),
+    #[error("`{0}` must not contain `.` or `..` components")]
+    DotComponent(String),
+    #[error("`{0}` is already mounted (one asset per directory, not the scratch directory)")]
+    AssetDirTaken(String),
+    #[error("`{0}` is already mounted")]
+    MountTaken(String),
+    #[error("the same file is listed twice")]
+    FileListedTwice,
+    #[error("the same tree is listed twice")]
+    TreeListedTwice,
+    #[error("`{0}` is not the `file` of one of this guest's assets")]
+    NotAnAsset(String),
+    #[error("`{0}` is not a variable name (A-Z, 0-9, `_`)")]
+    NotAVariableName(String),
+    #[error("`{0}` is fixed by the runner and cannot be changed")]
+    FixedVariable(String),
+    #[error("the value of `{0}` has a control character")]
+    ControlCharacter(String),
 }

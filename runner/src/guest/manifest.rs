@@ -14,6 +14,7 @@
 //! named (`runner guest fetch NAME`), never implicitly.
 
 use super::GuestError;
+use super::error::FieldProblem;
 use crate::backend::wasmtime::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
 use crate::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
@@ -220,7 +221,7 @@ impl GuestManifest {
             };
             let entry = checker.check(&raw_guest)?;
             if guests.iter().any(|g| g.name == entry.name) {
-                return Err(checker.error(&raw_guest.name, "name", "duplicate guest name".into()));
+                return Err(checker.error(&raw_guest.name, "name", FieldProblem::DuplicateName));
             }
             guests.push(entry);
         }
@@ -282,7 +283,10 @@ impl FieldChecker<'_> {
                     return Err(self.error(
                         v,
                         "fetch",
-                        format!("`{other}` is not `default` or `on-request`"),
+                        FieldProblem::NotOneOf {
+                            given: other.to_owned(),
+                            words: "`default` or `on-request`".to_owned(),
+                        },
                     ));
                 }
             },
@@ -296,9 +300,7 @@ impl FieldChecker<'_> {
             self.rule(&a.mount, "assets.mount", |m| {
                 valid_guest_path(m)?;
                 if m.matches('/').count() < 2 {
-                    return Err(format!(
-                        "`{m}` must be a file in a directory other than `/`"
-                    ));
+                    return Err(FieldProblem::NotInADirectory(m.to_owned()));
                 }
                 Ok(())
             })?;
@@ -316,17 +318,14 @@ impl FieldChecker<'_> {
                 return Err(self.error(
                     &a.mount,
                     "assets.mount",
-                    format!(
-                        "`{}` is already mounted (one asset per directory, not the scratch directory)",
-                        asset.mount_dir()
-                    ),
+                    FieldProblem::AssetDirTaken(asset.mount_dir().to_owned()),
                 ));
             }
             if asset.file == s(&raw.file) || assets.iter().any(|b| b.sha256 == asset.sha256) {
                 return Err(self.error(
                     &a.file,
                     "assets.file",
-                    "the same file is listed twice".into(),
+                    FieldProblem::FileListedTwice,
                 ));
             }
             assets.push(asset);
@@ -363,9 +362,7 @@ impl FieldChecker<'_> {
                 if assets.iter().any(|b| b.file == a) {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "`{a}` is not the `file` of one of this guest's assets"
-                    ))
+                    Err(FieldProblem::NotAnAsset(a.to_owned()))
                 }
             })?;
             self.rule(&t.member, "trees.member", valid_file_in_wheel)?;
@@ -378,7 +375,7 @@ impl FieldChecker<'_> {
                     || runtime.scratch.as_deref() == Some(m)
                     || trees.iter().any(|b| b.mount == m);
                 if taken {
-                    return Err(format!("`{m}` is already mounted"));
+                    return Err(FieldProblem::MountTaken(m.to_owned()));
                 }
                 Ok(())
             })?;
@@ -389,7 +386,7 @@ impl FieldChecker<'_> {
                 return Err(self.error(
                     &t.tree_sha256,
                     "trees.tree_sha256",
-                    "the same tree is listed twice".into(),
+                    FieldProblem::TreeListedTwice,
                 ));
             }
             trees.push(GuestTree {
@@ -410,7 +407,10 @@ impl FieldChecker<'_> {
             return Err(self.error(
                 value,
                 field,
-                format!("must be between 1 and {MAX_GUEST_SIZE} bytes, got {size}"),
+                FieldProblem::SizeOutOfRange {
+                    max: MAX_GUEST_SIZE,
+                    got: size,
+                },
             ));
         }
         Ok(size)
@@ -443,13 +443,11 @@ impl FieldChecker<'_> {
                         .bytes()
                         .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
                 let reason = if !key_ok {
-                    Some(format!("`{key}` is not a variable name (A-Z, 0-9, `_`)"))
+                    Some(FieldProblem::NotAVariableName(key.clone()))
                 } else if GUEST_ENV.iter().any(|(k, _)| k == key) {
-                    Some(format!(
-                        "`{key}` is fixed by the runner and cannot be changed"
-                    ))
+                    Some(FieldProblem::FixedVariable(key.clone()))
                 } else if value.chars().any(char::is_control) {
-                    Some(format!("the value of `{key}` has a control character"))
+                    Some(FieldProblem::ControlCharacter(key.clone()))
                 } else {
                     None
                 };
@@ -466,7 +464,7 @@ impl FieldChecker<'_> {
         &self,
         value: &Spanned<String>,
         field: &'static str,
-        check: impl Fn(&str) -> Result<(), String>,
+        check: impl Fn(&str) -> Result<(), FieldProblem>,
     ) -> Result<(), GuestError> {
         check(value.get_ref()).map_err(|reason| self.error(value, field, reason))
     }
@@ -487,13 +485,21 @@ impl FieldChecker<'_> {
                 Err(self.error(
                     value,
                     field,
-                    format!("`{given}` is not {}", words.join(" or ")),
+                    FieldProblem::NotOneOf {
+                        given: given.to_owned(),
+                        words: words.join(" or "),
+                    },
                 ))
             }
         }
     }
 
-    fn error<T>(&self, value: &Spanned<T>, field: &'static str, reason: String) -> GuestError {
+    fn error<T>(
+        &self,
+        value: &Spanned<T>,
+        field: &'static str,
+        reason: FieldProblem,
+    ) -> GuestError {
         let start = value.span().start.min(self.text.len());
         GuestError::ManifestField {
             origin: self.origin.to_owned(),
@@ -517,15 +523,15 @@ const HOST_IMPORTS: &[(&str, HostImports)] = &[
     ("no-host", HostImports::NoHost),
 ];
 
-fn non_empty(v: &str) -> Result<&str, String> {
+fn non_empty(v: &str) -> Result<&str, FieldProblem> {
     if v.is_empty() {
-        Err("must not be empty".into())
+        Err(FieldProblem::Empty)
     } else {
         Ok(v)
     }
 }
 
-fn valid_name(v: &str) -> Result<(), String> {
+fn valid_name(v: &str) -> Result<(), FieldProblem> {
     let ok = v
         .bytes()
         .next()
@@ -536,14 +542,12 @@ fn valid_name(v: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "`{v}` is not a guest name (1 to 64 of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit)"
-        ))
+        Err(FieldProblem::NotAGuestName(v.to_owned()))
     }
 }
 
 /// `3.12` or `3.12.0`: it becomes pip's `--python-version` (major.minor).
-fn valid_python_version(v: &str) -> Result<(), String> {
+fn valid_python_version(v: &str) -> Result<(), FieldProblem> {
     let parts: Vec<&str> = v.split('.').collect();
     let ok = (2..=3).contains(&parts.len())
         && parts
@@ -552,13 +556,13 @@ fn valid_python_version(v: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("`{v}` is not a python version like `3.12.0`"))
+        Err(FieldProblem::NotAPythonVersion(v.to_owned()))
     }
 }
 
 /// PEP 508 distribution name: letters, digits, `.`, `_`, `-`, starting and ending with a
 /// letter or digit. Anything else could smuggle options into the requirements file.
-fn valid_package(v: &str) -> Result<(), String> {
+fn valid_package(v: &str) -> Result<(), FieldProblem> {
     let bytes = v.as_bytes();
     let edge_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
     let ok = edge_ok(bytes.first())
@@ -569,73 +573,68 @@ fn valid_package(v: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("`{v}` is not a package name (PEP 508)"))
+        Err(FieldProblem::NotAPackageName(v.to_owned()))
     }
 }
 
 /// A PEP 440 version's character set (no spaces, no `*`): it is pinned with `==`.
-fn valid_version(v: &str) -> Result<(), String> {
+fn valid_version(v: &str) -> Result<(), FieldProblem> {
     let ok = v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-+!".contains(&b));
     if ok {
         Ok(())
     } else {
-        Err(format!("`{v}` is not an exact package version"))
+        Err(FieldProblem::NotAnExactVersion(v.to_owned()))
     }
 }
 
-fn valid_sha256(v: &str) -> Result<(), String> {
+fn valid_sha256(v: &str) -> Result<(), FieldProblem> {
     if is_sha256_hex(v) {
         Ok(())
     } else {
-        Err(format!("`{v}` is not a sha256 (64 lowercase hex digits)"))
+        Err(FieldProblem::NotASha256(v.to_owned()))
     }
 }
 
 /// An absolute, normalized guest path that is not `/` and stays clear of the run's own
 /// directories (`/in`, `/out`): `/tmp`, `/usr/local/bin/python.wasm`.
-fn valid_guest_path(v: &str) -> Result<(), String> {
+fn valid_guest_path(v: &str) -> Result<(), FieldProblem> {
     if !v.starts_with('/') || v.len() < 2 {
-        return Err(format!("`{v}` must be an absolute path other than `/`"));
+        return Err(FieldProblem::NotAbsolute(v.to_owned()));
     }
     if v.len() > 256 || !v.bytes().all(|b| b.is_ascii_graphic()) || v.contains('\\') {
-        return Err(format!(
-            "`{v}` must be at most 256 printable ASCII characters, no spaces or `\\`"
-        ));
+        return Err(FieldProblem::NotPrintable(v.to_owned()));
     }
     for component in v[1..].split('/') {
         if matches!(component, "" | "." | "..") {
-            return Err(format!(
-                "`{v}` must not contain empty, `.` or `..` components"
-            ));
+            return Err(FieldProblem::NotNormalized(v.to_owned()));
         }
     }
     for reserved in ["/in", "/out"] {
         if v == reserved || v.starts_with(&format!("{reserved}/")) {
-            return Err(format!("`{v}` must not be {reserved} or under it"));
+            return Err(FieldProblem::Reserved {
+                path: v.to_owned(),
+                reserved,
+            });
         }
     }
     Ok(())
 }
 
 /// A zip member path: relative, `/`-separated, every component a plain name.
-fn valid_file_in_wheel(v: &str) -> Result<(), String> {
+fn valid_file_in_wheel(v: &str) -> Result<(), FieldProblem> {
     non_empty(v)?;
     if v.starts_with('/') {
-        return Err(format!("`{v}` must be relative to the wheel root"));
+        return Err(FieldProblem::NotRelative(v.to_owned()));
     }
     if v.contains('\\') || v.chars().any(char::is_control) {
-        return Err(format!(
-            "`{v}` must use `/` separators and no control characters"
-        ));
+        return Err(FieldProblem::BadSeparators(v.to_owned()));
     }
     for component in v.split('/') {
         match component {
-            "" => return Err(format!("`{v}` has an empty path component")),
-            "." | ".." => {
-                return Err(format!("`{v}` must not contain `.` or `..` components"));
-            }
+            "" => return Err(FieldProblem::EmptyComponent(v.to_owned())),
+            "." | ".." => return Err(FieldProblem::DotComponent(v.to_owned())),
             _ => {}
         }
     }
@@ -674,7 +673,7 @@ size = 26267204
                 ..
             }) => {
                 assert_eq!(origin, "test.toml");
-                (line, field, reason)
+                (line, field, reason.to_string())
             }
             other => panic!("expected a field error, got {other:?}"),
         }
