@@ -105,7 +105,7 @@ fn serve(
     }
     confinement
         .check(&spec.confinement)
-        .map_err(BackendError::Worker)?;
+        .map_err(BackendError::Confinement)?;
 
     let mut outcome = match bound {
         Ok(bound) => {

@@ -400,19 +400,17 @@ impl WorkerConfinement {
 
     /// `Err` naming the first layer `policy` requires that did not apply, and why.
     /// The worker calls this before the guest runs and refuses the run on `Err`.
-    pub fn check(&self, policy: &ConfinementPolicy) -> Result<(), String> {
+    pub fn check(&self, policy: &ConfinementPolicy) -> Result<(), RequiredLayerFailed> {
         match self
             .failed
             .iter()
             .find(|(layer, _)| policy.requirement(*layer) == Requirement::Required)
         {
             None => Ok(()),
-            Some((layer, why)) => Err(format!(
-                "confinement layer `{}` is required by the policy ([confinement] {} = \
-                 \"required\") and could not be applied, so the guest was not run: {why}",
-                layer.as_str(),
-                layer.as_str()
-            )),
+            Some((layer, why)) => Err(RequiredLayerFailed {
+                layer: *layer,
+                why: why.clone(),
+            }),
         }
     }
 
@@ -427,6 +425,21 @@ impl WorkerConfinement {
         );
         entries
     }
+}
+
+/// A layer the policy requires did not apply, so the guest is not run
+/// ([`WorkerConfinement::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "confinement layer `{}` is required by the policy ([confinement] {} = \
+     \"required\") and could not be applied, so the guest was not run: {why}",
+    layer.as_str(),
+    layer.as_str()
+)]
+pub struct RequiredLayerFailed {
+    pub layer: Layer,
+    /// Why it did not apply.
+    pub why: String,
 }
 
 /// Seconds `RLIMIT_CPU` allows beyond the CPU budget.
@@ -1459,6 +1472,8 @@ mod tests {
         let policy = ConfinementPolicy::default();
         let c = failed(&[(Layer::Seccomp, "no filter for architecture s390x")]);
         let err = c.check(&policy).unwrap_err();
+        assert_eq!(err.layer, Layer::Seccomp);
+        let err = err.to_string();
         assert!(err.contains("`seccomp` is required"), "{err}");
         assert!(err.contains("s390x"), "{err}");
         // The same failure of an optional layer lets the run go on, and says so.

@@ -147,6 +147,9 @@ pub enum BackendError {
     Module(String),
     #[error("worker: {0}")]
     Worker(String),
+    /// A confinement layer the policy requires did not apply in the worker.
+    #[error("worker: {0}")]
+    Confinement(#[from] confine::RequiredLayerFailed),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -190,7 +190,7 @@ fn serve(
     }
     confinement
         .check(&spec.confinement)
-        .map_err(BackendError::Worker)?;
+        .map_err(BackendError::Confinement)?;
     let options = RunOptions {
         cpu: Some(CpuBudget {
             clock: CpuClock::Process,
