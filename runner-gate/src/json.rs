@@ -574,7 +574,10 @@ mod tests {
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(parse(&ok).is_ok());
         // A member not followed by `,` or the container's end names both.
-        assert_eq!(parse("{\"a\":1 2}").unwrap_err().message, "expected `,` or `}`");
+        assert_eq!(
+            parse("{\"a\":1 2}").unwrap_err().message,
+            "expected `,` or `}`"
+        );
         assert_eq!(parse("[1 2]").unwrap_err().message, "expected `,` or `]`");
         assert_eq!(parse(" { } ").unwrap(), Json::Object(Vec::new()));
         assert_eq!(parse("[ ]").unwrap(), Json::Array(Vec::new()));

@@ -449,7 +449,10 @@ fn source_metadata(s: &Section<'_>, source_ref: Option<&str>, r: &mut Reasons) {
                 if !(v.contains("api") || v.contains("html")) {
                     r.add(
                         "metadata.retrieval_method",
-                        format!("the retrieval method must say API or HTML, found `{}`", clip(&f.value)),
+                        format!(
+                            "the retrieval method must say API or HTML, found `{}`",
+                            clip(&f.value)
+                        ),
                         f.line,
                     );
                 }

@@ -93,9 +93,9 @@ pub fn load_signing_key(path: &Path) -> Result<SigningKey, SignError> {
 
 /// Parses a public key (SPKI PEM) from text; `origin` names it in errors.
 pub fn parse_verifying_key(text: &str, origin: &str) -> Result<VerifyingKey, SignError> {
-    runner_core::policy::parse_public_key_pem(text).map_err(|message| SignError::Key {
+    runner_core::policy::parse_public_key_pem(text).map_err(|e| SignError::Key {
         path: origin.into(),
-        message,
+        message: e.to_string(),
     })
 }
 

@@ -190,7 +190,7 @@ impl Policy {
         let forbidden = crate::rules::compile(file.forbidden, pattern).map_err(invalid)?;
         let approval = match file.approval {
             None => ApprovalPolicy::default(),
-            Some(a) => approval_policy(a).map_err(invalid)?,
+            Some(a) => approval_policy(a).map_err(|e| invalid(e.to_string()))?,
         };
         let rules_by_target = crate::rules::by_target(&forbidden);
         let confinement = file.confinement.unwrap_or_default();
@@ -208,7 +208,7 @@ impl Policy {
             &determinism,
             file.network.as_ref(),
         )
-        .map_err(invalid)?;
+        .map_err(|e| invalid(format!("cannot canonicalize the run tables: {e}")))?;
         crate::environment::check_specs(&file.environments, &file.guests)
             .map_err(|e| invalid(e.to_string()))?;
         Ok(Self {
@@ -315,7 +315,7 @@ fn run_sha256(
     confinement: &ConfinementPolicy,
     determinism: &DeterminismPolicy,
     network: Option<&crate::net::NetworkFile>,
-) -> Result<String, String> {
+) -> Result<String, serde_json::Error> {
     let mut value = serde_json::json!({
         "run_policy_type": RUN_POLICY_TYPE,
         "output": output,
@@ -333,15 +333,14 @@ fn run_sha256(
     if let Some(n) = network {
         value["network"] = serde_json::json!(n);
     }
-    let text = crate::jcs::to_string(&value)
-        .map_err(|e| format!("cannot canonicalize the run tables: {e}"))?;
+    let text = crate::jcs::to_string(&value)?;
     Ok(sha256_hex(text.as_bytes()))
 }
 
 /// Parses and checks the trusted keys: names visible and single-line, every key an
 /// Ed25519 SPKI PEM, no key listed twice (one key under two names would make the
 /// signer's name ambiguous).
-fn approval_policy(file: ApprovalFile) -> Result<ApprovalPolicy, String> {
+fn approval_policy(file: ApprovalFile) -> Result<ApprovalPolicy, TrustedKeyError> {
     let mut trusted: Vec<TrustedKey> = Vec::with_capacity(file.trusted.len());
     for (i, entry) in file.trusted.into_iter().enumerate() {
         let n = i + 1;
@@ -351,18 +350,25 @@ fn approval_policy(file: ApprovalFile) -> Result<ApprovalPolicy, String> {
                 .chars()
                 .any(|c| c.is_control() || crate::normalize::is_invisible(c))
         {
-            return Err(format!(
-                "approval.trusted entry {n}: `name` must be a non-empty single line of visible text"
-            ));
+            return Err(TrustedKeyError::BadName { entry: n });
         }
-        let origin = format!("approval.trusted entry {n} ({name})");
-        let key = parse_public_key_pem(&entry.public_key).map_err(|e| format!("{origin}: {e}"))?;
+        let key = match parse_public_key_pem(&entry.public_key) {
+            Ok(key) => key,
+            Err(source) => {
+                return Err(TrustedKeyError::BadKey {
+                    entry: n,
+                    name,
+                    source,
+                });
+            }
+        };
         let key_id = key_id(&key);
         if let Some(other) = trusted.iter().find(|t| t.key_id == key_id) {
-            return Err(format!(
-                "approval.trusted: key {key_id} is listed twice (as `{}` and as `{name}`)",
-                other.name
-            ));
+            return Err(TrustedKeyError::ListedTwice {
+                key_id,
+                first: other.name.clone(),
+                second: name,
+            });
         }
         trusted.push(TrustedKey { name, key, key_id });
     }
@@ -379,10 +385,36 @@ pub fn key_id(key: &ed25519_dalek::VerifyingKey) -> String {
 }
 
 /// An Ed25519 public key from its SPKI PEM text; the error says what it is not.
-pub fn parse_public_key_pem(text: &str) -> Result<ed25519_dalek::VerifyingKey, String> {
+pub fn parse_public_key_pem(text: &str) -> Result<ed25519_dalek::VerifyingKey, PublicKeyError> {
     use ed25519_dalek::pkcs8::DecodePublicKey;
     ed25519_dalek::VerifyingKey::from_public_key_pem(text.trim())
-        .map_err(|e| format!("not an Ed25519 public key PEM: {e}"))
+        .map_err(|e| PublicKeyError(e.to_string()))
+}
+
+/// Text that is not an Ed25519 public key PEM ([`parse_public_key_pem`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an Ed25519 public key PEM: {0}")]
+pub struct PublicKeyError(pub String);
+
+/// What is wrong with an `[approval]` trusted key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustedKeyError {
+    #[error(
+        "approval.trusted entry {entry}: `name` must be a non-empty single line of visible text"
+    )]
+    BadName { entry: usize },
+    #[error("approval.trusted entry {entry} ({name}): {source}")]
+    BadKey {
+        entry: usize,
+        name: String,
+        source: PublicKeyError,
+    },
+    #[error("approval.trusted: key {key_id} is listed twice (as `{first}` and as `{second}`)")]
+    ListedTwice {
+        key_id: String,
+        first: String,
+        second: String,
+    },
 }
 
 #[cfg(test)]

@@ -28,7 +28,8 @@ pub enum GuestError {
         line: usize,
         guest: String,
         field: &'static str,
-        reason: FieldProblem,
+        /// Boxed: it would otherwise make every `GuestError` larger.
+        reason: Box<FieldProblem>,
     },
 
     /// A guest fetched only on request (see `FetchPolicy::OnRequest`) is missing: the
@@ -263,7 +264,10 @@ pub enum FieldProblem {
     #[error("`{0}` must not contain empty, `.` or `..` components")]
     NotNormalized(String),
     #[error("`{path}` must not be {reserved} or under it")]
-    Reserved { path: String, reserved: &'static str },
+    Reserved {
+        path: String,
+        reserved: &'static str,
+    },
     #[error("`{0}` must be a file in a directory other than `/`")]
     NotInADirectory(String),
     #[error("`{0}` must be relative to the wheel root")]

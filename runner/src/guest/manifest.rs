@@ -322,11 +322,7 @@ impl FieldChecker<'_> {
                 ));
             }
             if asset.file == s(&raw.file) || assets.iter().any(|b| b.sha256 == asset.sha256) {
-                return Err(self.error(
-                    &a.file,
-                    "assets.file",
-                    FieldProblem::FileListedTwice,
-                ));
+                return Err(self.error(&a.file, "assets.file", FieldProblem::FileListedTwice));
             }
             assets.push(asset);
         }
@@ -506,7 +502,7 @@ impl FieldChecker<'_> {
             line: self.text[..start].matches('\n').count() + 1,
             guest: self.guest.to_owned(),
             field,
-            reason,
+            reason: Box::new(reason),
         }
     }
 }
