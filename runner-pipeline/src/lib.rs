@@ -31,6 +31,7 @@ pub mod net;
 pub use runner_core::normalize;
 pub mod pipeline;
 pub mod policy;
+pub mod report;
 /// The request model and its validator (in `runner-core`, which has no I/O).
 pub use runner_core::request;
 /// Capped, never-blocking reads of files named on the command line (in the sandbox crate,

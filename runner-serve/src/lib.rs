@@ -33,7 +33,9 @@
 
 // The pipeline's modules under the paths this crate's modules name them by
 // (`crate::pipeline`, `crate::gate`, ...): the host is a caller of `runner-pipeline`.
-use runner_pipeline::{backend, digest, gate, lock, pipeline, read, request, result, reuse, stage};
+use runner_pipeline::{
+    backend, digest, exit_codes, gate, lock, pipeline, read, request, result, reuse, stage,
+};
 
 pub mod claim;
 pub mod metrics;
@@ -42,7 +44,6 @@ mod watch;
 
 pub use watch::block_signals;
 
-use runner_pipeline::exit_codes;
 use crate::gate::inbox::{place, recover_intents, remove_temporaries, shown};
 use crate::gate::{DocKind, Judgement, Verdict};
 use crate::pipeline::{Pipeline, RunError};

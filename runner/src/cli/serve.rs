@@ -186,16 +186,17 @@ impl ServeCommand {
                 }
             }
         };
-        let pipeline = match super::exec::pipeline(policy, self.sign_key.as_deref(), false) {
-            Ok(pipeline) => pipeline,
-            Err(e) => {
-                super::output::error(format!("{}: {e}", e.reason_code()));
-                return e.exit_code();
-            }
-        };
+        let pipeline =
+            match crate::pipeline::Pipeline::for_command(policy, self.sign_key.as_deref(), None) {
+                Ok(pipeline) => pipeline,
+                Err(e) => {
+                    super::output::error(format!("{}: {e}", e.reason_code()));
+                    return e.exit_code();
+                }
+            };
         let jobs = usize::try_from(self.jobs).unwrap_or(1);
         // A host runs requests all day: its workers start ahead of them.
-        pipeline.set_warm_workers(super::exec::warm_workers(jobs.max(1)));
+        pipeline.set_warm_workers(crate::report::warm_workers(jobs.max(1)));
         if let Some(m) = &metrics {
             m.watch_workers(pipeline.worker_counters());
         }
