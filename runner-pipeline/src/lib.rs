@@ -14,8 +14,6 @@ pub mod backend;
 // reason: creates the inputs/ and results/ directories beside a request
 #[allow(clippy::disallowed_methods)]
 pub mod beside;
-// reason: draws the run seed from /dev/urandom
-#[allow(clippy::disallowed_methods)]
 pub mod determinism;
 // reason: fetches (pip), unpacks and stores package environments by path
 #[allow(clippy::disallowed_methods)]
@@ -43,8 +41,6 @@ pub mod result;
 pub mod reuse;
 /// The forbidden rules' compiled patterns (in `runner-core`).
 pub use runner_core::rule_pattern;
-// reason: reads keys and writes key files by path
-#[allow(clippy::disallowed_methods)]
 pub mod sign;
 // reason: creates the run directories that it then hands out as cap_std Dirs
 #[allow(clippy::disallowed_methods)]
