@@ -7,6 +7,7 @@
 //! request is quarantined or retried, on stderr as log lines.
 
 use crate::exit_codes;
+use crate::pipeline::Pipeline;
 use crate::policy::Policy;
 use crate::serve::metrics::{self, Metrics};
 use crate::serve::{self, Config, Handled, Level, Observer};
@@ -186,14 +187,13 @@ impl ServeCommand {
                 }
             }
         };
-        let pipeline =
-            match crate::pipeline::Pipeline::for_command(policy, self.sign_key.as_deref(), None) {
-                Ok(pipeline) => pipeline,
-                Err(e) => {
-                    super::output::error(format!("{}: {e}", e.reason_code()));
-                    return e.exit_code();
-                }
-            };
+        let pipeline = match Pipeline::for_command(policy, self.sign_key.as_deref(), None) {
+            Ok(pipeline) => pipeline,
+            Err(e) => {
+                super::output::error(format!("{}: {e}", e.reason_code()));
+                return e.exit_code();
+            }
+        };
         let jobs = usize::try_from(self.jobs).unwrap_or(1);
         // A host runs requests all day: its workers start ahead of them.
         pipeline.set_warm_workers(crate::report::warm_workers(jobs.max(1)));
