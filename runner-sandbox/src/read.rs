@@ -79,3 +79,35 @@ pub fn read_regular_nofollow(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> 
     }
     Ok(bytes)
 }
+
+/// Reads the whole text file at `path`: a policy or a key file the operator named.
+///
+/// # Ambient authority
+/// Opens `path` on the host filesystem.
+pub fn read_to_string(path: &Path) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
+/// Fills `buf` from the kernel's random source (a run's seed, a new signing key).
+///
+/// # Ambient authority
+/// Opens `/dev/urandom`.
+pub fn urandom(buf: &mut [u8]) -> std::io::Result<()> {
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// Creates the new file `path` with `mode`, writes `bytes` and syncs it; an existing
+/// file is an error (`AlreadyExists`), never replaced.
+///
+/// # Ambient authority
+/// Creates `path` on the host filesystem.
+pub fn write_new(path: &Path, mode: u32, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}

@@ -5,14 +5,13 @@
 //! report (text, or `--json`), the exit code. A rejected request or a staging refusal
 //! writes no result; a guest that fails or hits a limit still gets a complete result.
 
-use crate::exit_codes;
-use crate::pipeline::{Pipeline, RunError, RunPlan};
+use crate::pipeline::{Pipeline, RunError};
 use crate::policy::Policy;
+use crate::report::ExecOptions;
 use crate::request::Reason;
-use crate::result::ResultsRoot;
-use crate::stage::InputsRoot;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+pub use crate::report::ExecReport;
 
 pub mod batch;
 pub mod shard;
@@ -70,43 +69,6 @@ pub struct ExecCommand {
     pub reuse: bool,
 }
 
-/// What `exec --json` prints.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ExecReport {
-    /// ACCEPT: the request ran and `result_path` holds its result (whatever the guest's
-    /// outcome); REJECT: nothing ran, `reasons` says why.
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
-    pub verdict: &'static str,
-    pub reasons: Vec<Reason>,
-    pub result_path: Option<String>,
-    #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
-    pub outcome: Option<&'static str>,
-    pub exit_code: Option<i32>,
-    /// `null` when nothing ran (a REJECT, or a reused result).
-    pub runtime_sec: Option<f64>,
-    /// `--reuse`: nothing ran; `result_path` is a verified earlier result of the same run
-    /// (its outcome and exit code are that run's).
-    pub reused: bool,
-}
-
-impl ExecReport {
-    /// The report of a request that did not run, with its exit code.
-    fn not_run(error: &RunError) -> (i32, Self) {
-        (
-            error.exit_code(),
-            Self {
-                verdict: "REJECT",
-                reasons: error.reasons(),
-                result_path: None,
-                outcome: None,
-                exit_code: None,
-                runtime_sec: None,
-                reused: false,
-            },
-        )
-    }
-}
-
 impl ExecCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         let request = self.requests[0].as_path();
@@ -147,116 +109,20 @@ impl ExecCommand {
     }
 
     fn pipeline(&self, policy: &Policy) -> Result<Pipeline, RunError> {
-        pipeline(policy, self.sign_key.as_deref(), !self.json)
+        let progress = (!self.json).then(super::output::progress_reporter);
+        Pipeline::for_command(policy, self.sign_key.as_deref(), progress)
     }
 
     /// Judge, run and publish one request (or, with `--reuse`, find its verified
     /// result); its exit code and report.
     fn run_one(&self, pipeline: &Pipeline, request: &Path) -> (i32, ExecReport) {
-        let plan = match pipeline.judge(request) {
-            Ok(plan) => plan,
-            Err(e) => return ExecReport::not_run(&e),
+        let options = ExecOptions {
+            inputs: self.inputs.as_deref(),
+            results: self.results.as_deref(),
+            reuse: self.reuse,
         };
-        let inputs = InputsRoot::for_request(self.inputs.as_deref(), request);
-        let results = ResultsRoot::for_request(self.results.as_deref(), request);
-        if self.reuse
-            && let Some(report) = reused(pipeline, &plan, request, &inputs, &results)
-        {
-            return (exit_codes::OK, report);
-        }
-        match pipeline.run(&plan, &inputs, &results) {
-            Ok(summary) => (
-                exit_codes::OK,
-                ExecReport {
-                    verdict: "ACCEPT",
-                    reasons: Vec::new(),
-                    result_path: Some(summary.result_path.display().to_string()),
-                    outcome: Some(summary.outcome.kind.as_str()),
-                    exit_code: Some(summary.outcome.exit_code),
-                    runtime_sec: Some(summary.outcome.runtime_sec),
-                    reused: false,
-                },
-            ),
-            Err(e) => ExecReport::not_run(&e),
-        }
+        pipeline.exec_report(request, options, &mut |line| super::output::warning(line))
     }
-}
-
-/// The report of a verified stored result of the same run as `plan`, if there is one;
-/// a candidate passed over (tampered, partial, inputs changed) is logged with why.
-fn reused(
-    pipeline: &Pipeline,
-    plan: &RunPlan,
-    request: &Path,
-    inputs: &InputsRoot,
-    results: &ResultsRoot,
-) -> Option<ExecReport> {
-    let found = crate::reuse::find(
-        plan,
-        pipeline.policy(),
-        request,
-        inputs,
-        results.path(),
-        pipeline.verifying_key().as_ref(),
-    );
-    let then = if found.reusable.is_some() {
-        "an older verified result of the same run is reused"
-    } else {
-        "it runs again"
-    };
-    for why in &found.passed_over {
-        super::output::warning(format!("{}: {why}; {then}", request.display()));
-    }
-    let stored = found.reusable?;
-    Some(ExecReport {
-        verdict: "ACCEPT",
-        reasons: Vec::new(),
-        result_path: Some(stored.result.display().to_string()),
-        outcome: crate::reuse::outcome_kind(&stored.lock.outputs.outcome),
-        exit_code: Some(stored.lock.outputs.exit_code),
-        runtime_sec: None,
-        reused: true,
-    })
-}
-
-/// The pipeline every request of a command runs through: the policy, the signing key
-/// (`sign_key`), progress on stderr when `progress` is set (not with JSON output).
-pub(super) fn pipeline(
-    policy: &Policy,
-    sign_key: Option<&Path>,
-    progress: bool,
-) -> Result<Pipeline, RunError> {
-    let sign_key = match sign_key {
-        Some(path) => Some(
-            crate::sign::load_signing_key(path).map_err(|e| RunError::Usage {
-                code: "sign.key",
-                message: e.to_string(),
-            })?,
-        ),
-        None => None,
-    };
-    let pipeline = Pipeline::new(policy.clone()).with_sign_key(sign_key);
-    Ok(if progress {
-        pipeline.with_progress(super::output::progress_reporter())
-    } else {
-        pipeline
-    })
-}
-
-/// Environment variable overriding how many workers a host or a batch keeps started
-/// ahead per engine (`0`: none, every worker starts cold, as a single `runner exec`).
-pub(super) const WARM_WORKERS_ENV: &str = "RUNNER_WARM_WORKERS";
-
-/// Warm workers per engine for a host or batch of `jobs`: `$RUNNER_WARM_WORKERS` when
-/// it is a number, else `jobs`.
-///
-/// # Ambient authority
-/// Reads `$RUNNER_WARM_WORKERS`.
-pub(super) fn warm_workers(jobs: usize) -> usize {
-    runner_sandbox::env::var(WARM_WORKERS_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(jobs)
 }
 
 /// `REQUEST: not run` and a line per reason (with the request's line when known).

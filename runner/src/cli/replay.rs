@@ -12,18 +12,14 @@
 //! replayed offline from its recorded egress log; `--live` fetches again and reports,
 //! exchange by exchange, which responses changed.
 
-use crate::exit_codes;
-use crate::lock::PinChange;
 use crate::pipeline::Pipeline;
-use crate::pipeline::replay::{
-    ExchangeComparison, NetworkSource, ReplayError, ReplayMode, ReplaySource, Replayed,
-};
+use crate::pipeline::replay::{NetworkSource, ReplayMode, ReplaySource};
 use crate::policy::Policy;
-use crate::result::ResultsRoot;
-use serde::Serialize;
+use crate::report::ReplayOptions;
 use std::path::PathBuf;
 
 pub use crate::pipeline::replay::{OutputComparison, compare};
+pub use crate::report::ReplayReport;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -79,61 +75,31 @@ pub struct ReplayCommand {
     pub json: bool,
 }
 
-/// What `replay --json` prints.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ReplayReport {
-    /// `MATCH`: every output matched under the pinned runner, engine, guest and policy
-    /// run tables. `MATCH_ACROSS_UPGRADE` (only with `--across-upgrade`): every output
-    /// matched, and at least one of those pins changed (`changed_pins`). `DRIFT`: an
-    /// output or an input differs. `REFUSED`: nothing ran (`refused` says why).
-    #[schemars(extend("enum" = ["MATCH", "MATCH_ACROSS_UPGRADE", "DRIFT", "REFUSED"]))]
-    pub verdict: &'static str,
-    pub result_path: Option<String>,
-    pub outputs: Vec<OutputComparison>,
-    /// Each pin of the baseline's lock that differs from what is in force now: `policy`
-    /// (the run tables' `run_sha256`), `policy_text` (the whole text; reported, never
-    /// refused), `runner`, `engine`, `guest`, `limits`.
-    pub changed_pins: Vec<PinChange>,
-    /// Why the replay was refused (empty when it ran).
-    pub refused: Vec<String>,
-    /// What the baseline saw that its lock does not record (the host's clocks or
-    /// entropy, by the policy's `[determinism]`), so that output depending on it
-    /// cannot be reproduced: one line each, empty when everything was recorded.
-    pub notes: Vec<String>,
-    /// With `--live`: each network exchange of the baseline beside the one fetched
-    /// now, paired by order; empty without `--live`.
-    pub network: Vec<ExchangeComparison>,
-}
-
 impl ReplayCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
-        let (code, report) = match self.replay(policy) {
-            Ok(report) => {
-                let drift = report.verdict == "DRIFT";
-                // MATCH_ACROSS_UPGRADE exits 0: the outputs agree, which is what
-                // --check checks; the changed pins are in the report.
-                (
-                    if drift && self.check {
-                        exit_codes::DRIFT
-                    } else {
-                        exit_codes::OK
-                    },
-                    report,
-                )
-            }
-            Err((code, refused)) => (
-                code,
-                ReplayReport {
-                    verdict: "REFUSED",
-                    result_path: None,
-                    outputs: Vec::new(),
-                    changed_pins: Vec::new(),
-                    refused,
-                    notes: Vec::new(),
-                    network: Vec::new(),
-                },
-            ),
-        };
+        let mut pipeline = Pipeline::new(policy.clone());
+        if !self.json {
+            pipeline = pipeline.with_progress(super::output::progress_reporter());
+        }
+        let (code, report) = pipeline.replay_report(&ReplayOptions {
+            source: ReplaySource {
+                result: &self.result,
+                request: self.request.as_deref(),
+                inputs: self.inputs.as_deref(),
+            },
+            results: self.results.as_deref(),
+            mode: if self.across_upgrade {
+                ReplayMode::AcrossUpgrade
+            } else {
+                ReplayMode::Strict
+            },
+            network: if self.live {
+                NetworkSource::Live
+            } else {
+                NetworkSource::Recorded
+            },
+            check: self.check,
+        });
         if self.json {
             if let Err(code) = crate::cli::out_json(&report) {
                 return code;
@@ -183,62 +149,5 @@ impl ReplayCommand {
             }
         }
         code
-    }
-
-    fn replay(&self, policy: &Policy) -> Result<ReplayReport, (i32, Vec<String>)> {
-        let failed = |e: ReplayError| (e.exit_code(), e.lines());
-        // Without --results the replay's own result goes to a temporary directory,
-        // removed afterwards.
-        let tmp;
-        let results_dir = match &self.results {
-            Some(d) => d.clone(),
-            None => {
-                tmp = tempfile::Builder::new()
-                    .prefix("runner-replay-")
-                    .tempdir()
-                    .map_err(|e| (exit_codes::IO, vec![e.to_string()]))?;
-                tmp.path().to_owned()
-            }
-        };
-        let mut pipeline = Pipeline::new(policy.clone());
-        if !self.json {
-            pipeline = pipeline.with_progress(super::output::progress_reporter());
-        }
-        let mode = if self.across_upgrade {
-            ReplayMode::AcrossUpgrade
-        } else {
-            ReplayMode::Strict
-        };
-        let source = ReplaySource {
-            result: &self.result,
-            request: self.request.as_deref(),
-            inputs: self.inputs.as_deref(),
-        };
-        let replayed: Replayed = pipeline
-            .replay(
-                &source,
-                &ResultsRoot::named(&results_dir),
-                mode,
-                if self.live {
-                    NetworkSource::Live
-                } else {
-                    NetworkSource::Recorded
-                },
-            )
-            .map_err(failed)?;
-        let verdict = replayed.verdict();
-        let result_path = match (&self.results, replayed.result_path) {
-            (Some(_), Some(path)) => Some(path.display().to_string()),
-            _ => None,
-        };
-        Ok(ReplayReport {
-            verdict,
-            result_path,
-            outputs: replayed.outputs,
-            changed_pins: replayed.changed_pins,
-            refused: Vec::new(),
-            notes: replayed.notes,
-            network: replayed.network,
-        })
     }
 }

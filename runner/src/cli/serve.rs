@@ -7,6 +7,7 @@
 //! request is quarantined or retried, on stderr as log lines.
 
 use crate::exit_codes;
+use crate::pipeline::Pipeline;
 use crate::policy::Policy;
 use crate::serve::metrics::{self, Metrics};
 use crate::serve::{self, Config, Handled, Level, Observer};
@@ -186,7 +187,7 @@ impl ServeCommand {
                 }
             }
         };
-        let pipeline = match super::exec::pipeline(policy, self.sign_key.as_deref(), false) {
+        let pipeline = match Pipeline::for_command(policy, self.sign_key.as_deref(), None) {
             Ok(pipeline) => pipeline,
             Err(e) => {
                 super::output::error(format!("{}: {e}", e.reason_code()));
@@ -195,7 +196,7 @@ impl ServeCommand {
         };
         let jobs = usize::try_from(self.jobs).unwrap_or(1);
         // A host runs requests all day: its workers start ahead of them.
-        pipeline.set_warm_workers(super::exec::warm_workers(jobs.max(1)));
+        pipeline.set_warm_workers(crate::report::warm_workers(jobs.max(1)));
         if let Some(m) = &metrics {
             m.watch_workers(pipeline.worker_counters());
         }

@@ -92,7 +92,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
         .clamp(1, requests.len().max(1));
     // More than one request: the next workers start while the current ones run.
     if requests.len() > 1 {
-        pipeline.set_warm_workers(super::warm_workers(jobs));
+        pipeline.set_warm_workers(crate::report::warm_workers(jobs));
     }
     let next = AtomicUsize::new(0);
     let done: Mutex<BTreeMap<usize, (i32, ExecReport)>> = Mutex::new(BTreeMap::new());

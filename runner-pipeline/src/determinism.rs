@@ -5,7 +5,6 @@
 //! use in a run is `runner_sandbox::determinism`'s.
 
 use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism, VirtualClock, seed_hex};
-use std::io::Read;
 
 /// The `[determinism]` table's types live in `runner-core` (no I/O), with the policy.
 pub use runner_core::policy::determinism::{ClockSource, DeterminismPolicy, EntropySource};
@@ -38,7 +37,7 @@ impl Fresh for DeterminismPolicy {
             EntropySource::Host => None,
             EntropySource::Seeded => {
                 let mut seed = [0u8; 32];
-                std::fs::File::open("/dev/urandom")?.read_exact(&mut seed)?;
+                runner_sandbox::read::urandom(&mut seed)?;
                 Some(seed_hex(&seed))
             }
         };

@@ -28,6 +28,15 @@
 //! filed; the filing into `done/` is a rename that is not fsynced on its own: after a
 //! crash the request may reappear claimed, and recovery files it without running it.
 
+// reason: the inbox host claims and files requests by path
+#![allow(clippy::disallowed_methods)]
+
+// The pipeline's modules under the paths this crate's modules name them by
+// (`crate::pipeline`, `crate::gate`, ...): the host is a caller of `runner-pipeline`.
+use runner_pipeline::{
+    backend, digest, exit_codes, gate, lock, pipeline, read, request, result, reuse, stage,
+};
+
 pub mod claim;
 pub mod metrics;
 pub mod nats;
@@ -35,7 +44,6 @@ mod watch;
 
 pub use watch::block_signals;
 
-use crate::exit_codes;
 use crate::gate::inbox::{place, recover_intents, remove_temporaries, shown};
 use crate::gate::{DocKind, Judgement, Verdict};
 use crate::pipeline::{Pipeline, RunError};

@@ -11,8 +11,6 @@ use base64::engine::general_purpose::STANDARD as B64;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, EncodePublicKey};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +31,7 @@ pub enum SignError {
 /// Reads `/dev/urandom`.
 pub fn generate() -> Result<SigningKey, SignError> {
     let mut seed = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut seed)?;
+    runner_sandbox::read::urandom(&mut seed)?;
     Ok(SigningKey::from_bytes(&seed))
 }
 
@@ -67,21 +65,14 @@ pub fn write_keypair(
         (&secret_path, secret.as_bytes(), 0o600),
         (&public_path, public.as_bytes(), 0o644),
     ] {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(path)
-            .map_err(|e| err(path, e.to_string()))?;
-        f.write_all(text)?;
-        f.sync_all()?;
+        runner_sandbox::read::write_new(path, mode, text).map_err(|e| err(path, e.to_string()))?;
     }
     Ok((secret_path, public_path))
 }
 
 /// Loads a private key (PKCS#8 PEM).
 pub fn load_signing_key(path: &Path) -> Result<SigningKey, SignError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SignError::Key {
+    let text = runner_sandbox::read::read_to_string(path).map_err(|e| SignError::Key {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
@@ -101,7 +92,7 @@ pub fn parse_verifying_key(text: &str, origin: &str) -> Result<VerifyingKey, Sig
 
 /// Loads a public key (SPKI PEM).
 pub fn load_verifying_key(path: &Path) -> Result<VerifyingKey, SignError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SignError::Key {
+    let text = runner_sandbox::read::read_to_string(path).map_err(|e| SignError::Key {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
@@ -197,6 +188,8 @@ pub fn verify(
 }
 
 #[cfg(test)]
+// reason: the tests check the key file's mode on disk
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

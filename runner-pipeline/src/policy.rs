@@ -7,10 +7,8 @@ use std::path::Path;
 ///
 /// # Ambient authority
 /// Reads `path` from the host filesystem.
-// reason: reads a file the operator named (its doc says so under Ambient authority).
-#[allow(clippy::disallowed_methods)]
 pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+    let text = runner_sandbox::read::read_to_string(path).map_err(|source| PolicyError::Read {
         path: path.to_owned(),
         source,
     })?;

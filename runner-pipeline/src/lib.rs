@@ -1,0 +1,57 @@
+//! `runner-pipeline`: the run as a library. It judges approved Tool Execution Requests,
+//! runs them in a sandbox (wasmtime with a CPython-for-WASI guest, or Monty) and writes
+//! Tool Execution Results whose every hash is re-derivable; `runner exec`, `runner
+//! replay` and the inbox host (`runner-serve`) all call it.
+//!
+//! The pipeline is a chain of types: raw request text → [`request::ToolRequest`] →
+//! [`request::ApprovedRequest`] (only the validator builds one) → [`backend::SandboxSpec`]
+//! → [`backend::Outcome`] → result document.
+
+// reason: reads requests, writes sealed ones and approvals at paths the operator names
+#[allow(clippy::disallowed_methods)]
+pub mod approval;
+pub mod backend;
+// reason: creates the inputs/ and results/ directories beside a request
+#[allow(clippy::disallowed_methods)]
+pub mod beside;
+pub mod determinism;
+// reason: fetches (pip), unpacks and stores package environments by path
+#[allow(clippy::disallowed_methods)]
+pub mod environment;
+pub mod exit_codes;
+pub mod gate;
+// reason: fetches (pip), unpacks and stores guests in the cache by path
+#[allow(clippy::disallowed_methods)]
+pub mod guest;
+pub mod lock;
+pub mod net;
+/// Text normalization (in `runner-core`, which has no I/O).
+pub use runner_core::normalize;
+pub mod pipeline;
+pub mod policy;
+pub mod report;
+/// The request model and its validator (in `runner-core`, which has no I/O).
+pub use runner_core::request;
+/// Capped, never-blocking reads of files named on the command line (in the sandbox crate,
+/// which holds ambient authority).
+pub use runner_sandbox::read;
+pub mod result;
+// reason: lists the results directory for an earlier run
+#[allow(clippy::disallowed_methods)]
+pub mod reuse;
+/// The forbidden rules' compiled patterns (in `runner-core`).
+pub use runner_core::rule_pattern;
+pub mod sign;
+// reason: creates the run directories that it then hands out as cap_std Dirs
+#[allow(clippy::disallowed_methods)]
+pub mod stage;
+
+/// The runner's own version, recorded in every result's Provenance.
+pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// sha256 helpers (the sandbox's, shared with the wasmtime worker).
+pub use runner_sandbox::digest;
+/// The wasmtime version the runner embeds (the ERA backend's, `runner-wasmtime`).
+pub use runner_wasmtime::WASMTIME_VERSION;
+/// The Monty version the monty worker (`runner-monty`) embeds, recorded as the engine of
+/// monty results (see `runner_sandbox::monty::MONTY_VERSION`).
+pub const MONTY_VERSION: &str = runner_sandbox::monty::MONTY_VERSION;
