@@ -33,7 +33,7 @@ pub mod metrics;
 pub mod nats;
 mod watch;
 
-pub use watch::block_signals;
+pub use watch::{block_signals, unblock_signals};
 
 use crate::exit_codes;
 use crate::gate::inbox::{place, recover_intents, remove_temporaries, shown};
