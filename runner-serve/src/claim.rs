@@ -4,8 +4,9 @@
 //! Each host owns a claim directory `INBOX/.serve/<host id>/` (a hidden name: the inbox
 //! scan, and `runner gate`, leave it alone) holding a `.lock` file that the host keeps
 //! `flock`ed while it lives. It is created under a temporary name and renamed into place
-//! with the lock already held, so every visible claim directory is locked by its host or
-//! abandoned. Claiming a request is one `rename` of `TR-x.md` from the inbox into the
+//! with the lock already held, and the `.lock` itself is locked before it gets that name,
+//! so every visible `.lock` (in place or in a directory being created) is locked by its
+//! host or abandoned. Claiming a request is one `rename` of `TR-x.md` from the inbox into the
 //! claim directory, never replacing: of two hosts, exactly one rename succeeds. Its
 //! `TR-x.md.sig` and `TR-x.inputs/` follow (the protocol puts them in before the `.md`).
 //!
@@ -30,6 +31,9 @@ use std::path::{Path, PathBuf};
 pub const SERVE_DIR: &str = ".serve";
 /// The lock file of a claim directory.
 const LOCK_FILE: &str = ".lock";
+/// The lock file while its host creates and locks it (renamed to [`LOCK_FILE`] once
+/// locked; recovery never opens it).
+const NEW_LOCK_FILE: &str = ".lock.new";
 
 /// The companions of `TR-x.md` that travel with it: its signature and its inputs.
 pub fn companion_names(name: &OsStr) -> [OsString; 2] {
@@ -58,6 +62,12 @@ impl ClaimDir {
     /// # Ambient authority
     /// Creates directories and a file under the inbox the operator named.
     pub fn create(inbox: &Path) -> io::Result<Self> {
+        Self::create_observed(inbox, &mut |_| {})
+    }
+
+    /// [`ClaimDir::create`], calling `between` after each step with the `.serve`
+    /// directory (a test runs a peer's recovery pass there, see the tests).
+    fn create_observed(inbox: &Path, between: &mut dyn FnMut(&Path)) -> io::Result<Self> {
         let serve = inbox.join(SERVE_DIR);
         match fs::DirBuilder::new().mode(0o700).create(&serve) {
             Ok(()) => {}
@@ -67,11 +77,23 @@ impl ClaimDir {
         let id = host_id();
         let tmp = serve.join(format!(".new-{id}"));
         fs::DirBuilder::new().mode(0o700).create(&tmp)?;
-        let file = File::create(tmp.join(LOCK_FILE))?;
+        between(&serve);
+        // The lock file is created and locked under another name, then renamed: a peer's
+        // recovery pass takes a `.lock` it can lock for a dead host's, so a `.lock`
+        // must never be seen unlocked while its host lives (it was, between its
+        // creation and the `flock`, and a peer starting at the same moment swept this
+        // directory as a dead host's).
+        let new_lock = tmp.join(NEW_LOCK_FILE);
+        let file = File::create(&new_lock)?;
+        between(&serve);
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
             .map_err(|(_, errno)| io::Error::from(errno))?;
+        between(&serve);
+        fs::rename(&new_lock, tmp.join(LOCK_FILE))?;
+        between(&serve);
         let path = serve.join(&id);
         rename_noreplace(&tmp, &path)?;
+        between(&serve);
         sync_dir(&serve)?;
         Ok(Self {
             inbox: inbox.to_owned(),
@@ -252,7 +274,9 @@ pub fn dead_claims(inbox: &Path, own: &Path) -> Vec<DeadClaims> {
         }
         if e.file_name().as_bytes().starts_with(b".new-") {
             // A host being created, or one that died before its directory was in place:
-            // it never claimed anything. Remove it once its lock is free.
+            // it never claimed anything. Remove it once its lock is free (one that died
+            // before its `.lock` was in place stays: an empty directory, never taken
+            // for a live host's).
             if let Some(lock) = try_lock(&path) {
                 let _ = fs::remove_file(path.join(LOCK_FILE));
                 let _ = fs::remove_dir(&path);
@@ -312,6 +336,33 @@ pub fn published_result(results: &Path, request_id: &str, request_sha256: &str) 
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_recovering_while_a_host_creates_its_claim_directory_leaves_it_alone() {
+        // Two hosts starting on one inbox: the one that says `serving` first runs its
+        // recovery pass while the other is still creating its claim directory. At every
+        // step of that creation the pass must leave it alone (a fresh-clone CI run saw
+        // the second host's creation fail: its directory was swept as a dead host's).
+        let inbox = tempfile::tempdir().unwrap();
+        let inbox = inbox.path().canonicalize().unwrap();
+        let peer = ClaimDir::create(&inbox).unwrap();
+        let mut passes = 0;
+        let created = ClaimDir::create_observed(&inbox, &mut |serve| {
+            assert_eq!(serve, inbox.join(SERVE_DIR));
+            assert!(dead_claims(&inbox, peer.path()).is_empty());
+            passes += 1;
+        });
+        let created = created.unwrap();
+        assert_eq!(passes, 5);
+        // Created and locked: not recoverable while it lives, recoverable once gone.
+        assert!(created.path().join(LOCK_FILE).is_file());
+        assert!(dead_claims(&inbox, peer.path()).is_empty());
+        let path = created.path().to_owned();
+        drop(created);
+        let dead = dead_claims(&inbox, peer.path());
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].path, path);
+    }
 
     #[test]
     fn one_of_two_hosts_claims_a_request() {

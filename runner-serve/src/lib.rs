@@ -42,7 +42,7 @@ pub mod metrics;
 pub mod nats;
 mod watch;
 
-pub use watch::block_signals;
+pub use watch::{block_signals, unblock_signals};
 
 use crate::gate::inbox::{place, recover_intents, remove_temporaries, shown};
 use crate::gate::{DocKind, Judgement, Verdict};

@@ -43,6 +43,13 @@ pub fn block_signals() -> io::Result<()> {
     stop_signals().thread_block().map_err(io::Error::from)
 }
 
+/// Unblocks SIGTERM and SIGINT in the calling thread: once the host has stopped serving,
+/// a further one ends the process by its default action (a host waiting for its
+/// warm-up to end before it exits).
+pub fn unblock_signals() -> io::Result<()> {
+    stop_signals().thread_unblock().map_err(io::Error::from)
+}
+
 pub struct Watcher {
     inbox: PathBuf,
     inotify: Inotify,

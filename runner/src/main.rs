@@ -33,7 +33,9 @@ fn main() {
     };
     if matches!(
         cli.command,
-        runner::cli::Command::Exec(_) | runner::cli::Command::Replay(_)
+        runner::cli::Command::Exec(_)
+            | runner::cli::Command::Replay(_)
+            | runner::cli::Command::Serve(_)
     ) {
         // Per-run /out tmpfs mounts live in a mount namespace of our own, entered while
         // the process is still single-threaded; they vanish with the process.

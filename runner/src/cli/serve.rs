@@ -204,20 +204,29 @@ impl ServeCommand {
             json: self.json,
             metrics,
         };
-        // The pools start now, not at the first request of each kind: in the
-        // background, so claiming starts at once (a request that comes first waits for
-        // the same preparation, which is done once).
-        let served = std::thread::scope(|scope| {
-            scope.spawn(|| {
-                if let Err(e) = pipeline.warm_up() {
+        // The pools start now, not at the first request of each kind, in a thread of
+        // their own: claiming starts at once (a request that comes first waits for the
+        // same preparation, which is done once), and a start-up error is said at once,
+        // not after a guest's first fetch and compile (seconds to minutes with a cold
+        // cache).
+        let pipeline = Arc::new(pipeline);
+        let warming = Arc::clone(&pipeline);
+        let warm_up = std::thread::Builder::new()
+            .name("runner-warm-up".into())
+            .spawn(move || {
+                if let Err(e) = warming.warm_up() {
                     super::output::warning(format!(
                         "warm workers not started ahead ({e}); the first request starts them"
                     ));
                 }
-            });
-            self.serve_with(&pipeline, &printer, jobs)
-        });
-        match served {
+            })
+            .map_err(|e| {
+                super::output::warning(format!(
+                    "warm workers not started ahead (no thread for it: {e}); the first request starts them"
+                ));
+            })
+            .ok();
+        let code = match self.serve_with(&pipeline, &printer, jobs) {
             None => {
                 super::output::error("give --inbox DIR --results DIR, or --nats URL");
                 exit_codes::USAGE
@@ -227,7 +236,21 @@ impl ServeCommand {
                 super::output::error(e);
                 exit_codes::IO
             }
+        };
+        // The warm-up ends before the process does (a fetch or compile cut short would
+        // leave its temporaries behind); the host says so, and a further stop signal
+        // ends it at once.
+        if let Some(warm_up) = warm_up {
+            if !warm_up.is_finished() {
+                let _ = serve::unblock_signals();
+                super::output::note(
+                    "waiting for the warm-up (a guest's first fetch or compile) to end before exiting; \
+                     a further SIGTERM or SIGINT stops at once",
+                );
+            }
+            let _ = warm_up.join();
         }
+        code
     }
 
     /// Serve the inbox or the NATS stream until stopped; `None`: neither was given.
