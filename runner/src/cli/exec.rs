@@ -113,7 +113,16 @@ impl ExecCommand {
         let batch = batch::is_batch(&self.requests) || self.shard.is_some();
         let (code, report) = match self.pipeline(policy) {
             Ok(pipeline) if batch => return batch::execute(&self, &pipeline),
-            Ok(pipeline) => self.run_one(&pipeline, request),
+            Ok(pipeline) => {
+                // Its worker starts while the run stages (`RUNNER_WARM_WORKERS=0`: after).
+                if warm_workers(1) > 0 {
+                    pipeline.set_one_worker_ahead();
+                    if !self.reuse {
+                        pipeline.start_worker_ahead(request);
+                    }
+                }
+                self.run_one(&pipeline, request)
+            }
             Err(e) if batch => {
                 eprintln!("error: {}: {e}", e.reason_code());
                 return e.exit_code();
@@ -244,7 +253,8 @@ pub(super) fn pipeline(
 }
 
 /// Environment variable overriding how many workers a host or a batch keeps started
-/// ahead per engine (`0`: none, every worker starts cold, as a single `runner exec`).
+/// ahead per engine (`0`: none, every worker starts cold, also a single `runner exec`'s,
+/// which otherwise starts while its run is staged).
 pub(super) const WARM_WORKERS_ENV: &str = "RUNNER_WARM_WORKERS";
 
 /// Warm workers per engine for a host or batch of `jobs`: `$RUNNER_WARM_WORKERS` when
