@@ -127,8 +127,7 @@ impl Pipeline {
             Some(b) if b.eq_ignore_ascii_case("era") => {
                 let guest = peek_front_matter(text, "language")
                     .and_then(|l| self.policy.guest_for_language(l));
-                if let (Some(guest), Ok(determinism)) = (guest, self.policy.determinism.fresh())
-                {
+                if let (Some(guest), Ok(determinism)) = (guest, self.policy.determinism.fresh()) {
                     self.engines.start_era_ahead(&guest.guest, &determinism);
                 }
             }
@@ -430,11 +429,15 @@ mod tests {
 
     #[test]
     fn the_peek_reads_only_the_front_matter() {
-        let text = "---\nrequest_id: \"x\"\nbackend: monty\nlanguage: 'python'\n---\nbackend: ERA\n";
+        let text =
+            "---\nrequest_id: \"x\"\nbackend: monty\nlanguage: 'python'\n---\nbackend: ERA\n";
         assert_eq!(peek_front_matter(text, "backend"), Some("monty"));
         assert_eq!(peek_front_matter(text, "language"), Some("python"));
         assert_eq!(peek_front_matter(text, "network"), None);
         assert_eq!(peek_front_matter("backend: ERA\n", "backend"), None);
-        assert_eq!(peek_front_matter("---\n---\nbackend: ERA\n", "backend"), None);
+        assert_eq!(
+            peek_front_matter("---\n---\nbackend: ERA\n", "backend"),
+            None
+        );
     }
 }
