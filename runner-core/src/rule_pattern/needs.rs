@@ -28,9 +28,27 @@
 //! `tests::needs_never_refuse_a_match` checks the condition against the compiled rule on
 //! the same corpora as the ASCII form.
 
+mod builtin;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::HashMap;
+
+/// The start of `needs/builtin.rs`.
+#[cfg(test)]
+const TABLE_HEAD: &str = "\
+//! The literal conditions of the built-in rules, made by `Needs::table_file` from the
+//! rules' sources: generated, do not edit. `tests::builtin_needs_table_is_current`
+//! fails when a built-in rule changes; `UPDATE_NEEDS_TABLE=1` on that test rewrites it.
+
+use super::Cond::{self, All, Any, Lit, NonAscii};
+
+/// The literals and the condition of the built-in rule `source`; `None` for any other.
+#[rustfmt::skip]
+#[allow(clippy::too_many_lines)]
+pub(super) fn table(source: &str) -> Option<(&'static [&'static str], Cond)> {
+    match source {
+";
 
 /// The largest class read as one of its characters.
 const SMALL_CLASS: u32 = 8;
@@ -60,6 +78,18 @@ impl Needs {
     /// does not parse as the rule compiler's patterns do: it is then compiled as before
     /// and fails there).
     pub(super) fn of(source: &str) -> Option<Self> {
+        // A built-in rule's condition is read off the table made from the same code
+        // (`builtin::table`, checked by `tests::builtin_needs_table_is_current`): parsing
+        // the built-in rules cost about 3 ms of every process.
+        if let Some((list, condition)) = builtin::table(source) {
+            return Self::with(list, condition);
+        }
+        let (literals, condition) = Self::condition(source)?;
+        Self::with(&literals.list, condition)
+    }
+
+    /// The literals and the condition of `source`, computed from its syntax tree.
+    fn condition(source: &str) -> Option<(Literals, Cond)> {
         let hir = regex_syntax::ParserBuilder::new()
             .case_insensitive(false)
             .multi_line(true)
@@ -68,19 +98,47 @@ impl Needs {
             .ok()?;
         let mut literals = Literals::default();
         let condition = literals.cond(&hir)?;
+        Some((literals, condition))
+    }
+
+    fn with<S: AsRef<[u8]>>(list: &[S], condition: Cond) -> Option<Self> {
         let automaton = AhoCorasickBuilder::new()
             // As cheap to build as the noncontiguous NFA (the DFA costs about 1.5 ms more
             // for the built-in rules) and quicker to search.
             .kind(Some(AhoCorasickKind::ContiguousNFA))
             .prefilter(false)
             .ascii_case_insensitive(true)
-            .build(&literals.list)
+            .build(list)
             .ok()?;
         Some(Self {
             automaton,
-            literals: literals.list.len(),
+            literals: list.len(),
             condition,
         })
+    }
+
+    /// The text of `needs/builtin.rs` for the rules `sources` (sorted, distinct).
+    #[cfg(test)]
+    pub(super) fn table_file(sources: &[String]) -> String {
+        let mut out = String::from(TABLE_HEAD);
+        for source in sources {
+            if let Some(entry) = Self::table_entry(source) {
+                out.push_str(&format!("        {source:?} =>\n            {entry},\n"));
+            }
+        }
+        out.push_str("        _ => None,\n    }\n}\n");
+        out
+    }
+
+    /// The table entry of `source` in `builtin.rs`'s form: `None` when it needs nothing.
+    #[cfg(test)]
+    pub(super) fn table_entry(source: &str) -> Option<String> {
+        let (literals, condition) = Self::condition(source)?;
+        Some(format!(
+            "Some((&{:?} as &[&str], {}))",
+            literals.list,
+            condition.rust()
+        ))
     }
 
     /// Whether `text` may hold a match: false only when it cannot.
@@ -102,6 +160,18 @@ impl Needs {
 }
 
 impl Cond {
+    /// The Rust expression that builds this condition (for the built-in table).
+    #[cfg(test)]
+    fn rust(&self) -> String {
+        let list = |parts: &[Cond]| parts.iter().map(Cond::rust).collect::<Vec<_>>().join(", ");
+        match self {
+            Cond::Lit(n) => format!("Lit({n})"),
+            Cond::NonAscii(runs) => format!("NonAscii(vec!{runs:?})"),
+            Cond::All(parts) => format!("All(vec![{}])", list(parts)),
+            Cond::Any(parts) => format!("Any(vec![{}])", list(parts)),
+        }
+    }
+
     fn holds(&self, found: &[bool], ascii: bool) -> bool {
         match self {
             Cond::Lit(n) => found[*n],
