@@ -548,7 +548,10 @@ mod tests {
         sources.sort();
         sources.dedup();
         let expected = needs::Needs::table_file(&sources);
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/rule_pattern/needs/builtin.rs");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/rule_pattern/needs/builtin.rs"
+        );
         if std::env::var_os("UPDATE_NEEDS_TABLE").is_some() {
             std::fs::write(path, &expected).unwrap();
         }
