@@ -537,6 +537,33 @@ mod tests {
         );
     }
 
+    /// The built-in rules' literal conditions are read off `needs/builtin.rs`, which must
+    /// be what `Needs::of` computes from their sources (`UPDATE_NEEDS_TABLE=1` rewrites it).
+    #[test]
+    fn builtin_needs_table_is_current() {
+        let mut sources: Vec<String> = crate::rules::builtin()
+            .iter()
+            .map(|r| r.pattern.as_str().to_owned())
+            .collect();
+        sources.sort();
+        sources.dedup();
+        let expected = needs::Needs::table_file(&sources);
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/rule_pattern/needs/builtin.rs"
+        );
+        if std::env::var_os("UPDATE_NEEDS_TABLE").is_some() {
+            std::fs::write(path, &expected).unwrap();
+        }
+        let actual = std::fs::read_to_string(path).unwrap();
+        assert!(
+            actual == expected,
+            "{path} is stale: run this test with UPDATE_NEEDS_TABLE=1"
+        );
+        // Every built-in rule has a condition (`every_builtin_rule_needs_literals`).
+        assert!(sources.len() > 5 && expected.matches(" =>\n").count() == sources.len());
+    }
+
     /// Which rules get a literal condition: all built-in ones, and the custom ones but
     /// those whose every match may be made of classes only.
     #[test]

@@ -65,7 +65,8 @@ pub struct ExecOptions<'a> {
 }
 
 /// Environment variable overriding how many workers a host or a batch keeps started
-/// ahead per engine (`0`: none, every worker starts cold, as a single `runner exec`).
+/// ahead per engine (`0`: none, every worker starts cold, also a single `runner exec`'s,
+/// which otherwise starts while its run is staged).
 pub const WARM_WORKERS_ENV: &str = "RUNNER_WARM_WORKERS";
 
 /// Warm workers per engine for a host or batch of `jobs`: `$RUNNER_WARM_WORKERS` when

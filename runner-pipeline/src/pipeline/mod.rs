@@ -101,6 +101,40 @@ impl Pipeline {
         self.engines.set_warm_workers(n);
     }
 
+    /// For a process that runs one request: its worker starts as soon as the run has
+    /// prepared its engine, while the run stages (see [`Engines::set_one_worker_ahead`]).
+    /// Set before the run.
+    pub fn set_one_worker_ahead(&self) {
+        self.engines.set_one_worker_ahead();
+    }
+
+    /// With [`Pipeline::set_one_worker_ahead`]: starts the worker of the request at
+    /// `path` now, before it is judged, from a peek at its front matter (`backend:`,
+    /// and for ERA the guest its `language:` selects), so that the worker's process
+    /// start and module load run on the other core while the request is judged and
+    /// staged. Nothing is decided from the peek: judging is unchanged, and a refused
+    /// request's worker is ended unused with the pipeline. Anything unclear starts
+    /// nothing here (the run starts its worker as it prepares its engine).
+    pub fn start_worker_ahead(&self, path: &Path) {
+        let Ok(Read2::Bytes(bytes)) = read_document(path, self.policy.request.max_bytes) else {
+            return;
+        };
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            return;
+        };
+        match peek_front_matter(text, "backend") {
+            Some(b) if b.eq_ignore_ascii_case("monty") => self.engines.start_monty_ahead(),
+            Some(b) if b.eq_ignore_ascii_case("era") => {
+                let guest = peek_front_matter(text, "language")
+                    .and_then(|l| self.policy.guest_for_language(l));
+                if let (Some(guest), Ok(determinism)) = (guest, self.policy.determinism.fresh()) {
+                    self.engines.start_era_ahead(&guest.guest, &determinism);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Start the warm workers of both engines now (see [`Engines::warm_up`]); the ERA
     /// pool preloads the guest a `language: python` request's `python` command selects
     /// under this pipeline's policy (the default guest), chosen as validation chooses it.
@@ -333,6 +367,19 @@ impl RunPlan {
     }
 }
 
+/// The value of `key` in the front matter of `text` (between the opening and closing
+/// `---` lines), unquoted; a peek for [`Pipeline::start_worker_ahead`], not a parse.
+fn peek_front_matter<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let mut lines = text.lines();
+    if lines.next()?.trim_end() != "---" {
+        return None;
+    }
+    lines
+        .take_while(|line| line.trim_end() != "---")
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .map(|value| value.trim().trim_matches(['"', '\'']))
+}
+
 /// The limits of one run: the request's, with the policy's output caps.
 pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
     let l = approved.limits();
@@ -374,4 +421,23 @@ fn select_module(
         &plan.preinit,
     )
     .map_err(SetupError::Preinit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peek_front_matter;
+
+    #[test]
+    fn the_peek_reads_only_the_front_matter() {
+        let text =
+            "---\nrequest_id: \"x\"\nbackend: monty\nlanguage: 'python'\n---\nbackend: ERA\n";
+        assert_eq!(peek_front_matter(text, "backend"), Some("monty"));
+        assert_eq!(peek_front_matter(text, "language"), Some("python"));
+        assert_eq!(peek_front_matter(text, "network"), None);
+        assert_eq!(peek_front_matter("backend: ERA\n", "backend"), None);
+        assert_eq!(
+            peek_front_matter("---\n---\nbackend: ERA\n", "backend"),
+            None
+        );
+    }
 }

@@ -6,6 +6,7 @@ use crate::backend::monty::MontyBackend;
 use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
 use crate::backend::worker::{PoolCounters, WasmtimeBackend};
 use crate::backend::{Backend, BackendError, GuestProgram, MontyProgram, Outcome, SandboxSpec};
+use crate::determinism::Fresh as _;
 use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
 use crate::policy::Policy;
@@ -35,6 +36,9 @@ pub struct Engines {
     warm_workers: AtomicUsize,
     /// What the warm-worker pools did, for a host's metrics.
     pool_counters: Arc<PoolCounters>,
+    /// One run: each engine's pool starts one worker in all, as its run prepares the
+    /// engine ([`Engines::set_one_worker_ahead`]).
+    one_shot: std::sync::atomic::AtomicBool,
     /// The monty backend, once a pool is wanted (with none, each run makes its own).
     monty: Mutex<Option<Arc<MontyBackend>>>,
 }
@@ -108,7 +112,22 @@ impl Engines {
                 environment,
                 ..
             } => {
-                let (backend, mut program) = self.prepare_guest(guest, argv, progress)?;
+                let (backend, mut program) = self.locate_guest(guest, argv, &mut *progress)?;
+                // A pool's workers preload the first module prepared: for a run that
+                // can start pre-initialised, that one (so the worker a single run
+                // starts ahead has it loaded when the run selects it).
+                let unconfigured = backend.pool().is_some_and(|p| !p.configured());
+                if unconfigured
+                    && environment.is_none()
+                    && !approved.network_allowlist()
+                    && let Ok(determinism) = policy.determinism.fresh()
+                {
+                    // Not fatal: the run that selects it prepares it again and says why.
+                    let _ = self.prepare_snapshot(&backend, &program, &determinism);
+                }
+                backend
+                    .prepare(&program, &mut *progress)
+                    .map_err(PrepareError::Engine)?;
                 let sha = program.wasm_sha256.clone();
                 // The environment's tree is hashed before every run (as the guest is
                 // verified): a tree modified after install is refused, not mounted.
@@ -185,30 +204,26 @@ impl Engines {
         let monty = self.monty().map(drop);
         if let Some(guest) = guest {
             let (backend, program) = self.locate_guest(guest, &[], &mut |_| {})?;
-            let manifest = GuestManifest::embedded()?;
-            let preinit = determinism.and_then(|determinism| {
-                guest::preinit::for_warm_workers(
-                    manifest.require(guest).ok()?,
-                    &guest::store::default_guest_dir(),
-                    &program.runtime,
-                    determinism,
-                )
-            });
-            if let Some(built) = preinit {
-                let snapshot = GuestProgram {
-                    wasm_path: built.path,
-                    wasm_sha256: built.sha256,
-                    ..program.clone()
-                };
-                backend
-                    .prepare(&snapshot, |_| {})
-                    .map_err(PrepareError::Engine)?;
+            if let Some(determinism) = determinism {
+                self.prepare_snapshot(&backend, &program, determinism)?;
             }
             backend
                 .prepare(&program, |_| {})
                 .map_err(PrepareError::Engine)?;
         }
         monty
+    }
+
+    /// For a process that runs one request (a single `runner exec`): its worker starts
+    /// as soon as the run has prepared its engine (guest located and checked, the
+    /// module it will most likely load chosen), on the other core while the run is
+    /// staged, instead of after staging and the `/out` tmpfs. It is the same worker
+    /// with the same confinement, serving that one request: a one-worker pool that
+    /// starts no other ([`crate::backend::worker::WorkerPool::limit_starts`]). A run
+    /// refused after it started ends it unused (the pool kills its idle worker).
+    pub fn set_one_worker_ahead(&self) {
+        self.warm_workers.store(1, Ordering::Relaxed);
+        self.one_shot.store(true, Ordering::Relaxed);
     }
 
     pub fn pool_counters(&self) -> &Arc<PoolCounters> {
@@ -233,6 +248,7 @@ impl Engines {
                 .with_pool(warm, Arc::clone(&self.pool_counters))
                 .map_err(PrepareError::MontyWorker)?,
         );
+        self.limit_one_shot(backend.pool());
         *slot = Some(Arc::clone(&backend));
         Ok(backend)
     }
@@ -249,27 +265,82 @@ impl Engines {
             backend = backend
                 .with_pool(warm, Arc::clone(&self.pool_counters))
                 .map_err(PrepareError::Engine)?;
+            self.limit_one_shot(backend.pool());
         }
         let backend = Arc::new(backend);
         *slot = Some(Arc::clone(&backend));
         Ok(backend)
     }
 
-    fn prepare_guest(
+    /// Starts the Monty worker of a run now (with [`Engines::set_one_worker_ahead`]);
+    /// a missing worker binary is said by the run.
+    pub fn start_monty_ahead(&self) {
+        let _ = self.monty();
+    }
+
+    /// Starts the ERA worker of a run of `guest_name` now, preloading its
+    /// pre-initialised module for runs under `determinism` (with
+    /// [`Engines::set_one_worker_ahead`]). Only when the guest is on disk and has that
+    /// module: a guest still to fetch or compile is prepared by the run, with progress,
+    /// and its worker starts then.
+    pub fn start_era_ahead(&self, guest_name: &str, determinism: &crate::backend::Determinism) {
+        let Ok(manifest) = GuestManifest::embedded() else {
+            return;
+        };
+        let Ok(entry) = manifest.require(guest_name) else {
+            return;
+        };
+        let guest_dir = guest::store::default_guest_dir();
+        if !matches!(guest::locate_size_only(entry, &guest_dir), Ok(Some(_))) {
+            return;
+        }
+        let Ok((backend, program)) = self.locate_guest(guest_name, &[], &mut |_| {}) else {
+            return;
+        };
+        if backend.pool().is_some_and(|p| !p.configured()) {
+            let _ = self.prepare_snapshot(&backend, &program, determinism);
+        }
+    }
+
+    /// In one-run mode, `pool` starts one worker in all.
+    fn limit_one_shot(&self, pool: Option<&crate::backend::worker::WorkerPool>) {
+        if self.one_shot.load(Ordering::Relaxed)
+            && let Some(pool) = pool
+        {
+            pool.limit_starts(1);
+        }
+    }
+
+    /// Prepares the pre-initialised module of `program`'s guest when there is one for
+    /// runs under `determinism` (see `guest::preinit::for_warm_workers`).
+    fn prepare_snapshot(
         &self,
-        guest_name: &str,
-        argv: &[String],
-        progress: ProgressSink<'_>,
-    ) -> Result<(Arc<WasmtimeBackend>, GuestProgram), PrepareError> {
-        let (backend, program) = self.locate_guest(guest_name, argv, &mut *progress)?;
+        backend: &WasmtimeBackend,
+        program: &GuestProgram,
+        determinism: &crate::backend::Determinism,
+    ) -> Result<(), PrepareError> {
+        let manifest = GuestManifest::embedded()?;
+        let Some(built) = guest::preinit::for_warm_workers(
+            manifest.require(&program.guest)?,
+            &guest::store::default_guest_dir(),
+            &program.runtime,
+            determinism,
+        ) else {
+            return Ok(());
+        };
+        let snapshot = GuestProgram {
+            wasm_path: built.path,
+            wasm_sha256: built.sha256,
+            ..program.clone()
+        };
         backend
-            .prepare(&program, &mut *progress)
-            .map_err(PrepareError::Engine)?;
-        Ok((backend, program))
+            .prepare(&snapshot, |_| {})
+            .map(drop)
+            .map_err(PrepareError::Engine)
     }
 
     /// The guest's plain module found (fetched when missing) and its runtime, as a
-    /// program running `argv`, not yet compiled (see [`Engines::prepare_guest`]).
+    /// program running `argv`, not yet compiled.
     fn locate_guest(
         &self,
         guest_name: &str,

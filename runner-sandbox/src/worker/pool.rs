@@ -43,6 +43,9 @@ pub const SWEEP_EVERY: Duration = Duration::from_millis(500);
 /// No warm worker is started while `MemAvailable` is below this: a warm worker is a
 /// convenience, never a reason for the machine to swap or for a run to fail.
 pub const MIN_AVAILABLE_MEMORY: u64 = 512 << 20;
+/// How long [`WorkerPool::take`] of a pool limited in its starts waits for the start
+/// under way.
+pub const TAKE_WAIT: Duration = Duration::from_secs(1);
 /// Wait after a failed start (or while memory is short) before the next try.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -184,6 +187,12 @@ struct State {
     args: Option<Vec<String>>,
     ready: VecDeque<Child>,
     stop: bool,
+    /// Workers started so far, and how many it may start in all (`None`: no limit;
+    /// see [`WorkerPool::limit_starts`]).
+    started: usize,
+    max_starts: Option<usize>,
+    /// The refill thread is starting a worker now.
+    starting: bool,
 }
 
 impl std::fmt::Debug for WorkerPool {
@@ -207,6 +216,9 @@ impl WorkerPool {
                 args: None,
                 ready: VecDeque::new(),
                 stop: false,
+                started: 0,
+                max_starts: None,
+                starting: false,
             }),
             wake: Condvar::new(),
         });
@@ -239,6 +251,14 @@ impl WorkerPool {
         self.shared.wake.notify_all();
     }
 
+    /// Start at most `n` workers in all, counting those started already (a dead idle
+    /// one is not replaced past it). A single `runner exec` uses a pool limited to one:
+    /// its one worker starts as soon as its engine is known, while the run is staged,
+    /// and none follows it.
+    pub fn limit_starts(&self, n: usize) {
+        self.shared.lock().max_starts = Some(n);
+    }
+
     /// True once [`WorkerPool::configure`] was called.
     pub fn configured(&self) -> bool {
         self.shared.lock().args.is_some()
@@ -246,9 +266,25 @@ impl WorkerPool {
 
     /// A ready worker, alive as of now, or `None` (start one cold). A dead one met on
     /// the way is reaped and counted as replaced.
+    ///
+    /// A pool limited in its starts ([`WorkerPool::limit_starts`]) waits (up to
+    /// [`TAKE_WAIT`]) for a start under way: a second worker started beside it would
+    /// only start later.
     pub fn take(&self) -> Option<Child> {
         let taken = {
             let mut state = self.shared.lock();
+            let deadline = std::time::Instant::now() + TAKE_WAIT;
+            while state.ready.is_empty() && state.starting && state.max_starts.is_some() {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = self
+                    .shared
+                    .wake
+                    .wait_timeout(state, left)
+                    .map_or_else(|p| p.into_inner().0, |(s, _)| s);
+            }
             let mut found = None;
             while let Some(mut child) = state.ready.pop_front() {
                 self.shared.counters.ready.fetch_sub(1, Ordering::Relaxed);
@@ -346,8 +382,12 @@ impl Shared {
                     self.sweep(&mut state);
                     if let Some(args) = &state.args
                         && state.ready.len() < self.size
+                        && state.max_starts.is_none_or(|max| state.started < max)
                     {
-                        break args.clone();
+                        let args = args.clone();
+                        state.started += 1;
+                        state.starting = true;
+                        break args;
                     }
                     state = self
                         .wake
@@ -356,23 +396,36 @@ impl Shared {
                 }
             };
             if available_memory().is_some_and(|m| m < MIN_AVAILABLE_MEMORY) {
+                self.end_start();
                 self.pause();
                 continue;
             }
             match spawn_worker(&self.exe, &args) {
                 Ok(child) => {
                     let mut state = self.lock();
+                    state.starting = false;
                     if state.args.as_ref() == Some(&args) && !state.stop {
                         state.ready.push_back(child);
                         self.counters.ready.fetch_add(1, Ordering::Relaxed);
+                        drop(state);
                     } else {
                         drop(state);
                         end_all(VecDeque::from([child]));
                     }
+                    self.wake.notify_all();
                 }
-                Err(_) => self.pause(),
+                Err(_) => {
+                    self.end_start();
+                    self.pause();
+                }
             }
         }
+    }
+
+    /// A start that did not happen: a [`WorkerPool::take`] waiting for it goes on.
+    fn end_start(&self) {
+        self.lock().starting = false;
+        self.wake.notify_all();
     }
 
     /// Reaps idle workers that died, counting them as replaced.
@@ -449,6 +502,47 @@ mod tests {
         assert_eq!(counters.snapshot().warm_runs, 1);
         wait_ready(&pool, 2);
         let mut taken = taken.unwrap();
+        taken.kill().unwrap();
+        taken.wait().unwrap();
+    }
+
+    #[test]
+    fn a_pool_limited_to_one_start_starts_one_worker_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = Arc::new(PoolCounters::default());
+        let pool = WorkerPool::new(script(dir.path(), "read x"), 1, Arc::clone(&counters));
+        // Configured first (as the Monty backend's pool is), limited after its first
+        // start: that start counts.
+        pool.configure(Vec::new());
+        wait_ready(&pool, 1);
+        pool.limit_starts(1);
+        let mut taken = pool.take().unwrap();
+        // The refill thread would start the next one at once (a few ms); it must not.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(pool.idle_pids().is_empty(), "a second worker was started");
+        assert!(pool.take().is_none());
+        let stats = counters.snapshot();
+        assert_eq!((stats.warm_runs, stats.cold_runs), (1, 1));
+        taken.kill().unwrap();
+        taken.wait().unwrap();
+    }
+
+    #[test]
+    fn a_limited_pool_hands_out_the_worker_it_is_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = Arc::new(PoolCounters::default());
+        // `take` as soon as the start is under way (or done) must wait for that
+        // worker rather than say "none" (the run would start a second one).
+        let pool = WorkerPool::new(script(dir.path(), "read x"), 1, Arc::clone(&counters));
+        pool.limit_starts(1);
+        pool.configure(Vec::new());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !pool.shared.lock().starting && pool.idle_pids().is_empty() {
+            assert!(Instant::now() < deadline, "the start never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut taken = pool.take().expect("the worker being started");
+        assert_eq!(counters.snapshot().warm_runs, 1);
         taken.kill().unwrap();
         taken.wait().unwrap();
     }

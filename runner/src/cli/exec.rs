@@ -75,7 +75,16 @@ impl ExecCommand {
         let batch = batch::is_batch(&self.requests) || self.shard.is_some();
         let (code, report) = match self.pipeline(policy) {
             Ok(pipeline) if batch => return batch::execute(&self, &pipeline),
-            Ok(pipeline) => self.run_one(&pipeline, request),
+            Ok(pipeline) => {
+                // Its worker starts while the run stages (`RUNNER_WARM_WORKERS=0`: after).
+                if crate::report::warm_workers(1) > 0 {
+                    pipeline.set_one_worker_ahead();
+                    if !self.reuse {
+                        pipeline.start_worker_ahead(request);
+                    }
+                }
+                self.run_one(&pipeline, request)
+            }
             Err(e) if batch => {
                 eprintln!("error: {}: {e}", e.reason_code());
                 return e.exit_code();
