@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod determinism;
 pub mod digest;
 pub mod env;
+pub mod host;
 pub mod monty;
 pub mod read;
 pub mod runtime;

@@ -469,7 +469,7 @@ const DOC_TMP_PREFIX: &str = ".tmp-doc-";
 /// # Ambient authority
 /// Opens `dir` by path once, then lists and removes its entries through that handle.
 pub fn sweep_stale_temporaries(dir: &Path) -> usize {
-    let Ok(dir) = Dir::open_ambient_dir(dir, cap_std::ambient_authority()) else {
+    let Ok(dir) = runner_sandbox::host::open_dir(dir) else {
         return 0;
     };
     let Ok(entries) = dir.entries() else {
