@@ -31,7 +31,7 @@ use crate::sign;
 use base64::Engine as _;
 use serde::Serialize;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use cap_std::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// DSSE payload type of a signed tool request.
@@ -151,13 +151,16 @@ fn signature_cap(policy: &Policy) -> u64 {
 /// Reads a signature file: a regular file only (a FIFO would block), at most `cap` bytes.
 ///
 /// # Ambient authority
-/// Opens `path` on the host filesystem.
+/// Opens the directory of `path` on the host filesystem ([`runner_sandbox::host`]), and
+/// the file through it.
 pub fn read_signature(path: &Path, cap: u64) -> SignatureFile {
-    let file = match std::fs::OpenOptions::new()
+    let mut nonblocking = cap_std::fs::OpenOptions::new();
+    nonblocking
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-    {
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits());
+    let opened = runner_sandbox::host::open_parent(path)
+        .and_then(|(dir, name)| dir.open_with(name, &nonblocking));
+    let file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return SignatureFile::Absent,
         Err(e) => return SignatureFile::Unreadable(format!("cannot read {}: {e}", path.display())),
@@ -304,80 +307,62 @@ pub fn verify_signature(
         .iter()
         .filter_map(|s| policy.approval.trusted_by_key_id(&s.keyid))
         .collect();
-    if candidates.is_empty() {
-        if required {
-            let ids: Vec<&str> = envelope
-                .signatures
-                .iter()
-                .map(|s| s.keyid.as_str())
-                .collect();
-            reasons.push(Reason::new(
-                "approval.signer_untrusted",
-                format!(
-                    "{sig_name} is signed by key {}, which is not among the policy's trusted keys ([[approval.trusted]])",
-                    ids.join(", ")
-                ),
-                None,
-            ));
-        }
-        return if reasons.is_empty() {
-            Ok(None)
-        } else {
-            Err(reasons)
-        };
-    }
     let verified: Vec<&crate::policy::TrustedKey> = candidates
         .iter()
         .copied()
         .filter(|k| sign::verify(&envelope, PAYLOAD_TYPE, &k.key).is_ok())
         .collect();
     let mut key = None;
-    if verified.is_empty() {
-        let names: Vec<String> = candidates
-            .iter()
-            .map(|k| format!("{} ({})", k.key_id, k.name))
-            .collect();
-        reasons.push(Reason::new(
+    let refusal = if candidates.is_empty() {
+        required.then(|| {
+            (
+                "approval.signer_untrusted",
+                format!(
+                    "{sig_name} is signed by key {}, which is not among the policy's trusted keys ([[approval.trusted]])",
+                    joined(&envelope.signatures, |s| s.keyid.clone())
+                ),
+            )
+        })
+    } else if verified.is_empty() {
+        Some((
             "approval.signature_invalid",
             format!(
                 "the signature in {sig_name} by key {} does not verify",
-                names.join(", ")
+                joined(&candidates, |k| format!("{} ({})", k.key_id, k.name))
             ),
-            None,
-        ));
+        ))
     } else {
-        match approved_by {
-            None => {}
-            Some(approved_by) => match verified.iter().find(|k| k.name == approved_by.trim()) {
-                Some(k) => {
-                    key = Some(ApprovalKey {
-                        key_id: k.key_id.clone(),
-                        name: k.name.clone(),
-                    });
-                }
-                None => {
-                    let signers: Vec<String> = verified
-                        .iter()
-                        .map(|k| format!("`{}` (key {})", k.name, k.key_id))
-                        .collect();
-                    reasons.push(Reason::new(
-                        "approval.signer_mismatch",
-                        format!(
-                            "{sig_name} is signed by {}, but `approved_by` is `{}`",
-                            signers.join(", "),
-                            approved_by.trim()
-                        ),
-                        None,
-                    ));
-                }
-            },
+        let approved_by = approved_by.map(str::trim);
+        match approved_by.map(|name| verified.iter().find(|k| k.name == name)) {
+            None => None,
+            Some(Some(k)) => {
+                key = Some(ApprovalKey {
+                    key_id: k.key_id.clone(),
+                    name: k.name.clone(),
+                });
+                None
+            }
+            Some(None) => Some((
+                "approval.signer_mismatch",
+                format!(
+                    "{sig_name} is signed by {}, but `approved_by` is `{}`",
+                    joined(&verified, |k| format!("`{}` (key {})", k.name, k.key_id)),
+                    approved_by.unwrap_or_default()
+                ),
+            )),
         }
-    }
+    };
+    reasons.extend(refusal.map(|(code, message)| Reason::new(code, message, None)));
     if reasons.is_empty() {
         Ok(key)
     } else {
         Err(reasons)
     }
+}
+
+/// `items`, each as `show` writes it, joined with `, `.
+fn joined<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
+    items.iter().map(show).collect::<Vec<_>>().join(", ")
 }
 
 /// 1-based line of the first byte where `a` and `b` differ (normalization keeps the

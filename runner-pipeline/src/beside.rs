@@ -7,77 +7,105 @@
 //! request's directory (`inputs -> /etc`, `results -> /etc/cron.d`), so it must be a
 //! real directory and is opened without following a symlink. Callers work through the
 //! handle opened here, so swapping the entry afterwards changes nothing.
+//!
+//! One type, [`BesideDir`], serves every such directory; what differs between them (the
+//! default name, whether it is created, how a refusal is reported) is its [`Side`].
 
-use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use runner_sandbox::host;
 use std::io;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+
+/// What kind of directory beside a request a [`BesideDir`] is.
+pub trait Side {
+    /// The default entry beside the request (`inputs`, `results`).
+    const NAME: &'static str;
+    /// Whether opening creates the directory when it is missing.
+    const CREATE: bool;
+    /// How opening fails.
+    type Error;
+    /// The default entry is a symlink, or not a directory.
+    fn not_a_real_dir(dir: PathBuf) -> Self::Error;
+    /// The directory could not be opened (or created).
+    fn io(dir: PathBuf, source: io::Error) -> Self::Error;
+}
 
 /// A directory a run reads or writes: its path, and whether the operator named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BesideDir {
+pub struct BesideDir<S> {
     path: PathBuf,
     named: bool,
+    side: PhantomData<S>,
 }
 
-/// Why a [`BesideDir`] could not be opened.
-#[derive(Debug)]
-pub enum OpenError {
-    /// The default entry is a symlink, or not a directory.
-    NotARealDir,
-    Io(io::Error),
-}
-
-impl BesideDir {
+impl<S: Side> BesideDir<S> {
     /// A directory named by the operator: a symlink to it is followed.
     pub fn named(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
             named: true,
+            side: PhantomData,
         }
     }
 
-    /// The entry `name` beside `request`: never followed through a symlink.
-    pub fn beside(request: &Path, name: &str) -> Self {
+    /// The default entry beside `request`: refused when it is a symlink.
+    pub fn beside(request: &Path) -> Self {
+        Self::beside_named(request, S::NAME)
+    }
+
+    /// The entry `name` beside `request` (a `runner serve` claim keeps a request's
+    /// inputs as `TR-x.inputs/`): refused when it is a symlink.
+    pub fn beside_named(request: &Path, name: &str) -> Self {
+        let parent = match request.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
         Self {
-            path: parent_or_dot(request).join(name),
+            path: parent.join(name),
             named: false,
+            side: PhantomData,
         }
     }
 
-    /// The operator's directory when given, else `name` beside the request.
-    pub fn for_request(named: Option<&Path>, request: &Path, name: &str) -> Self {
-        named.map_or_else(|| Self::beside(request, name), Self::named)
+    /// The operator's directory when given, else the default entry beside the request.
+    pub fn for_request(named: Option<&Path>, request: &Path) -> Self {
+        named.map_or_else(|| Self::beside(request), Self::named)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Opens the directory as a capability, creating it first when `create` is set.
+    /// Opens the directory as a capability (creating it first for a side that does).
     ///
     /// # Ambient authority
-    /// Opens (and may create) directories on the host filesystem.
-    pub fn open(&self, create: bool) -> Result<Dir, OpenError> {
+    /// Opens (and may create) directories on the host filesystem, through
+    /// [`runner_sandbox::host`].
+    pub fn open(&self) -> Result<Dir, S::Error> {
+        let io_error = |source| S::io(self.path.clone(), source);
         if self.named {
-            if create {
-                std::fs::create_dir_all(&self.path).map_err(OpenError::Io)?;
+            return if S::CREATE {
+                host::create_dir_all(&self.path)
+            } else {
+                host::open_dir(&self.path)
             }
-            return Dir::open_ambient_dir(&self.path, ambient_authority()).map_err(OpenError::Io);
+            .map_err(io_error);
         }
-        let name = self.path.file_name().ok_or(OpenError::NotARealDir)?;
-        let parent = Dir::open_ambient_dir(parent_or_dot(&self.path), ambient_authority())
-            .map_err(OpenError::Io)?;
-        if create {
-            match parent.create_dir(name) {
+        if self.path.file_name().is_none() {
+            return Err(S::not_a_real_dir(self.path.clone()));
+        }
+        let (parent, name) = host::open_parent(&self.path).map_err(io_error)?;
+        if S::CREATE {
+            match parent.create_dir(&name) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(OpenError::Io(e)),
+                Err(e) => return Err(io_error(e)),
             }
         }
         let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_DIRECTORY;
         match parent.open_with(
-            name,
+            &name,
             OpenOptions::new().read(true).custom_flags(flags.bits()),
         ) {
             Ok(f) => Ok(Dir::from_std_file(f.into_std())),
@@ -86,21 +114,14 @@ impl BesideDir {
                     || e.raw_os_error() == Some(nix::errno::Errno::ENOTDIR as i32)
                     // cap-std refuses a symlink it will not follow in its own words.
                     || parent
-                        .symlink_metadata(name)
+                        .symlink_metadata(&name)
                         .is_ok_and(|m| m.file_type().is_symlink());
                 Err(if not_a_dir {
-                    OpenError::NotARealDir
+                    S::not_a_real_dir(self.path.clone())
                 } else {
-                    OpenError::Io(e)
+                    io_error(e)
                 })
             }
         }
-    }
-}
-
-fn parent_or_dot(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
     }
 }

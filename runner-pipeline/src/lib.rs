@@ -7,12 +7,8 @@
 //! [`request::ApprovedRequest`] (only the validator builds one) → [`backend::SandboxSpec`]
 //! → [`backend::Outcome`] → result document.
 
-// reason: reads requests, writes sealed ones and approvals at paths the operator names
-#[allow(clippy::disallowed_methods)]
 pub mod approval;
 pub mod backend;
-// reason: creates the inputs/ and results/ directories beside a request
-#[allow(clippy::disallowed_methods)]
 pub mod beside;
 pub mod determinism;
 // reason: fetches (pip), unpacks and stores package environments by path
@@ -36,14 +32,10 @@ pub use runner_core::request;
 /// which holds ambient authority).
 pub use runner_sandbox::read;
 pub mod result;
-// reason: lists the results directory for an earlier run
-#[allow(clippy::disallowed_methods)]
 pub mod reuse;
 /// The forbidden rules' compiled patterns (in `runner-core`).
 pub use runner_core::rule_pattern;
 pub mod sign;
-// reason: creates the run directories that it then hands out as cap_std Dirs
-#[allow(clippy::disallowed_methods)]
 pub mod stage;
 
 /// The runner's own version, recorded in every result's Provenance.

@@ -132,7 +132,8 @@ const MAX_LOCK_BYTES: u64 = 64 << 20;
 /// and is refused as it would be without reuse). The newest verifying candidate wins.
 ///
 /// # Ambient authority
-/// Lists and reads the results directory, the request and the inputs the operator named.
+/// Opens and lists the results directory ([`runner_sandbox::host`]), and reads the
+/// request and the inputs the operator named.
 pub fn find(
     plan: &RunPlan,
     policy: &Policy,
@@ -144,7 +145,8 @@ pub fn find(
     let mut found = Found::default();
     let wanted = key(plan, policy);
     let request_id = plan.approved.request_id();
-    let Ok(entries) = std::fs::read_dir(results) else {
+    let Ok(entries) = runner_sandbox::host::open_dir(results).and_then(|dir| dir.entries())
+    else {
         return found;
     };
     let suffix = crate::gate::inbox::LOCK_SUFFIX;

@@ -7,13 +7,12 @@
 //! linked, without following a symlink, and hashed while they are copied: the copy that
 //! the guest sees is the copy that was hashed.
 
-use crate::beside::{BesideDir, OpenError};
+use crate::beside::{BesideDir, Side};
 use crate::request::DeclaredInput;
-use cap_std::ambient_authority;
-use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt};
+use cap_std::fs::{Dir, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt as _};
+use std::os::unix::fs::PermissionsExt as _;
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Why staging refused to run. Nothing executes after any of these.
@@ -50,9 +49,18 @@ pub enum StageError {
 }
 
 /// The private directories of one run. Removed when dropped.
+///
+/// The runner works on them through handles: the run's root, opened once when it is
+/// created, and `in/` beneath it. The paths are kept for what must name them: the
+/// worker process (its `SandboxSpec`), the `/out` tmpfs mount, and the guest's
+/// read-only mounts.
 #[derive(Debug)]
 pub struct RunDir {
     root: tempfile::TempDir,
+    /// The run's root directory, as a capability.
+    dir: Dir,
+    /// Staged inputs, as a capability.
+    input: Dir,
     /// Staged inputs; the guest sees this as `/in` (read-only).
     pub in_dir: PathBuf,
     /// Empty at start; the guest sees it as `/out`.
@@ -63,10 +71,11 @@ pub struct RunDir {
 
 impl RunDir {
     /// Creates a fresh run directory (mode 0700) under `base`, or under the system temp
-    /// directory when `base` is `None`.
+    /// directory when `base` is `None`, with `in/`, `out/` and `capture/` (0700) in it.
     ///
     /// # Ambient authority
-    /// Creates directories on the host filesystem.
+    /// Creates a directory on the host filesystem and opens it through
+    /// [`runner_sandbox::host`]; everything beneath it is made through that handle.
     pub fn create(base: Option<&Path>) -> Result<Self, StageError> {
         let mut builder = tempfile::Builder::new();
         builder
@@ -77,21 +86,25 @@ impl RunDir {
             None => builder.tempdir(),
         }
         .map_err(StageError::RunDir)?;
-        let mk = |name: &str| -> Result<PathBuf, StageError> {
-            let p = root.path().join(name);
-            std::fs::create_dir(&p).map_err(StageError::RunDir)?;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700))
+        let dir = runner_sandbox::host::open_dir(root.path()).map_err(StageError::RunDir)?;
+        let mut private = cap_std::fs::DirBuilder::new();
+        private.mode(0o700);
+        for name in ["in", "out", "capture"] {
+            dir.create_dir_with(name, &private)
+                .and_then(|()| {
+                    // The mode, whatever the umask.
+                    dir.set_permissions(name, cap_std::fs::Permissions::from_mode(0o700))
+                })
                 .map_err(StageError::RunDir)?;
-            Ok(p)
-        };
-        let in_dir = mk("in")?;
-        let out_dir = mk("out")?;
-        let capture_dir = mk("capture")?;
+        }
+        let input = dir.open_dir("in").map_err(StageError::RunDir)?;
         Ok(Self {
+            in_dir: root.path().join("in"),
+            out_dir: root.path().join("out"),
+            capture_dir: root.path().join("capture"),
             root,
-            in_dir,
-            out_dir,
-            capture_dir,
+            dir,
+            input,
         })
     }
 
@@ -99,17 +112,38 @@ impl RunDir {
         self.root.path()
     }
 
+    /// The run's root directory (where the runner keeps what the guest does not see
+    /// beside `in/`, `out/` and `capture/`).
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// `/out` as it is now: opened through the run's root each time, so a handle taken
+    /// after the `/out` tmpfs is mounted sees the tmpfs, not the directory beneath it.
+    pub fn out(&self) -> io::Result<Dir> {
+        self.dir.open_dir("out")
+    }
+
     /// Removes the guest's scratch `/tmp` from `/out` (the worker removes it when the
     /// guest ends; a worker killed first leaves it): scratch is never an output.
-    /// `remove_dir_all` does not follow a symlink the guest may have put there.
-    ///
-    /// # Ambient authority
-    /// Removes a path under the run's own `out/`.
     pub fn remove_scratch(&self) {
-        let scratch = self.out_dir.join(crate::backend::wasmtime::SCRATCH_IN_OUT);
-        if std::fs::symlink_metadata(&scratch).is_ok() {
-            let _ = std::fs::remove_dir_all(&scratch).or_else(|_| std::fs::remove_file(&scratch));
+        if let Ok(out) = self.out() {
+            remove_entry(&out, crate::backend::wasmtime::SCRATCH_IN_OUT);
         }
+    }
+}
+
+/// Removes the entry `name` of `dir`, whatever it is, never following a symlink the
+/// guest may have put there (a symlink is removed, not its target).
+pub(crate) fn remove_entry(dir: &Dir, name: &str) {
+    match dir.symlink_metadata(name) {
+        Ok(m) if m.is_dir() => {
+            let _ = dir.remove_dir_all(name);
+        }
+        Ok(_) => {
+            let _ = dir.remove_file(name);
+        }
+        Err(_) => {}
     }
 }
 
@@ -117,49 +151,23 @@ impl RunDir {
 /// used as named; the default `inputs/` beside the request is never followed through a
 /// symlink, since `inputs -> /etc` would stage any file the runner can read). Below the
 /// root, no component is ever followed through a symlink, either way.
+pub type InputsRoot = BesideDir<Inputs>;
+
+/// The [`Side`] of a run's inputs: `inputs/` beside the request, never created.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputsRoot(BesideDir);
+pub enum Inputs {}
 
-impl InputsRoot {
-    /// A directory named by the operator: a symlink to it is followed.
-    pub fn named(path: impl Into<PathBuf>) -> Self {
-        Self(BesideDir::named(path))
+impl Side for Inputs {
+    const NAME: &'static str = "inputs";
+    const CREATE: bool = false;
+    type Error = StageError;
+
+    fn not_a_real_dir(dir: PathBuf) -> StageError {
+        StageError::InputsDirSymlink { dir }
     }
 
-    /// `inputs/` beside `request`: refused when it is a symlink.
-    pub fn beside(request: &Path) -> Self {
-        Self(BesideDir::beside(request, "inputs"))
-    }
-
-    /// The entry `name` beside `request` (a `runner serve` claim keeps a request's
-    /// inputs as `TR-x.inputs/`): refused when it is a symlink.
-    pub fn beside_named(request: &Path, name: &str) -> Self {
-        Self(BesideDir::beside(request, name))
-    }
-
-    /// `--inputs` when given, else `inputs/` beside the request.
-    pub fn for_request(named: Option<&Path>, request: &Path) -> Self {
-        Self(BesideDir::for_request(named, request, "inputs"))
-    }
-
-    pub fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    /// Opens the root as a capability.
-    ///
-    /// # Ambient authority
-    /// Opens the directory on the host filesystem.
-    fn open(&self) -> Result<Dir, StageError> {
-        self.0.open(false).map_err(|e| match e {
-            OpenError::NotARealDir => StageError::InputsDirSymlink {
-                dir: self.path().to_owned(),
-            },
-            OpenError::Io(source) => StageError::InputsDir {
-                dir: self.path().to_owned(),
-                source,
-            },
-        })
+    fn io(dir: PathBuf, source: io::Error) -> StageError {
+        StageError::InputsDir { dir, source }
     }
 }
 
@@ -171,11 +179,11 @@ pub struct StagedInput {
     pub bytes: u64,
 }
 
-/// Copies every declared input from `root` into `run.in_dir`, hashing each copy, and
+/// Copies every declared input from `root` into the run's `in/`, hashing each copy, and
 /// refuses on the first missing, non-regular, symlinked, hard-linked or mismatching file.
 ///
 /// # Ambient authority
-/// Opens `root` on the host filesystem.
+/// Opens `root` on the host filesystem ([`BesideDir::open`]).
 pub fn stage_inputs(
     inputs: &[DeclaredInput],
     root: &InputsRoot,
@@ -186,8 +194,7 @@ pub fn stage_inputs(
     }
     let inputs_dir = root.path();
     let src = root.open()?;
-    let dst =
-        Dir::open_ambient_dir(&run.in_dir, ambient_authority()).map_err(StageError::RunDir)?;
+    let dst = &run.input;
     let mut staged = Vec::with_capacity(inputs.len());
     for input in inputs {
         let rel = input.relative();
@@ -374,15 +381,9 @@ pub fn hash_input(root: &InputsRoot, declared_path: &str) -> Result<String, Stag
 }
 
 /// What changed under `/in` during the run: each entry is a human-readable finding.
-///
-/// # Ambient authority
-/// Reads `run.in_dir`, the run's own directory.
 pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
     let mut findings = Vec::new();
-    let dir = match Dir::open_ambient_dir(&run.in_dir, ambient_authority()) {
-        Ok(d) => d,
-        Err(e) => return vec![format!("/in could not be reopened after the run: {e}")],
-    };
+    let dir = &run.input;
     for input in staged {
         let rel = input.path.strip_prefix("/in/").unwrap_or(&input.path);
         let now = dir
@@ -405,7 +406,7 @@ pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
             )),
         }
     }
-    let seen = list_files(&dir, 32, 10_000);
+    let seen = list_files(dir, 32, 10_000);
     for path in seen {
         if !staged.iter().any(|s| s.path == format!("/in/{path}")) {
             findings.push(format!("a new entry /in/{path} appeared during the run"));
@@ -453,9 +454,29 @@ pub(crate) fn list_files(dir: &Dir, max_depth: usize, max_entries: usize) -> Vec
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::digest::sha256_hex;
+
+    /// Stages `/in/{name}`, declared with the hash of `declared`, from a directory
+    /// where it holds `on_disk`.
+    fn stage_one(
+        name: &str,
+        on_disk: &[u8],
+        declared: &[u8],
+    ) -> (RunDir, Result<Vec<StagedInput>, StageError>) {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join(name), on_disk).unwrap();
+        let run = RunDir::create(None).unwrap();
+        let staged = stage_inputs(
+            &[input(&format!("/in/{name}"), declared)],
+            &InputsRoot::named(src.path()),
+            &run,
+        );
+        (run, staged)
+    }
 
     fn input(path: &str, content: &[u8]) -> DeclaredInput {
         DeclaredInput {
@@ -490,15 +511,7 @@ mod tests {
 
     #[test]
     fn refuses_mismatch_naming_both_hashes() {
-        let src = tempfile::tempdir().unwrap();
-        std::fs::write(src.path().join("a.csv"), b"tampered").unwrap();
-        let run = RunDir::create(None).unwrap();
-        let err = stage_inputs(
-            &[input("/in/a.csv", b"original")],
-            &InputsRoot::named(src.path()),
-            &run,
-        )
-        .unwrap_err();
+        let err = stage_one("a.csv", b"tampered", b"original").1.unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, StageError::HashMismatch { .. }));
         assert!(
@@ -543,15 +556,8 @@ mod tests {
 
     #[test]
     fn recheck_finds_changes_and_new_files() {
-        let src = tempfile::tempdir().unwrap();
-        std::fs::write(src.path().join("a"), b"1").unwrap();
-        let run = RunDir::create(None).unwrap();
-        let staged = stage_inputs(
-            &[input("/in/a", b"1")],
-            &InputsRoot::named(src.path()),
-            &run,
-        )
-        .unwrap();
+        let (run, staged) = stage_one("a", b"1", b"1");
+        let staged = staged.unwrap();
         std::fs::set_permissions(run.in_dir.join("a"), std::fs::Permissions::from_mode(0o644))
             .unwrap();
         std::fs::write(run.in_dir.join("a"), b"2").unwrap();

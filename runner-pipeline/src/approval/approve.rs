@@ -265,7 +265,7 @@ pub fn write(
             json.push(b'\n');
             let sig_tmp = edit::stage_beside(&sig_path, &json, 0o644)?;
             edit::write_atomic(request_path, approval.text.as_bytes())?;
-            if let Err(e) = edit::commit(sig_tmp, &sig_path) {
+            if let Err(e) = sig_tmp.commit() {
                 let restored = edit::write_atomic(request_path, original);
                 return Err(std::io::Error::other(format!(
                     "writing {}: {e}; {}",
@@ -284,7 +284,9 @@ pub fn write(
         }
         None => {
             edit::write_atomic(request_path, approval.text.as_bytes())?;
-            let removed = match std::fs::remove_file(&sig_path) {
+            let removed = match runner_sandbox::host::open_parent(&sig_path)
+                .and_then(|(dir, name)| dir.remove_file(name))
+            {
                 Ok(()) => Some(sig_path),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => {

@@ -8,7 +8,9 @@
 use crate::policy::Policy;
 use crate::request::frontmatter;
 use crate::request::yaml::{self, Node};
-use std::io::Write;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
+use std::ffi::OsString;
+use std::io::{self, Write};
 use std::path::Path;
 
 /// Why a document could not be edited: a message and the line it concerns.
@@ -258,50 +260,72 @@ fn lone_cr_line(text: &str) -> Option<usize> {
     Some(bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1)
 }
 
-/// A temporary file beside `path` holding `bytes` (synced, mode `mode`), not yet in
-/// place: [`tempfile::NamedTempFile::persist`] renames it over `path`; dropping it
-/// removes it.
-///
-/// # Ambient authority
-/// Creates a file in `path`'s directory.
-pub fn stage_beside(
-    path: &Path,
-    bytes: &[u8],
-    mode: u32,
-) -> std::io::Result<tempfile::NamedTempFile> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".runner-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
-    Ok(tmp)
+/// A file written under a temporary name in the directory of the file it is to replace,
+/// synced, with its mode set, and not yet in place: [`Replacement::commit`] renames it
+/// over its target; dropping it uncommitted removes it. It works through a handle on
+/// that directory, opened once.
+pub struct Replacement {
+    dir: Dir,
+    tmp: String,
+    target: OsString,
+    committed: bool,
 }
 
-/// Renames a staged file over `path` and syncs the directory, so the new content is
-/// either fully there or not at all.
+impl Replacement {
+    /// Renames the file over its target and syncs the directory, so the new content is
+    /// either fully there or not at all.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.dir.rename(&self.tmp, &self.dir, &self.target)?;
+        self.committed = true;
+        // A directory sync makes the rename durable; a filesystem that cannot sync a
+        // directory still renamed atomically.
+        if let Ok(d) = self.dir.open(".") {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = self.dir.remove_file(&self.tmp);
+        }
+    }
+}
+
+/// A temporary file beside `path` holding `bytes` (synced, mode `mode`), not yet in
+/// place ([`Replacement`]).
 ///
 /// # Ambient authority
-/// Renames within `path`'s directory.
-pub fn commit(tmp: tempfile::NamedTempFile, path: &Path) -> std::io::Result<()> {
-    tmp.persist(path).map_err(|e| e.error)?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
+/// Opens `path`'s directory ([`runner_sandbox::host::open_parent`]) and creates a file
+/// in it.
+pub fn stage_beside(path: &Path, bytes: &[u8], mode: u32) -> io::Result<Replacement> {
+    let (dir, target) = runner_sandbox::host::open_parent(path)?;
+    let mut attempt = 0u32;
+    let (tmp, mut file) = loop {
+        let tmp = format!(".runner-{}.tmp", crate::result::unique(attempt));
+        let new = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .clone();
+        match dir.open_with(&tmp, &new) {
+            Ok(file) => break (tmp, file),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
+            Err(e) => return Err(e),
+        }
     };
-    // A directory sync makes the rename durable; a filesystem that cannot sync a
-    // directory still renamed atomically.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let staged = Replacement {
+        dir,
+        tmp,
+        target,
+        committed: false,
+    };
+    file.write_all(bytes)?;
+    file.set_permissions(cap_std::fs::Permissions::from_mode(mode))?;
+    file.sync_all()?;
+    Ok(staged)
 }
 
 /// Writes `bytes` to `path` atomically (temporary file beside it, then rename), keeping
@@ -310,35 +334,41 @@ pub fn commit(tmp: tempfile::NamedTempFile, path: &Path) -> std::io::Result<()> 
 ///
 /// # Ambient authority
 /// Writes in `path`'s directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mode = existing_mode(path)?.unwrap_or(0o644);
-    commit(stage_beside(path, bytes, mode)?, path)
+    stage_beside(path, bytes, mode)?.commit()
 }
 
 /// The permission bits of the file at `path`, `None` when there is none; an error for a
 /// symlink or a non-regular file.
-pub fn existing_mode(path: &Path) -> std::io::Result<Option<u32>> {
-    use std::os::unix::fs::PermissionsExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
+///
+/// # Ambient authority
+/// Opens `path`'s directory ([`runner_sandbox::host::open_parent`]).
+pub fn existing_mode(path: &Path) -> io::Result<Option<u32>> {
+    let meta = runner_sandbox::host::open_parent(path)
+        .and_then(|(dir, name)| dir.symlink_metadata(name));
+    match meta {
+        Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
             format!(
                 "{} is a symlink; refusing to replace it with a file",
                 path.display()
             ),
         )),
-        Ok(m) if !m.is_file() => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
+        Ok(m) if !m.is_file() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
             format!("{} is not a regular file", path.display()),
         )),
         Ok(m) => Ok(Some(m.permissions().mode() & 0o7777)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -5,6 +5,4 @@
 /// RFC 8785 canonical JSON (in `runner-core`, which has no I/O).
 pub use runner_core::jcs;
 pub use runner_core::lock::*;
-// reason: reads a result and its lock, statement and artifacts by path
-#[allow(clippy::disallowed_methods)]
 pub mod verify;

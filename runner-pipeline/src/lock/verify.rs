@@ -7,7 +7,6 @@ use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
 use crate::request::frontmatter;
 use crate::request::yaml::{self, Node};
 use crate::sign;
-use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
@@ -70,6 +69,10 @@ pub fn result_location(result: &Path) -> (String, PathBuf) {
 /// results directory itself; failing that, a markdown file in the parent whose
 /// normalized text has the pinned sha256 (so a renamed request is still found, while
 /// a request found by name is always compared, tampered or not).
+///
+/// # Ambient authority
+/// Opens the results directory's parent ([`runner_sandbox::host`]), then lists and
+/// reads it through that handle.
 pub fn find_request(results_dir: &Path, request_id: &str, pinned_sha256: &str) -> Option<PathBuf> {
     let name = format!("{request_id}.md");
     if let Some(p) = [results_dir.join("..").join(&name), results_dir.join(&name)]
@@ -78,18 +81,25 @@ pub fn find_request(results_dir: &Path, request_id: &str, pinned_sha256: &str) -
     {
         return Some(p);
     }
-    let parent = results_dir.join("..");
-    let entries = std::fs::read_dir(&parent).ok()?;
+    let parent_path = results_dir.join("..");
+    let parent = runner_sandbox::host::open_dir(&parent_path).ok()?;
+    let entries = parent.entries().ok()?;
     entries
         .flatten()
         .take(1000)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "md")
-                && p.metadata()
+        .map(|e| e.file_name())
+        .filter(|name| {
+            Path::new(name).extension().is_some_and(|x| x == "md")
+                && parent
+                    .metadata(name)
                     .is_ok_and(|m| m.is_file() && m.len() <= (1 << 20))
         })
-        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| text_sha256_tagged(&t) == pinned_sha256))
+        .find(|name| {
+            parent
+                .read_to_string(name)
+                .is_ok_and(|t| text_sha256_tagged(&t) == pinned_sha256)
+        })
+        .map(|name| parent_path.join(name))
 }
 
 /// The most a lock, a statement or an envelope may hold: a lock of 100,000 artifacts
@@ -200,7 +210,7 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
         compare_front_matter(text, &lock, &mut differences);
     }
     let artifact_dir = dir.join(&id);
-    match Dir::open_ambient_dir(&artifact_dir, ambient_authority()) {
+    match runner_sandbox::host::open_dir(&artifact_dir) {
         Err(e) => differences.push(diff(
             format!("artifact directory {}", artifact_dir.display()),
             "present",
@@ -303,8 +313,13 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
         }
     };
     match request_path {
-        Some(p) => match std::fs::read(&p) {
-            Ok(bytes) => {
+        Some(p) => match crate::read::read_document(&p, MAX_COMPANION_BYTES) {
+            Ok(crate::read::Read2::TooLarge(size)) => differences.push(diff(
+                format!("request {}", p.display()),
+                "readable",
+                format!("{size} bytes, more than {MAX_COMPANION_BYTES}"),
+            )),
+            Ok(crate::read::Read2::Bytes(bytes)) => {
                 let actual = match std::str::from_utf8(&bytes) {
                     Ok(t) => text_sha256_tagged(t),
                     Err(_) => sha256_tagged(&bytes),
@@ -365,56 +380,65 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
             .differences
             .push(diff("in-toto statement", "present", e.to_string())),
     }
-    let envelope = read(statement::envelope_file_name(&id));
-    match (key, envelope) {
-        (Some(_), Err(e)) => v.differences.push(diff(
-            "statement signature",
-            "a DSSE envelope beside the result",
-            e.to_string(),
-        )),
-        (Some(key), Ok(bytes)) => match sign::parse_envelope(&bytes)
-            .and_then(|env| sign::verify(&env, statement::PAYLOAD_TYPE, key))
-        {
-            Ok(payload) if payload == expected.as_bytes() => v
-                .checked
-                .push(format!("statement signature by {}", sign::key_id(key))),
-            Ok(_) => v.differences.push(diff(
+    let envelope = match (key, read(statement::envelope_file_name(&id))) {
+        (_, Ok(bytes)) => Some(bytes),
+        (None, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
+        (Some(_), Err(e)) => {
+            let d = diff(
                 "statement signature",
+                "a DSSE envelope beside the result",
+                e.to_string(),
+            );
+            v.differences.push(d);
+            None
+        }
+        (None, Err(e)) => {
+            let d = diff(
+                "statement signature",
+                "a readable DSSE envelope (or none)",
+                e.to_string(),
+            );
+            v.differences.push(d);
+            None
+        }
+    };
+    if let Some(bytes) = envelope {
+        // With a key, the signature is checked; without, only what the envelope carries.
+        let carried = sign::parse_envelope(&bytes).and_then(|env| match key {
+            Some(key) => sign::verify(&env, statement::PAYLOAD_TYPE, key),
+            None => sign::payload(&env, statement::PAYLOAD_TYPE),
+        });
+        // What was expected when it carries another statement, what was found then, and
+        // what was expected when it carries none.
+        let (over_this, over_another, valid) = match key {
+            Some(_) => (
                 "a signature over this run's statement",
                 "a valid signature over another statement",
-            )),
-            Err(e) => v.differences.push(diff(
-                "statement signature",
                 "a valid signature by the given key",
-                e.to_string(),
-            )),
-        },
-        (None, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
-        (None, Err(e)) => v.differences.push(diff(
-            "statement signature",
-            "a readable DSSE envelope (or none)",
-            e.to_string(),
-        )),
-        (None, Ok(bytes)) => match sign::parse_envelope(&bytes)
-            .and_then(|env| sign::payload(&env, statement::PAYLOAD_TYPE))
-        {
-            Ok(payload) if payload == expected.as_bytes() => {
+            ),
+            None => (
+                "an envelope over this run's statement",
+                "an envelope over another statement",
+                "a DSSE envelope over this run's statement",
+            ),
+        };
+        match (carried, key) {
+            (Ok(payload), Some(key)) if payload == expected.as_bytes() => v
+                .checked
+                .push(format!("statement signature by {}", sign::key_id(key))),
+            (Ok(payload), None) if payload == expected.as_bytes() => {
                 v.checked
                     .push("statement envelope carries this run's statement".into());
                 v.not_checked
                     .push("statement signature (no public key given)".into());
             }
-            Ok(_) => v.differences.push(diff(
-                "statement signature",
-                "an envelope over this run's statement",
-                "an envelope over another statement",
-            )),
-            Err(e) => v.differences.push(diff(
-                "statement signature",
-                "a DSSE envelope over this run's statement",
-                e.to_string(),
-            )),
-        },
+            (Ok(_), _) => v
+                .differences
+                .push(diff("statement signature", over_this, over_another)),
+            (Err(e), _) => v
+                .differences
+                .push(diff("statement signature", valid, e.to_string())),
+        }
     }
     if !v.differences.is_empty() {
         v.verdict = "REJECT";

@@ -20,8 +20,8 @@
 use super::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name, is_internal};
 use crate::digest::sha256_hex;
 use serde::{Deserialize, Serialize};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 /// How long the broker sleeps when the directory holds no request.
 const POLL: Duration = Duration::from_millis(1);
+/// The largest CA file the policy may name (a system bundle is about 200 KB).
+const MAX_CA_FILE_BYTES: u64 = 16 << 20;
 /// The longest request header line accepted.
 const MAX_HEADER_LINE: u64 = 64 * 1024;
 /// How many refusals past `max_requests` are recorded one by one.
@@ -52,22 +54,25 @@ pub enum Source {
     /// directory), each checked against its recorded hash.
     Replay {
         recorded: Vec<Exchange>,
-        bodies: PathBuf,
+        bodies: std::io::Result<Dir>,
     },
 }
 
 /// What the broker hands back when the run is over.
 pub struct BrokerOutput {
     pub log: NetworkLog,
-    /// The response bodies, each stored in the run directory: (file name beside the
-    /// result, host path).
-    pub bodies: Vec<(String, PathBuf)>,
+    /// The response bodies given to the guest, each stored in `body_dir` under the
+    /// file name it gets beside the result.
+    pub bodies: Vec<String>,
+    /// The run's directory of response bodies.
+    pub body_dir: Dir,
 }
 
 /// A running broker; [`Broker::finish`] stops it and returns the log.
 pub struct Broker {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<BrokerOutput>,
+    thread: JoinHandle<(NetworkLog, Vec<String>)>,
+    body_dir: Dir,
 }
 
 #[derive(Deserialize)]
@@ -103,17 +108,18 @@ struct Answer {
 }
 
 impl Broker {
-    /// Starts the broker on `exchange` (the guest's `/net`), storing bodies under
-    /// `bodies` (a directory of the run, outside the sandbox).
+    /// Starts the broker on `exchange` (the guest's `/net`), storing bodies in
+    /// `bodies` (a directory of the run, outside the sandbox). It works only through
+    /// these handles: whatever the guest puts in `/net` (a symlink out of it) is never
+    /// followed out of it.
     ///
     /// # Ambient authority
-    /// Reads and writes under `exchange` and `bodies`; in [`Source::Live`] mode, opens
-    /// network connections to the origins `policy` allows, and reads the system
-    /// certificate store and the policy's CA files.
+    /// In [`Source::Live`] mode, opens network connections to the origins `policy`
+    /// allows, and reads the system certificate store and the policy's CA files.
     pub fn start(
         policy: NetworkPolicy,
-        exchange: PathBuf,
-        bodies: PathBuf,
+        exchange: Dir,
+        bodies: Dir,
         source: Source,
     ) -> Result<Self, String> {
         let fetcher = match source {
@@ -124,8 +130,9 @@ impl Broker {
                 next: 0,
             },
         };
-        std::fs::create_dir_all(&bodies)
-            .map_err(|e| format!("cannot create {}: {e}", bodies.display()))?;
+        let body_dir = bodies
+            .try_clone()
+            .map_err(|e| format!("cannot start the network broker: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -153,19 +160,28 @@ impl Broker {
                 state.output()
             })
             .map_err(|e| format!("cannot start the network broker: {e}"))?;
-        Ok(Self { stop, thread })
+        Ok(Self {
+            stop,
+            thread,
+            body_dir,
+        })
     }
 
     /// Stops the broker (the guest has ended) and returns what it recorded.
     pub fn finish(self) -> BrokerOutput {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_else(|_| BrokerOutput {
-            log: NetworkLog {
+        let (log, bodies) = self.thread.join().unwrap_or_else(|_| {
+            let log = NetworkLog {
                 mode: "failed".into(),
                 ..Default::default()
-            },
-            bodies: Vec::new(),
-        })
+            };
+            (log, Vec::new())
+        });
+        BrokerOutput {
+            log,
+            bodies,
+            body_dir: self.body_dir,
+        }
     }
 }
 
@@ -173,7 +189,7 @@ enum Fetcher {
     Live(Box<ureq::Agent>),
     Replay {
         recorded: Vec<Exchange>,
-        dir: PathBuf,
+        dir: std::io::Result<Dir>,
         next: usize,
     },
 }
@@ -182,34 +198,32 @@ struct State {
     mode: &'static str,
     policy: NetworkPolicy,
     fetcher: Fetcher,
-    exchange: PathBuf,
-    body_dir: PathBuf,
+    exchange: Dir,
+    body_dir: Dir,
     log: Vec<Exchange>,
-    bodies: Vec<(String, PathBuf)>,
+    bodies: Vec<String>,
     /// Requests taken, allowed or not.
     taken: u32,
     unrecorded: u64,
 }
 
 impl State {
-    fn output(self) -> BrokerOutput {
-        BrokerOutput {
-            log: NetworkLog {
-                mode: self.mode.into(),
-                allow: self.policy.allow.iter().map(|o| o.to_string()).collect(),
-                max_response_bytes: self.policy.max_response_bytes,
-                max_requests: self.policy.max_requests,
-                exchanges: self.log,
-                unrecorded_refusals: self.unrecorded,
-            },
-            bodies: self.bodies,
-        }
+    fn output(self) -> (NetworkLog, Vec<String>) {
+        let log = NetworkLog {
+            mode: self.mode.into(),
+            allow: self.policy.allow.iter().map(|o| o.to_string()).collect(),
+            max_response_bytes: self.policy.max_response_bytes,
+            max_requests: self.policy.max_requests,
+            exchanges: self.log,
+            unrecorded_refusals: self.unrecorded,
+        };
+        (log, self.bodies)
     }
 
     /// Serves every request file present, in the order of their numbers; false when
     /// there was none.
     fn serve_pending(&mut self) -> bool {
-        let Ok(entries) = std::fs::read_dir(&self.exchange) else {
+        let Ok(entries) = self.exchange.entries() else {
             return false;
         };
         let mut pending: Vec<(u64, String)> = entries
@@ -226,14 +240,18 @@ impl State {
             .collect();
         pending.sort();
         for (n, name) in &pending {
-            self.serve_one(*n, &self.exchange.join(name));
+            self.serve_one(*n, name);
         }
         !pending.is_empty()
     }
 
-    fn serve_one(&mut self, n: u64, path: &Path) {
-        let raw = read_capped(path, MAX_HEADER_LINE + self.policy.max_response_bytes);
-        let _ = std::fs::remove_file(path);
+    fn serve_one(&mut self, n: u64, name: &str) {
+        let raw = read_capped(
+            &self.exchange,
+            name,
+            MAX_HEADER_LINE + self.policy.max_response_bytes,
+        );
+        let _ = self.exchange.remove_file(name);
         self.taken = self.taken.saturating_add(1);
         let seq = self.taken;
         let mut ex = Exchange {
@@ -262,9 +280,8 @@ impl State {
                 ex.response_bytes = answer.body.len() as u64;
                 ex.response_sha256 = Some(format!("sha256:{}", sha256_hex(&answer.body)));
                 let file = body_file_name(seq);
-                let host = self.body_dir.join(&file);
-                if std::fs::write(&host, &answer.body).is_ok() {
-                    self.bodies.push((file, host));
+                if self.body_dir.write(&file, &answer.body).is_ok() {
+                    self.bodies.push(file);
                 }
                 wire(
                     &WireResponse {
@@ -301,11 +318,12 @@ impl State {
         } else {
             self.unrecorded += 1;
         }
-        let tmp = self.exchange.join(format!("{n}.resp.tmp"));
-        let done = self.exchange.join(format!("{n}.resp"));
+        let tmp = format!("{n}.resp.tmp");
         // A guest that filled its /out sees no answer and times out on its side.
-        if std::fs::write(&tmp, &response).is_ok() {
-            let _ = std::fs::rename(&tmp, &done);
+        if self.exchange.write(&tmp, &response).is_ok() {
+            let _ = self
+                .exchange
+                .rename(&tmp, &self.exchange, format!("{n}.resp"));
         }
     }
 
@@ -398,9 +416,16 @@ impl State {
     }
 }
 
-/// Reads at most `cap` bytes of `path`; longer is an error.
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the request: {e}"))?;
+/// Reads at most `cap` bytes of the file `name` of `dir` (never through a symlink, never
+/// blocking on a FIFO); longer is an error.
+fn read_capped(dir: &Dir, name: &str, cap: u64) -> Result<Vec<u8>, String> {
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = dir
+        .open_with(
+            name,
+            OpenOptions::new().read(true).custom_flags(flags.bits()),
+        )
+        .map_err(|e| format!("cannot read the request: {e}"))?;
     let mut buf = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut buf)
@@ -438,8 +463,18 @@ fn live_agent(policy: &NetworkPolicy) -> Result<ureq::Agent, String> {
         roots.push(Certificate::from_der(cert.as_ref()).to_owned());
     }
     for file in &policy.ca_files {
-        let pem =
-            std::fs::read(file).map_err(|e| format!("network.ca_files {}: {e}", file.display()))?;
+        // A file the policy names, read as the operator's shell would (a symlink
+        // followed), capped.
+        let pem = match crate::read::read_document(file, MAX_CA_FILE_BYTES) {
+            Ok(crate::read::Read2::Bytes(pem)) => pem,
+            Ok(crate::read::Read2::TooLarge(size)) => {
+                return Err(format!(
+                    "network.ca_files {}: {size} bytes, more than {MAX_CA_FILE_BYTES}",
+                    file.display()
+                ));
+            }
+            Err(e) => return Err(format!("network.ca_files {}: {e}", file.display())),
+        };
         let mut found = 0;
         for item in ureq::tls::parse_pem(&pem) {
             if let Ok(PemItem::Certificate(c)) = item {
@@ -628,7 +663,7 @@ fn transport_refusal(e: ureq::Error, https: bool) -> Refusal {
 /// and checked against its recorded hash. Anything else is `network.replay_unrecorded`.
 fn replay(
     recorded: &[Exchange],
-    dir: &Path,
+    dir: &std::io::Result<Dir>,
     next: &mut usize,
     ex: &mut Exchange,
 ) -> Result<Answer, Refusal> {
@@ -670,7 +705,10 @@ fn replay(
             })?;
         return Err(Refusal(code, want.detail.clone().unwrap_or_default()));
     }
-    let body = std::fs::read(dir.join(body_file_name(want.seq)))
+    let body = dir
+        .as_ref()
+        .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))
+        .and_then(|dir| dir.read(body_file_name(want.seq)))
         .map_err(|e| unrecorded(format!("the recorded body of exchange {}: {e}", want.seq)))?;
     let sha = format!("sha256:{}", sha256_hex(&body));
     if Some(&sha) != want.response_sha256.as_ref() {

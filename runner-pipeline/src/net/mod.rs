@@ -10,8 +10,6 @@
 //! this protocol with plain file calls; the ERA guests get `urllib.request.urlopen`
 //! wired to it by a read-only `sitecustomize.py` ([`SITECUSTOMIZE`]).
 
-// reason: serves the exchange directory and reads CA files by path
-#[allow(clippy::disallowed_methods)]
 pub mod broker;
 
 /// Where the exchange directory appears in the guest.

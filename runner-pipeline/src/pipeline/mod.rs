@@ -11,15 +11,9 @@
 //! always ends in a published result, whatever the guest did.
 
 pub mod error;
-// reason: creates the exchange directory and the recorded bodies
-#[allow(clippy::disallowed_methods)]
 pub mod network;
 mod prepare;
-// reason: reads the recorded response bodies to publish them
-#[allow(clippy::disallowed_methods)]
 mod publish;
-// reason: reads the lock beside a result
-#[allow(clippy::disallowed_methods)]
 pub mod replay;
 
 pub use error::{JudgeError, PrepareError, PublishFailure, RunError, SetupError};

@@ -9,22 +9,23 @@ use crate::net::{self, Exchange};
 use crate::policy::Policy;
 use crate::stage::RunDir;
 use runner_sandbox::runtime::ReadOnlyMount;
-use std::path::PathBuf;
 
 /// A baseline's recording, for a replay: its exchanges and the directory holding its
-/// bodies (the baseline result's own directory).
-#[derive(Debug, Clone)]
+/// bodies (the baseline result's own directory), opened (or why it could not be: each
+/// exchange then finds no body, and says so).
+#[derive(Debug)]
 pub struct Recording {
     pub exchanges: Vec<Exchange>,
-    pub bodies: PathBuf,
+    pub bodies: std::io::Result<cap_std::fs::Dir>,
 }
 
 /// Gives `program` its network door (an ERA guest: `/net` and the urllib handler; Monty:
 /// its worker's `fetch`) and starts the broker; `Ok(None)` for a run without network.
 ///
-/// # Ambient authority
-/// Creates directories and files under the run directory (and its `/out` tmpfs); the
-/// broker it starts uses the network as [`Broker::start`] says.
+/// Everything is made through the run directory's handles ([`RunDir::dir`],
+/// [`RunDir::out`], the latter after the `/out` tmpfs is mounted); the paths built
+/// here are for the guest's mounts. The broker it starts uses the network as
+/// [`Broker::start`] says.
 pub(super) fn start(
     policy: &Policy,
     allowlist: bool,
@@ -36,17 +37,24 @@ pub(super) fn start(
         return Ok(None);
     }
     let fail = |m: String| SetupError::Network(m);
-    let exchange = run.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
-    std::fs::create_dir(&exchange)
-        .map_err(|e| fail(format!("cannot create {}: {e}", exchange.display())))?;
+    let exchange_path = run.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
+    let exchange = run
+        .out()
+        .and_then(|out| {
+            out.create_dir(runner_sandbox::runtime::NET_IN_OUT)?;
+            out.open_dir(runner_sandbox::runtime::NET_IN_OUT)
+        })
+        .map_err(|e| fail(format!("cannot create {}: {e}", exchange_path.display())))?;
     match program {
         // Monty code calls `fetch(...)`, which its worker answers through the same
         // exchange directory.
         Run::Monty { program, .. } => program.network = true,
         Run::Era { program: guest, .. } => {
-            let lib = run.path().join("net-lib");
-            std::fs::create_dir(&lib)
-                .and_then(|()| std::fs::write(lib.join("sitecustomize.py"), net::SITECUSTOMIZE))
+            let lib = run.path().join(NET_LIB);
+            run.dir()
+                .create_dir(NET_LIB)
+                .and_then(|()| run.dir().open_dir(NET_LIB))
+                .and_then(|dir| dir.write("sitecustomize.py", net::SITECUSTOMIZE))
                 .map_err(|e| fail(format!("cannot write {}: {e}", lib.display())))?;
             guest.runtime.mounts.push(ReadOnlyMount {
                 host: lib,
@@ -64,30 +72,36 @@ pub(super) fn start(
             guest.runtime.exchange = Some(net::GUEST_EXCHANGE.into());
         }
     }
+    let bodies_path = run.path().join(NET_BODIES);
+    let bodies = run
+        .dir()
+        .create_dir(NET_BODIES)
+        .and_then(|()| run.dir().open_dir(NET_BODIES))
+        .map_err(|e| fail(format!("cannot create {}: {e}", bodies_path.display())))?;
     let source = match recording {
         Some(r) => Source::Replay {
             recorded: r.exchanges.clone(),
-            bodies: r.bodies.clone(),
+            bodies: r
+                .bodies
+                .as_ref()
+                .map_err(super::replay::copy_error)
+                .and_then(|d| d.try_clone()),
         },
         None => Source::Live,
     };
-    Broker::start(
-        policy.network.clone(),
-        exchange,
-        run.path().join("net-bodies"),
-        source,
-    )
-    .map(Some)
-    .map_err(fail)
+    Broker::start(policy.network.clone(), exchange, bodies, source)
+        .map(Some)
+        .map_err(fail)
 }
 
+/// The run directory's entry holding the read-only `sitecustomize.py` (ERA guests).
+const NET_LIB: &str = "net-lib";
+/// The run directory's entry where the broker keeps the response bodies.
+pub(super) const NET_BODIES: &str = "net-bodies";
+
 /// Removes the exchange directory from `/out` (never an output).
-///
-/// # Ambient authority
-/// Removes a path under the run's own `out/`.
 pub(super) fn remove_exchange(run: &RunDir) {
-    let dir = run.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
-    if std::fs::symlink_metadata(&dir).is_ok() {
-        let _ = std::fs::remove_dir_all(&dir).or_else(|_| std::fs::remove_file(&dir));
+    if let Ok(out) = run.out() {
+        crate::stage::remove_entry(&out, runner_sandbox::runtime::NET_IN_OUT);
     }
 }

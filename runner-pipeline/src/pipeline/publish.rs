@@ -17,8 +17,6 @@ use crate::result::collect::{self, Collected, WalkLimits};
 use crate::result::render::{self, Provenance, ResultDoc};
 use crate::result::{Rendered, ResultsRoot, Staging};
 use crate::stage::{RunDir, StagedInput};
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use ed25519_dalek::SigningKey;
 use std::path::PathBuf;
 
@@ -60,7 +58,7 @@ pub(super) fn publish(
     };
     // Whatever the guest left, the run ends in a complete result: a /out that cannot
     // even be reopened is a finding, not a lost run.
-    let mut collected = match Dir::open_ambient_dir(&run.out_dir, ambient_authority()) {
+    let mut collected = match run.out() {
         Ok(out) => collect::collect(&out, &dest, walk)
             .map_err(|e| fail(format!("collecting /out: {e}")))?,
         Err(e) => Collected {
@@ -79,12 +77,16 @@ pub(super) fn publish(
         .map_err(|e| fail(e.to_string()))?;
     // The response bodies the guest was given, beside the streams, so `verify` can
     // re-derive their hashes and `replay` can serve them again.
-    for (name, host) in ctx.network.iter().flat_map(|n| &n.bodies) {
-        let bytes = std::fs::read(host)
-            .map_err(|e| fail(format!("reading the recorded body {}: {e}", host.display())))?;
-        staging
-            .write_stream(name, &bytes)
-            .map_err(|e| fail(e.to_string()))?;
+    if let Some(network) = ctx.network {
+        for name in &network.bodies {
+            let bytes = network.body_dir.read(name).map_err(|e| {
+                let host = run.path().join(super::network::NET_BODIES).join(name);
+                fail(format!("reading the recorded body {}: {e}", host.display()))
+            })?;
+            staging
+                .write_stream(name, &bytes)
+                .map_err(|e| fail(e.to_string()))?;
+        }
     }
 
     let now = time::OffsetDateTime::now_utc();

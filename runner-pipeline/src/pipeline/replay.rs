@@ -24,7 +24,13 @@ use crate::request::Work;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use serde::Serialize;
+use std::io;
 use std::path::{Path, PathBuf};
+
+/// An error told again (an `io::Error` is not `Clone`): its kind and its message.
+pub(super) fn copy_error(e: &io::Error) -> io::Error {
+    io::Error::new(e.kind(), e.to_string())
+}
 
 /// One compared output.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -175,7 +181,9 @@ impl Pipeline {
     /// Re-runs what `source.result`'s lock pins, publishing into `results`, and compares.
     ///
     /// # Ambient authority
-    /// Reads the lock beside the result named by the operator.
+    /// Opens the directory of the result named by the operator (through
+    /// [`runner_sandbox::host`]) and reads the lock (and, offline, the recorded bodies)
+    /// through it.
     pub fn replay(
         &self,
         source: &ReplaySource<'_>,
@@ -186,7 +194,11 @@ impl Pipeline {
         let refuse = |msg: String| ReplayError::Refused(vec![msg]);
         let (id, dir) = result_location(source.result);
         let lock_path = dir.join(lock_file_name(&id));
-        let bytes = std::fs::read(&lock_path)
+        let results_dir = runner_sandbox::host::open_dir(&dir);
+        let bytes = results_dir
+            .as_ref()
+            .map_err(copy_error)
+            .and_then(|d| d.read(lock_file_name(&id)))
             .map_err(|e| refuse(format!("cannot read the lock {}: {e}", lock_path.display())))?;
         let lock = Lock::parse(&bytes).map_err(|e| {
             refuse(format!(
@@ -271,7 +283,7 @@ impl Pipeline {
         if network == NetworkSource::Recorded {
             plan.network_replay = lock.network.as_ref().map(|n| super::network::Recording {
                 exchanges: n.exchanges.clone(),
-                bodies: dir.join(&id),
+                bodies: results_dir.as_ref().map_err(copy_error).and_then(|d| d.open_dir(&id)),
             });
         }
         // The module the lock's run ran: the plain one (every lock before the

@@ -22,7 +22,7 @@ pub mod collect;
 /// Rendering the document is `runner-core`'s (no I/O).
 pub use runner_core::result::{render, utc_timestamp};
 
-use crate::beside::{BesideDir, OpenError};
+use crate::beside::{BesideDir, Side};
 use cap_std::fs::Dir;
 use cap_std::fs::OpenOptions;
 use std::ffi::OsStr;
@@ -66,43 +66,23 @@ impl From<String> for Rendered {
 /// Where results are published ([`crate::beside`]: `--results DIR` is used as named;
 /// the default `results/` beside the request is created or opened without following a
 /// symlink, since `results -> /etc/cron.d` would put our files there).
+pub type ResultsRoot = BesideDir<Results>;
+
+/// The [`Side`] of a run's results: `results/` beside the request, created if missing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResultsRoot(BesideDir);
+pub enum Results {}
 
-impl ResultsRoot {
-    /// A directory named by the operator: created if missing, a symlink followed.
-    pub fn named(path: impl Into<PathBuf>) -> Self {
-        Self(BesideDir::named(path))
+impl Side for Results {
+    const NAME: &'static str = "results";
+    const CREATE: bool = true;
+    type Error = PublishError;
+
+    fn not_a_real_dir(dir: PathBuf) -> PublishError {
+        PublishError::ResultsDirSymlink { dir }
     }
 
-    /// `results/` beside `request`: refused when it is a symlink.
-    pub fn beside(request: &Path) -> Self {
-        Self(BesideDir::beside(request, "results"))
-    }
-
-    /// `--results` when given, else `results/` beside the request.
-    pub fn for_request(named: Option<&Path>, request: &Path) -> Self {
-        Self(BesideDir::for_request(named, request, "results"))
-    }
-
-    pub fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    /// Creates the directory if needed and opens it.
-    ///
-    /// # Ambient authority
-    /// Creates and opens directories on the host filesystem.
-    fn open(&self) -> Result<Dir, PublishError> {
-        self.0.open(true).map_err(|e| match e {
-            OpenError::NotARealDir => PublishError::ResultsDirSymlink {
-                dir: self.path().to_owned(),
-            },
-            OpenError::Io(source) => PublishError::ResultsDir {
-                dir: self.path().to_owned(),
-                source,
-            },
-        })
+    fn io(dir: PathBuf, source: io::Error) -> PublishError {
+        PublishError::ResultsDir { dir, source }
     }
 }
 
@@ -363,7 +343,7 @@ fn is_taken(e: &io::Error) -> bool {
 
 /// A value unlikely to repeat between the processes and attempts that make staging
 /// names (their uniqueness is enforced by `mkdir`, not by this).
-fn unique(attempt: u32) -> String {
+pub(crate) fn unique(attempt: u32) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()

@@ -42,7 +42,7 @@ pub(super) fn is_batch(requests: &[PathBuf]) -> bool {
 ///
 /// # Ambient Authority
 ///
-/// Lists the directories named.
+/// Opens the directories named ([`runner_sandbox::host`]) and lists them.
 fn expand(requests: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for path in requests {
@@ -50,7 +50,8 @@ fn expand(requests: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             out.push(path.clone());
             continue;
         }
-        let entries = std::fs::read_dir(path)
+        let entries = runner_sandbox::host::open_dir(path)
+            .and_then(|dir| dir.entries())
             .map_err(|e| format!("cannot list directory {}: {e}", path.display()))?;
         let mut found = Vec::new();
         for entry in entries {
@@ -60,7 +61,7 @@ fn expand(requests: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             let name = name.to_string_lossy();
             let is_file = entry.file_type().is_ok_and(|t| t.is_file());
             if is_file && name.starts_with("TR-") && name.ends_with(".md") {
-                found.push(entry.path());
+                found.push(path.join(entry.file_name()));
             }
         }
         if found.is_empty() {

@@ -42,13 +42,22 @@ pub fn parse(text: &str) -> Result<Shard, String> {
 
 impl Shard {
     /// The shard `request` belongs to, out of `self.count`.
+    ///
+    /// # Ambient authority
+    /// Reads `request`, a document named on the command line (or found in a directory
+    /// named there), as [`runner_pipeline::read::read_document`] reads one: a regular
+    /// file only, never blocking on a FIFO.
     pub fn of(&self, request: &Path) -> u64 {
-        let sha = match std::fs::read(request) {
-            Ok(bytes) => match String::from_utf8(bytes) {
+        // Uncapped (the cap is the largest one `read_document` can add one to): the
+        // shard is the hash of every byte there is.
+        let sha = match crate::read::read_document(request, u64::MAX - 1) {
+            Ok(crate::read::Read2::Bytes(bytes)) => match String::from_utf8(bytes) {
                 Ok(text) => crate::lock::text_sha256_tagged(&text),
                 Err(e) => crate::lock::sha256_tagged(e.as_bytes()),
             },
-            Err(_) => crate::lock::sha256_tagged(request.as_os_str().as_encoded_bytes()),
+            Ok(crate::read::Read2::TooLarge(_)) | Err(_) => {
+                crate::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
+            }
         };
         let hex = sha.trim_start_matches("sha256:");
         // The first 16 hex digits: 64 bits, uniform.
@@ -67,6 +76,8 @@ impl Shard {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
