@@ -8,7 +8,7 @@ use crate::lock::PinChange;
 use crate::pipeline::replay::{
     ExchangeComparison, NetworkSource, OutputComparison, ReplayError, ReplayMode, ReplaySource,
 };
-use crate::pipeline::{MakeProgress, Pipeline, RunError, RunPlan};
+use crate::pipeline::{MakeProgress, Pipeline, RequestRead, RunError, RunPlan};
 use crate::policy::Policy;
 use crate::request::Reason;
 use crate::result::ResultsRoot;
@@ -108,16 +108,18 @@ impl Pipeline {
         })
     }
 
-    /// Judge, run and publish one request (or, with `options.reuse`, find its verified
-    /// result); its exit code and report. `warn` gets a line for each stored result
-    /// passed over (tampered, partial, inputs changed) and why.
+    /// Judge, run and publish one request, read from `request` ([`Pipeline::read_request`];
+    /// or, with `options.reuse`, find its verified result); its exit code and report.
+    /// `warn` gets a line for each stored result passed over (tampered, partial, inputs
+    /// changed) and why.
     pub fn exec_report(
         &self,
         request: &Path,
+        read: RequestRead,
         options: ExecOptions<'_>,
         warn: &mut dyn FnMut(String),
     ) -> (i32, ExecReport) {
-        let plan = match self.judge(request) {
+        let plan = match self.judge_read(request, read) {
             Ok(plan) => plan,
             Err(e) => return ExecReport::not_run(&e),
         };

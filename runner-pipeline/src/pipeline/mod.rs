@@ -64,6 +64,10 @@ pub struct RunPlan {
     pub preinit: crate::guest::preinit::Choice,
 }
 
+/// A request file's bytes, read once ([`Pipeline::read_request`]), or why they could
+/// not be read: what a run judges and what [`Pipeline::start_worker_ahead`] peeks at.
+pub struct RequestRead(Result<Vec<u8>, JudgeError>);
+
 /// What one run left behind.
 pub struct RunSummary {
     pub result_path: PathBuf,
@@ -102,18 +106,36 @@ impl Pipeline {
         self.engines.set_one_worker_ahead();
     }
 
-    /// With [`Pipeline::set_one_worker_ahead`]: starts the worker of the request at
-    /// `path` now, before it is judged, from a peek at its front matter (`backend:`,
-    /// and for ERA the guest its `language:` selects), so that the worker's process
-    /// start and module load run on the other core while the request is judged and
-    /// staged. Nothing is decided from the peek: judging is unchanged, and a refused
-    /// request's worker is ended unused with the pipeline. Anything unclear starts
-    /// nothing here (the run starts its worker as it prepares its engine).
-    pub fn start_worker_ahead(&self, path: &Path) {
-        let Ok(Read2::Bytes(bytes)) = read_document(path, self.policy.request.max_bytes) else {
+    /// Reads the request at `path` once (a regular file, at most the policy's
+    /// `request.max_bytes`), for [`Pipeline::start_worker_ahead`] and
+    /// [`Pipeline::judge_read`] both.
+    ///
+    /// # Ambient authority
+    /// Reads `path`, a file the operator named ([`crate::read::read_document`]).
+    pub fn read_request(&self, path: &Path) -> RequestRead {
+        let max = self.policy.request.max_bytes;
+        RequestRead(match read_document(path, max) {
+            Ok(Read2::Bytes(bytes)) => Ok(bytes),
+            Ok(Read2::TooLarge(size)) => Err(JudgeError::TooLarge { size, max }),
+            Err(source) => Err(JudgeError::Unreadable {
+                path: path.to_owned(),
+                source,
+            }),
+        })
+    }
+
+    /// With [`Pipeline::set_one_worker_ahead`]: starts the worker of `request` now,
+    /// before it is judged, from a peek at its front matter (`backend:`, and for ERA
+    /// the guest its `language:` selects), so that the worker's process start and
+    /// module load run on the other core while the request is judged and staged.
+    /// Nothing is decided from the peek: judging is unchanged, and a refused request's
+    /// worker is ended unused with the pipeline. Anything unclear starts nothing here
+    /// (the run starts its worker as it prepares its engine).
+    pub fn start_worker_ahead(&self, request: &RequestRead) {
+        let Ok(bytes) = &request.0 else {
             return;
         };
-        let Ok(text) = std::str::from_utf8(&bytes) else {
+        let Ok(text) = std::str::from_utf8(bytes) else {
             return;
         };
         match peek_front_matter(text, "backend") {
@@ -188,18 +210,13 @@ impl Pipeline {
     /// Reads and validates the request at `path` and checks its approval (signature,
     /// separation of duties); a REJECT carries every reason.
     pub fn judge(&self, path: &Path) -> Result<RunPlan, RunError> {
-        let max = self.policy.request.max_bytes;
-        let bytes = match read_document(path, max) {
-            Ok(Read2::Bytes(bytes)) => bytes,
-            Ok(Read2::TooLarge(size)) => return Err(JudgeError::TooLarge { size, max }.into()),
-            Err(source) => {
-                return Err(JudgeError::Unreadable {
-                    path: path.to_owned(),
-                    source,
-                }
-                .into());
-            }
-        };
+        self.judge_read(path, self.read_request(path))
+    }
+
+    /// [`Pipeline::judge`] of the request `request` read from `path`
+    /// ([`Pipeline::read_request`]).
+    pub fn judge_read(&self, path: &Path, request: RequestRead) -> Result<RunPlan, RunError> {
+        let bytes = request.0?;
         let judged =
             crate::approval::judge(path, &bytes, &self.policy).map_err(JudgeError::Rejected)?;
         // The validator accepted it, so it is UTF-8.

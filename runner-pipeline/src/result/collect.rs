@@ -266,8 +266,8 @@ impl Walk {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use cap_std::ambient_authority;
     use std::os::unix::ffi::OsStrExt;
+    use tempfile::TempDir;
 
     /// Collects the directory `out` into `dest`, at most `max_entries`, 8 levels deep.
     #[track_caller]
@@ -275,21 +275,32 @@ mod tests {
         assert!(c.findings.iter().any(|f| want(f)), "{:?}", c.findings);
     }
 
-    fn collect_dirs(out: &std::path::Path, dest: &std::path::Path, max_entries: u64) -> Collected {
-        let src = Dir::open_ambient_dir(out, ambient_authority()).unwrap();
-        let dst = Dir::open_ambient_dir(dest, ambient_authority()).unwrap();
+    fn collect_dirs(
+        out: &std::path::Path,
+        dest: &std::path::Path,
+        max_entries: u64,
+    ) -> io::Result<Collected> {
+        let src = runner_sandbox::host::open_dir(out).unwrap();
+        let dst = runner_sandbox::host::open_dir(dest).unwrap();
         let limits = WalkLimits {
             max_entries,
             max_depth: 8,
         };
-        collect(&src, &dst, limits).unwrap()
+        collect(&src, &dst, limits)
+    }
+
+    /// A guest's `/out` holding `files` (name, content), and an empty destination.
+    fn out_holding(files: &[(&str, &[u8])]) -> (TempDir, TempDir) {
+        let out = tempfile::tempdir().unwrap();
+        for (name, content) in files {
+            std::fs::write(out.path().join(name), content).unwrap();
+        }
+        (out, tempfile::tempdir().unwrap())
     }
 
     #[test]
     fn collects_files_reports_symlinks_and_renames_odd_names() {
-        let out = tempfile::tempdir().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        std::fs::write(out.path().join("summary.json"), b"{}").unwrap();
+        let (out, dest) = out_holding(&[("summary.json", b"{}")]);
         std::fs::create_dir(out.path().join("plots")).unwrap();
         std::fs::write(out.path().join("plots/a.txt"), b"a").unwrap();
         std::os::unix::fs::symlink("../../../etc/passwd", out.path().join("escape")).unwrap();
@@ -304,7 +315,7 @@ mod tests {
             nix::sys::stat::Mode::from_bits_truncate(0o600),
         )
         .unwrap();
-        let c = collect_dirs(out.path(), dest.path(), 100);
+        let c = collect_dirs(out.path(), dest.path(), 100).unwrap();
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
         assert_eq!(c.artifacts[1].sha256, crate::digest::sha256_hex(b"{}"));
@@ -318,12 +329,10 @@ mod tests {
 
     #[test]
     fn entry_cap() {
-        let out = tempfile::tempdir().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        for i in 0..10 {
-            std::fs::write(out.path().join(format!("f{i}")), b"x").unwrap();
-        }
-        let c = collect_dirs(out.path(), dest.path(), 5);
+        let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
+        let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"x"[..])).collect();
+        let (out, dest) = out_holding(&files);
+        let c = collect_dirs(out.path(), dest.path(), 5).unwrap();
         assert_eq!(c.artifacts.len(), 5);
         assert!(c.findings[0].contains("more than 5 entries"));
     }
@@ -333,13 +342,13 @@ mod tests {
     /// the clash (`File exists`) and leave no result at all.
     #[test]
     fn renamed_entries_never_collide_with_names_the_guest_chose() {
-        let out = tempfile::tempdir().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        std::fs::write(out.path().join("bad name"), b"renamed").unwrap();
-        std::fs::write(out.path().join("unsafe-name-1"), b"chosen 1").unwrap();
-        std::fs::write(out.path().join("unsafe-name-2"), b"chosen 2").unwrap();
-        std::fs::write(out.path().join("worse name"), b"renamed too").unwrap();
-        let c = collect_dirs(out.path(), dest.path(), 100);
+        let (out, dest) = out_holding(&[
+            ("bad name", b"renamed"),
+            ("unsafe-name-1", b"chosen 1"),
+            ("unsafe-name-2", b"chosen 2"),
+            ("worse name", b"renamed too"),
+        ]);
+        let c = collect_dirs(out.path(), dest.path(), 100).unwrap();
         let by_path: std::collections::BTreeMap<&str, &str> = c
             .artifacts
             .iter()
@@ -365,18 +374,10 @@ mod tests {
     /// error (the result is not published without the artifact), not a finding.
     #[test]
     fn a_destination_that_refuses_the_copy_is_an_error() {
-        let out = tempfile::tempdir().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        std::fs::write(out.path().join("a"), b"a").unwrap();
+        let (out, dest) = out_holding(&[("a", b"a")]);
         // `a` already exists at the destination: its copy cannot be created.
         std::fs::write(dest.path().join("a"), b"in the way").unwrap();
-        let src = Dir::open_ambient_dir(out.path(), ambient_authority()).unwrap();
-        let dst = Dir::open_ambient_dir(dest.path(), ambient_authority()).unwrap();
-        let limits = WalkLimits {
-            max_entries: 100,
-            max_depth: 8,
-        };
-        let err = collect(&src, &dst, limits).unwrap_err();
+        let err = collect_dirs(out.path(), dest.path(), 100).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read(dest.path().join("a")).unwrap(), b"in the way");
     }

@@ -5,7 +5,7 @@
 //! report (text, or `--json`), the exit code. A rejected request or a staging refusal
 //! writes no result; a guest that fails or hits a limit still gets a complete result.
 
-use crate::pipeline::{Pipeline, RunError};
+use crate::pipeline::{Pipeline, RequestRead, RunError};
 use crate::policy::Policy;
 use crate::report::ExecOptions;
 use crate::request::Reason;
@@ -76,14 +76,16 @@ impl ExecCommand {
         let (code, report) = match self.pipeline(policy) {
             Ok(pipeline) if batch => return batch::execute(&self, &pipeline),
             Ok(pipeline) => {
+                // Read once: for the peek that starts its worker, and for judging.
+                let read = pipeline.read_request(request);
                 // Its worker starts while the run stages (`RUNNER_WARM_WORKERS=0`: after).
                 if crate::report::warm_workers(1) > 0 {
                     pipeline.set_one_worker_ahead();
                     if !self.reuse {
-                        pipeline.start_worker_ahead(request);
+                        pipeline.start_worker_ahead(&read);
                     }
                 }
-                self.run_one(&pipeline, request)
+                self.run_one(&pipeline, request, read)
             }
             Err(e) if batch => {
                 eprintln!("error: {}: {e}", e.reason_code());
@@ -124,13 +126,15 @@ impl ExecCommand {
 
     /// Judge, run and publish one request (or, with `--reuse`, find its verified
     /// result); its exit code and report.
-    fn run_one(&self, pipeline: &Pipeline, request: &Path) -> (i32, ExecReport) {
+    fn run_one(&self, pipeline: &Pipeline, request: &Path, read: RequestRead) -> (i32, ExecReport) {
         let options = ExecOptions {
             inputs: self.inputs.as_deref(),
             results: self.results.as_deref(),
             reuse: self.reuse,
         };
-        pipeline.exec_report(request, options, &mut |line| super::output::warning(line))
+        pipeline.exec_report(request, read, options, &mut |line| {
+            super::output::warning(line)
+        })
     }
 }
 
