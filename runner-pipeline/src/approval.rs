@@ -29,9 +29,9 @@ use crate::request::yaml::{self, Node};
 use crate::request::{self, ApprovedRequest, Reason};
 use crate::sign;
 use base64::Engine as _;
+use cap_std::fs::OpenOptionsExt;
 use serde::Serialize;
 use std::io::Read;
-use cap_std::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// DSSE payload type of a signed tool request.

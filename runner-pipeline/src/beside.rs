@@ -9,7 +9,7 @@
 //! handle opened here, so swapping the entry afterwards changes nothing.
 //!
 //! One type, [`BesideDir`], serves every such directory; what differs between them (the
-//! default name, whether it is created, how a refusal is reported) is its [`Side`].
+//! default name, whether it is created) is its [`Side`].
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use runner_sandbox::host;
@@ -19,16 +19,45 @@ use std::path::{Path, PathBuf};
 
 /// What kind of directory beside a request a [`BesideDir`] is.
 pub trait Side {
-    /// The default entry beside the request (`inputs`, `results`).
+    /// The default entry beside the request (`inputs`, `results`), which is also the
+    /// name of the option that names another one (`--inputs`, `--results`).
     const NAME: &'static str;
     /// Whether opening creates the directory when it is missing.
     const CREATE: bool;
-    /// How opening fails.
-    type Error;
-    /// The default entry is a symlink, or not a directory.
-    fn not_a_real_dir(dir: PathBuf) -> Self::Error;
-    /// The directory could not be opened (or created).
-    fn io(dir: PathBuf, source: io::Error) -> Self::Error;
+}
+
+/// A run's inputs ([`crate::stage::InputsRoot`]): `inputs/` beside the request, never
+/// created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inputs {}
+/// A run's results ([`crate::result::ResultsRoot`]): `results/` beside the request,
+/// created if missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Results {}
+
+impl Side for Inputs {
+    const NAME: &'static str = "inputs";
+    const CREATE: bool = false;
+}
+
+impl Side for Results {
+    const NAME: &'static str = "results";
+    const CREATE: bool = true;
+}
+
+/// Why a directory beside a request could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum BesideError {
+    #[error("{side} directory {dir}: {source}")]
+    Io {
+        side: &'static str,
+        dir: PathBuf,
+        source: io::Error,
+    },
+    #[error(
+        "{side} directory {dir} is a symlink (or not a directory); the `{side}/` beside a request must be a real directory (name another one with --{side})"
+    )]
+    NotARealDir { side: &'static str, dir: PathBuf },
 }
 
 /// A directory a run reads or writes: its path, and whether the operator named it.
@@ -77,13 +106,26 @@ impl<S: Side> BesideDir<S> {
         &self.path
     }
 
+    /// The error of a failed operation on this directory.
+    pub fn failed(&self, source: io::Error) -> BesideError {
+        BesideError::Io {
+            side: S::NAME,
+            dir: self.path.clone(),
+            source,
+        }
+    }
+
     /// Opens the directory as a capability (creating it first for a side that does).
     ///
     /// # Ambient authority
     /// Opens (and may create) directories on the host filesystem, through
     /// [`runner_sandbox::host`].
-    pub fn open(&self) -> Result<Dir, S::Error> {
-        let io_error = |source| S::io(self.path.clone(), source);
+    pub fn open(&self) -> Result<Dir, BesideError> {
+        let io_error = |source| self.failed(source);
+        let not_a_real_dir = || BesideError::NotARealDir {
+            side: S::NAME,
+            dir: self.path.clone(),
+        };
         if self.named {
             return if S::CREATE {
                 host::create_dir_all(&self.path)
@@ -93,7 +135,7 @@ impl<S: Side> BesideDir<S> {
             .map_err(io_error);
         }
         if self.path.file_name().is_none() {
-            return Err(S::not_a_real_dir(self.path.clone()));
+            return Err(not_a_real_dir());
         }
         let (parent, name) = host::open_parent(&self.path).map_err(io_error)?;
         if S::CREATE {
@@ -117,7 +159,7 @@ impl<S: Side> BesideDir<S> {
                         .symlink_metadata(&name)
                         .is_ok_and(|m| m.file_type().is_symlink());
                 Err(if not_a_dir {
-                    S::not_a_real_dir(self.path.clone())
+                    not_a_real_dir()
                 } else {
                     io_error(e)
                 })

@@ -145,8 +145,7 @@ pub fn find(
     let mut found = Found::default();
     let wanted = key(plan, policy);
     let request_id = plan.approved.request_id();
-    let Ok(entries) = runner_sandbox::host::open_dir(results).and_then(|dir| dir.entries())
-    else {
+    let Ok(entries) = runner_sandbox::host::open_dir(results).and_then(|dir| dir.entries()) else {
         return found;
     };
     let suffix = crate::gate::inbox::LOCK_SUFFIX;

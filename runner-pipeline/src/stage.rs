@@ -7,23 +7,23 @@
 //! linked, without following a symlink, and hashed while they are copied: the copy that
 //! the guest sees is the copy that was hashed.
 
-use crate::beside::{BesideDir, Side};
+use crate::beside::{BesideDir, BesideError, Inputs};
 use crate::request::DeclaredInput;
-use cap_std::fs::{Dir, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt as _};
-use std::os::unix::fs::PermissionsExt as _;
+use cap_std::fs::{
+    Dir, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt as _,
+};
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 /// Why staging refused to run. Nothing executes after any of these.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
-    #[error("inputs directory {dir}: {source}")]
-    InputsDir { dir: PathBuf, source: io::Error },
-    #[error(
-        "inputs directory {dir} is a symlink (or not a directory); the `inputs/` beside a request must be a real directory (name another one with --inputs)"
-    )]
-    InputsDirSymlink { dir: PathBuf },
+    /// The inputs directory could not be opened, or the default one is not a real
+    /// directory.
+    #[error(transparent)]
+    InputsDir(#[from] BesideError),
     #[error(
         "declared input {path} has {links} hard links; inputs must be files of their own (copy it instead of linking it)"
     )]
@@ -152,24 +152,6 @@ pub(crate) fn remove_entry(dir: &Dir, name: &str) {
 /// symlink, since `inputs -> /etc` would stage any file the runner can read). Below the
 /// root, no component is ever followed through a symlink, either way.
 pub type InputsRoot = BesideDir<Inputs>;
-
-/// The [`Side`] of a run's inputs: `inputs/` beside the request, never created.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inputs {}
-
-impl Side for Inputs {
-    const NAME: &'static str = "inputs";
-    const CREATE: bool = false;
-    type Error = StageError;
-
-    fn not_a_real_dir(dir: PathBuf) -> StageError {
-        StageError::InputsDirSymlink { dir }
-    }
-
-    fn io(dir: PathBuf, source: io::Error) -> StageError {
-        StageError::InputsDir { dir, source }
-    }
-}
 
 /// An input after staging: its declared path and the sha256 of the staged copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -580,7 +562,7 @@ mod tests {
         let declared = [input("/in/secret", b"wrong hash")];
         let err = stage_inputs(&declared, &InputsRoot::beside(&request), &run).unwrap_err();
         assert!(
-            matches!(err, StageError::InputsDirSymlink { .. }),
+            matches!(err, StageError::InputsDir(BesideError::NotARealDir { .. })),
             "{err:?}"
         );
         assert!(
@@ -589,7 +571,7 @@ mod tests {
         );
         let err = hash_input(&InputsRoot::beside(&request), "/in/secret").unwrap_err();
         assert!(
-            matches!(err, StageError::InputsDirSymlink { .. }),
+            matches!(err, StageError::InputsDir(BesideError::NotARealDir { .. })),
             "{err:?}"
         );
         let named = InputsRoot::for_request(Some(&base.path().join("inputs")), &request);
@@ -612,7 +594,7 @@ mod tests {
         let root = InputsRoot::beside(&other.path().join("TR-x.md"));
         let err = stage_inputs(&[input("/in/a", b"1")], &root, &run).unwrap_err();
         assert!(
-            matches!(err, StageError::InputsDirSymlink { .. }),
+            matches!(err, StageError::InputsDir(BesideError::NotARealDir { .. })),
             "{err:?}"
         );
     }

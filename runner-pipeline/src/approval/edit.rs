@@ -345,8 +345,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// # Ambient authority
 /// Opens `path`'s directory ([`runner_sandbox::host::open_parent`]).
 pub fn existing_mode(path: &Path) -> io::Result<Option<u32>> {
-    let meta = runner_sandbox::host::open_parent(path)
-        .and_then(|(dir, name)| dir.symlink_metadata(name));
+    let meta =
+        runner_sandbox::host::open_parent(path).and_then(|(dir, name)| dir.symlink_metadata(name));
     match meta {
         Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
             io::ErrorKind::InvalidInput,

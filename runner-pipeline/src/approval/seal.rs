@@ -171,7 +171,7 @@ fn hash_all(paths: &[String], root: &InputsRoot) -> Result<Vec<SealedInput>, Sea
                 path: path.clone(),
                 sha256,
             }),
-            Err(e @ (StageError::InputsDir { .. } | StageError::InputsDirSymlink { .. })) => {
+            Err(e @ StageError::InputsDir(_)) => {
                 problems.push(e.to_string());
                 break;
             }

@@ -382,23 +382,15 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
     }
     let envelope = match (key, read(statement::envelope_file_name(&id))) {
         (_, Ok(bytes)) => Some(bytes),
+        // Without a key, an envelope is optional.
         (None, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
-        (Some(_), Err(e)) => {
-            let d = diff(
-                "statement signature",
-                "a DSSE envelope beside the result",
-                e.to_string(),
-            );
-            v.differences.push(d);
-            None
-        }
-        (None, Err(e)) => {
-            let d = diff(
-                "statement signature",
-                "a readable DSSE envelope (or none)",
-                e.to_string(),
-            );
-            v.differences.push(d);
+        (key, Err(e)) => {
+            let wanted = match key {
+                Some(_) => "a DSSE envelope beside the result",
+                None => "a readable DSSE envelope (or none)",
+            };
+            v.differences
+                .push(diff("statement signature", wanted, e.to_string()));
             None
         }
     };

@@ -19,8 +19,8 @@
 
 use super::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name, is_internal};
 use crate::digest::sha256_hex;
-use serde::{Deserialize, Serialize};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,6 +5,7 @@
 //! failures around it.
 
 use crate::backend::BackendError;
+use crate::beside::BesideError;
 use crate::exit_codes;
 use crate::guest::GuestError;
 use crate::request::Reason;
@@ -121,9 +122,9 @@ impl RunError {
             })) => "environment.tampered",
             Self::Prepare(PrepareError::Environment(_)) => "environment.unavailable",
             Self::Prepare(_) => "guest.unavailable",
-            Self::Setup(SetupError::ResultsDir(PublishError::ResultsDirSymlink { .. })) => {
-                "result.dir_symlink"
-            }
+            Self::Setup(SetupError::ResultsDir(PublishError::ResultsDir(
+                BesideError::NotARealDir { .. },
+            ))) => "result.dir_symlink",
             Self::Setup(SetupError::ResultsDir(_)) => "result.write",
             Self::Setup(SetupError::RunDir(_)) => "stage.run_dir",
             Self::Setup(SetupError::OutMount(_)) => "stage.out_mount",
@@ -157,8 +158,8 @@ fn stage_reason(e: &StageError) -> &'static str {
         StageError::Symlink { .. } => "stage.input_symlink",
         StageError::NotRegular { .. } => "stage.input_not_regular",
         StageError::HashMismatch { .. } => "stage.input_hash_mismatch",
-        StageError::InputsDir { .. } => "stage.inputs_dir",
-        StageError::InputsDirSymlink { .. } => "stage.inputs_dir_symlink",
+        StageError::InputsDir(BesideError::Io { .. }) => "stage.inputs_dir",
+        StageError::InputsDir(BesideError::NotARealDir { .. }) => "stage.inputs_dir_symlink",
         StageError::Hardlinked { .. } => "stage.input_hardlinked",
         StageError::RunDir(_) | StageError::Copy { .. } => "stage.io",
     }

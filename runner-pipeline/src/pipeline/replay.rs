@@ -283,7 +283,10 @@ impl Pipeline {
         if network == NetworkSource::Recorded {
             plan.network_replay = lock.network.as_ref().map(|n| super::network::Recording {
                 exchanges: n.exchanges.clone(),
-                bodies: results_dir.as_ref().map_err(copy_error).and_then(|d| d.open_dir(&id)),
+                bodies: results_dir
+                    .as_ref()
+                    .map_err(copy_error)
+                    .and_then(|d| d.open_dir(&id)),
             });
         }
         // The module the lock's run ran: the plain one (every lock before the

@@ -22,7 +22,7 @@ pub mod collect;
 /// Rendering the document is `runner-core`'s (no I/O).
 pub use runner_core::result::{render, utc_timestamp};
 
-use crate::beside::{BesideDir, Side};
+use crate::beside::{BesideDir, BesideError, Results};
 use cap_std::fs::Dir;
 use cap_std::fs::OpenOptions;
 use std::ffi::OsStr;
@@ -32,12 +32,10 @@ use std::path::{Path, PathBuf};
 /// Publishing failed (the run's outputs are not lost: the message names where they are).
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("results directory {dir}: {source}")]
-    ResultsDir { dir: PathBuf, source: io::Error },
-    #[error(
-        "results directory {dir} is a symlink (or not a directory); the `results/` beside a request must be a real directory (name another one with --results)"
-    )]
-    ResultsDirSymlink { dir: PathBuf },
+    /// The results directory could not be opened (or a staging directory made in it),
+    /// or the default one is not a real directory.
+    #[error(transparent)]
+    ResultsDir(BesideError),
     #[error("writing the result into {dir}: {source}")]
     Write { dir: PathBuf, source: io::Error },
     #[error("the result could not be assembled: {0}")]
@@ -68,24 +66,6 @@ impl From<String> for Rendered {
 /// symlink, since `results -> /etc/cron.d` would put our files there).
 pub type ResultsRoot = BesideDir<Results>;
 
-/// The [`Side`] of a run's results: `results/` beside the request, created if missing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Results {}
-
-impl Side for Results {
-    const NAME: &'static str = "results";
-    const CREATE: bool = true;
-    type Error = PublishError;
-
-    fn not_a_real_dir(dir: PathBuf) -> PublishError {
-        PublishError::ResultsDirSymlink { dir }
-    }
-
-    fn io(dir: PathBuf, source: io::Error) -> PublishError {
-        PublishError::ResultsDir { dir, source }
-    }
-}
-
 /// A result being assembled in a private temporary directory of the results directory.
 /// Every operation goes through handles opened once; a staging directory that is never
 /// published is removed when this is dropped.
@@ -104,12 +84,9 @@ impl Staging {
     /// # Ambient authority
     /// Creates and opens directories on the host filesystem.
     pub fn new(root: &ResultsRoot) -> Result<Self, PublishError> {
-        let results = root.open()?;
+        let results = root.open().map_err(PublishError::ResultsDir)?;
         let results_path = root.path().to_owned();
-        let dir_error = |source| PublishError::ResultsDir {
-            dir: results_path.clone(),
-            source,
-        };
+        let dir_error = |source| PublishError::ResultsDir(root.failed(source));
         let mut tmp_name = None;
         for attempt in 0..100u32 {
             let name = format!("{STAGING_PREFIX}{}-{}", std::process::id(), unique(attempt));
@@ -727,7 +704,10 @@ mod tests {
         let request = base.path().join("TR-x.md");
         let err = Staging::new(&ResultsRoot::beside(&request)).err().unwrap();
         assert!(
-            matches!(err, PublishError::ResultsDirSymlink { .. }),
+            matches!(
+                err,
+                PublishError::ResultsDir(BesideError::NotARealDir { .. })
+            ),
             "{err:?}"
         );
         assert!(names_in(elsewhere.path()).is_empty());

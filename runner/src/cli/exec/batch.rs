@@ -106,7 +106,8 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
                     let Some(request) = requests.get(index) else {
                         break;
                     };
-                    let (code, report) = cmd.run_one(pipeline, request, pipeline.read_request(request));
+                    let (code, report) =
+                        cmd.run_one(pipeline, request, pipeline.read_request(request));
                     if !cmd.json {
                         print_progress(request, &report);
                     }
