@@ -7,10 +7,10 @@
 
 use super::PackagePin;
 use crate::digest::sha256_reader;
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use zip::ZipArchive;
 
@@ -51,10 +51,7 @@ pub fn file_sha256(path: &Path) -> io::Result<String> {
 }
 
 fn open_regular(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(OFlag::O_NONBLOCK.bits())
-        .open(path)?;
+    let file = crate::store::open_named(path)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
@@ -88,11 +85,11 @@ fn parse_name(file_name: &str) -> Option<WheelName<'_>> {
 /// docs); the error is the reason, for a message naming the wheel.
 ///
 /// # Ambient Authority
-/// Reads `path`, writes under `root`.
+/// Reads `path` (a wheel the operator named or pip downloaded).
 pub fn unpack(
     pin: &PackagePin,
     path: &Path,
-    root: &Path,
+    root: &Dir,
     budget: &mut Budget,
 ) -> Result<(), String> {
     let file_name = path
@@ -181,21 +178,15 @@ pub fn unpack(
             ));
         }
         budget.entries -= 1;
-        let dest = root.join(target);
+        let dest = Path::new(target);
         if member.is_dir() {
-            create_dirs(&dest).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            create_dirs(root, dest).map_err(|e| format!("cannot create `{target}`: {e}"))?;
             continue;
         }
         if let Some(parent) = dest.parent() {
-            create_dirs(parent).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            create_dirs(root, parent).map_err(|e| format!("cannot create `{target}`: {e}"))?;
         }
-        let mut out = match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(OFlag::O_NOFOLLOW.bits())
-            .open(&dest)
-        {
+        let mut out = match new_tree_file(root, dest) {
             Ok(out) => out,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(format!(
@@ -300,8 +291,25 @@ fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<
 /// Directories of a tree are 0755 and its files 0644: a worker under its own uid reads
 /// them through the directory its WASI context opened before it gave up the runner's
 /// uid. The store above the trees stays 0700, so no other user of the host reaches them.
-pub(crate) fn create_dirs(dir: &Path) -> io::Result<()> {
-    DirBuilder::new().recursive(true).mode(0o755).create(dir)
+/// Creates `rel` (and missing parents) under `root`; an empty `rel` is `root` itself.
+pub(crate) fn create_dirs(root: &Dir, rel: &Path) -> io::Result<()> {
+    if rel.as_os_str().is_empty() {
+        return Ok(());
+    }
+    root.create_dir_with(rel, DirBuilder::new().recursive(true).mode(0o755))
+}
+
+/// A new file (0644) at `rel` under `root`, never through a symlink, never over an
+/// existing entry.
+pub(crate) fn new_tree_file(root: &Dir, rel: &Path) -> io::Result<cap_std::fs::File> {
+    root.open_with(
+        rel,
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(OFlag::O_NOFOLLOW.bits()),
+    )
 }
 
 #[cfg(test)]

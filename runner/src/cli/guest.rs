@@ -91,29 +91,8 @@ Examples:
     },
 }
 
-/// One row of `runner guest list --json`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct GuestListEntry {
-    /// Registry name (`cpython-3.12`).
-    pub name: String,
-    pub description: String,
-    /// The package the guest comes from and its exact version.
-    pub package: String,
-    pub version: String,
-    /// sha256 of the guest file (64 lowercase hex): its name in the store.
-    pub file_sha256: String,
-    /// Size of the guest file in bytes.
-    pub size: u64,
-    /// A regular file of the pinned size is in the store (not re-hashed here; every run
-    /// and `runner guest path` re-hash it).
-    pub fetched: bool,
-    /// Where the guest file is, or would be, stored.
-    pub path: PathBuf,
-    /// A precompiled module for this wasmtime version is in the cache.
-    pub compiled: bool,
-    /// That module's path, when compiled.
-    pub compiled_path: Option<PathBuf>,
-}
+/// One row of `runner guest list --json` (the pipeline's, which lists the store).
+pub use crate::guest::GuestListEntry;
 
 /// What `runner guest fetch --json` prints.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -150,7 +129,9 @@ impl GuestCommand {
 /// cached (any engine settings: guests that need other wasm features get their own).
 pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
     let prefix = format!("{sha256}-wasmtime-{}-", crate::WASMTIME_VERSION);
-    let mut found: Vec<PathBuf> = std::fs::read_dir(cache_dir)
+    let mut found: Vec<PathBuf> = runner_sandbox::host::open_dir(cache_dir)
+        .ok()?
+        .entries()
         .ok()?
         .filter_map(Result::ok)
         .filter(|e| {
@@ -160,7 +141,7 @@ pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
                 && name.ends_with(".cwasm")
                 && e.file_type().is_ok_and(|t| t.is_file())
         })
-        .map(|e| e.path())
+        .map(|e| cache_dir.join(e.file_name()))
         .collect();
     found.sort();
     found.into_iter().next()
@@ -168,25 +149,7 @@ pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
 
 /// The rows of `runner guest list`.
 pub fn list(manifest: &GuestManifest, guest_dir: &Path, cache_dir: &Path) -> Vec<GuestListEntry> {
-    guest::list(manifest, guest_dir)
-        .into_iter()
-        .zip(&manifest.guests)
-        .map(|(status, entry)| {
-            let compiled_path = compiled_module(cache_dir, &status.file_sha256);
-            GuestListEntry {
-                name: status.name,
-                description: entry.description.clone(),
-                package: status.package,
-                version: status.version,
-                file_sha256: status.file_sha256,
-                size: status.size,
-                fetched: status.fetched,
-                path: status.path,
-                compiled: compiled_path.is_some(),
-                compiled_path,
-            }
-        })
-        .collect()
+    guest::list(manifest, guest_dir, |sha256| compiled_module(cache_dir, sha256))
 }
 
 fn run(action: GuestAction) -> Result<i32, String> {
@@ -295,7 +258,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
         }
         GuestAction::List { json } => {
             let rows = list(
-                &manifest,
+                manifest,
                 &dir,
                 &crate::backend::wasmtime::default_cache_dir(),
             );
@@ -354,6 +317,8 @@ fn yes_no(b: bool) -> &'static str {
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
