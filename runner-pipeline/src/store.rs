@@ -46,7 +46,9 @@ pub fn open_regular(dir: &Dir, name: impl AsRef<Path>) -> io::Result<Option<File
 
 /// Syncs the directory itself, so the renames and links in it are durable.
 pub fn sync_dir(dir: &Dir) -> io::Result<()> {
-    dir.try_clone()?.into_std_file().sync_all()
+    // The handle itself may be a path-only descriptor, which cannot be synced: the
+    // directory is opened again, for reading, through it.
+    dir.open_with(".", OpenOptions::new().read(true))?.sync_all()
 }
 
 /// A fresh `.partial-` name: the process id and a counter, plus the clock, so names

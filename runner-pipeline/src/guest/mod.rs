@@ -380,7 +380,8 @@ mod tests {
                 &GuestManifest {
                     guests: vec![entry.clone()]
                 },
-                dir.path()
+                dir.path(),
+                |_| None
             )[0]
             .fetched
         );
@@ -397,8 +398,9 @@ mod tests {
                 guests: vec![entry.clone()],
             },
             dir.path(),
+            |_| None,
         )[0];
-        assert!(status.fetched && status.on_request);
+        assert!(status.fetched);
         let runtime = runtime_for(&entry, dir.path()).expect("located");
         assert_eq!(
             runtime.mounts,
@@ -459,7 +461,8 @@ mod tests {
                 &GuestManifest {
                     guests: vec![entry.clone()]
                 },
-                dir.path()
+                dir.path(),
+                |_| None
             )[0]
             .fetched
         );

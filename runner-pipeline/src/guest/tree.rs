@@ -375,7 +375,11 @@ mod tests {
                 member: "data/inner.zip".into(),
                 sha256: sha256_hex(&inner_zip),
                 size: inner_zip.len() as u64,
-                tree_sha256: tree_sha256(&expect).expect("hash"),
+                tree_sha256: tree_sha256(
+                    &runner_sandbox::host::open_dir(&expect).expect("open"),
+                    &expect,
+                )
+                .expect("hash"),
                 mount: "/usr/lib/lib.zip/data".into(),
             });
             entry.assets.push(asset);
