@@ -11,7 +11,6 @@ use cap_std::fs::{MetadataExt, Permissions, PermissionsExt};
 use nix::fcntl::OFlag;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Prefix of the temporary entries a store publishes by renaming; a crash can leave one
 /// behind, and nothing ever reads them.
@@ -39,7 +38,10 @@ pub fn open_regular(dir: &Dir, name: impl AsRef<Path>) -> io::Result<Option<File
         Err(e) => return Err(e),
     };
     if !file.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
     }
     Ok(Some(file))
 }
@@ -48,29 +50,16 @@ pub fn open_regular(dir: &Dir, name: impl AsRef<Path>) -> io::Result<Option<File
 pub fn sync_dir(dir: &Dir) -> io::Result<()> {
     // The handle itself may be a path-only descriptor, which cannot be synced: the
     // directory is opened again, for reading, through it.
-    dir.open_with(".", OpenOptions::new().read(true))?.sync_all()
-}
-
-/// A fresh `.partial-` name: the process id and a counter, plus the clock, so names
-/// from two processes or two calls differ.
-fn partial_name() -> String {
-    static SERIAL: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "{PARTIAL_PREFIX}{}-{}-{nanos}",
-        std::process::id(),
-        SERIAL.fetch_add(1, Ordering::Relaxed)
-    )
+    dir.open_with(".", OpenOptions::new().read(true))?
+        .sync_all()
 }
 
 /// Creates a new entry under a fresh `.partial-` name in `dir` with `make` (which
 /// fails with `AlreadyExists` when the name is taken), a few names at most.
 fn create_partial<T>(mut make: impl FnMut(&str) -> io::Result<T>) -> io::Result<(String, T)> {
     let mut last = None;
-    for _ in 0..8 {
-        let name = partial_name();
+    for attempt in 0..8 {
+        let name = format!("{PARTIAL_PREFIX}{}", crate::result::unique(attempt));
         match make(&name) {
             Ok(made) => return Ok((name, made)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
@@ -161,9 +150,8 @@ pub struct StagedDir<'d> {
 impl<'d> StagedDir<'d> {
     /// A new, empty directory (mode 0700) in `parent`.
     pub fn new(parent: &'d Dir) -> io::Result<Self> {
-        let (name, ()) = create_partial(|name| {
-            parent.create_dir_with(name, DirBuilder::new().mode(0o700))
-        })?;
+        let (name, ()) =
+            create_partial(|name| parent.create_dir_with(name, DirBuilder::new().mode(0o700)))?;
         let dir = parent.open_dir(&name)?;
         Ok(StagedDir { parent, name, dir })
     }

@@ -85,7 +85,10 @@ pub fn download(d: &Download<'_>) -> Result<Downloaded, PipError> {
     let work = tempfile::Builder::new()
         .prefix("runner-pip-")
         .tempdir()
-        .map_err(io_err("create a temporary directory in", &std::env::temp_dir()))?;
+        .map_err(io_err(
+            "create a temporary directory in",
+            &std::env::temp_dir(),
+        ))?;
     let req_path = work.path().join("requirements.txt");
     std::fs::write(&req_path, d.requirements).map_err(io_err("write", &req_path))?;
     let dest = work.path().join("download");
@@ -99,7 +102,14 @@ pub fn download(d: &Download<'_>) -> Result<Downloaded, PipError> {
             "--disable-pip-version-check",
         ]);
     if d.pure_python {
-        command.args(["--implementation", "py", "--abi", "none", "--platform", "any"]);
+        command.args([
+            "--implementation",
+            "py",
+            "--abi",
+            "none",
+            "--platform",
+            "any",
+        ]);
     }
     let mut child = command
         .arg("--python-version")
@@ -118,9 +128,7 @@ pub fn download(d: &Download<'_>) -> Result<Downloaded, PipError> {
         })?;
     let pipe = child.stderr.take();
     let echo = d.echo;
-    let teeing = std::thread::spawn(move || {
-        pipe.map(|p| keep_tail(p, echo)).unwrap_or_default()
-    });
+    let teeing = std::thread::spawn(move || pipe.map(|p| keep_tail(p, echo)).unwrap_or_default());
     let status = child.wait();
     // A panicked tee thread only loses the tail; the exit status still decides.
     let stderr_tail = teeing.join().unwrap_or_default();
@@ -135,7 +143,9 @@ pub fn download(d: &Download<'_>) -> Result<Downloaded, PipError> {
     for item in std::fs::read_dir(&dest).map_err(io_err("list", &dest))? {
         let item = item.map_err(io_err("list", &dest))?;
         let path = item.path();
-        if path.extension() == Some(OsStr::new("whl")) && item.file_type().is_ok_and(|t| t.is_file()) {
+        if path.extension() == Some(OsStr::new("whl"))
+            && item.file_type().is_ok_and(|t| t.is_file())
+        {
             wheels.push(path);
         }
     }
@@ -178,4 +188,3 @@ fn keep_tail(mut pipe: impl Read, echo: bool) -> String {
     let lines: Vec<&str> = text.trim_end().lines().collect();
     lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n")
 }
-

@@ -27,7 +27,7 @@ pub use runner_core::environment::{
 };
 
 use crate::digest::is_sha256_hex;
-use crate::store::{StagedDir, Staged, create_dir_all, open_to_workers};
+use crate::store::{Staged, StagedDir, create_dir_all, open_to_workers};
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -192,8 +192,11 @@ pub fn locate(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Located, EnvErro
     }
     // For trees unpacked before trees were made readable to the worker: only modes
     // change, which the tree hash does not cover.
-    open_to_workers(&store, &rel, usize::MAX)
-        .map_err(EnvError::io(&spec.name, "open to the worker", &dir))?;
+    open_to_workers(&store, &rel, usize::MAX).map_err(EnvError::io(
+        &spec.name,
+        "open to the worker",
+        &dir,
+    ))?;
     Ok(Located {
         name: spec.name.clone(),
         dir,
@@ -269,10 +272,11 @@ pub fn install(
         create_dir_all(&store, rel, 0o700).map_err(EnvError::io(env, "create", &env_dir.join(rel)))
     };
     let (trees, sets) = (private("trees")?, private("sets")?);
-    let work = StagedDir::new(&trees).map_err(EnvError::io(env, "create a directory in", env_dir))?;
+    let work =
+        StagedDir::new(&trees).map_err(EnvError::io(env, "create a directory in", env_dir))?;
     let root_path = env_dir.join("trees").join(work.name()).join("tree");
-    let root =
-        create_dir_all(&work.dir, "tree", 0o700).map_err(EnvError::io(env, "create", &root_path))?;
+    let root = create_dir_all(&work.dir, "tree", 0o700)
+        .map_err(EnvError::io(env, "create", &root_path))?;
     let mut budget = wheel::Budget::default();
     for (pin, path) in spec.packages.iter().zip(by_package) {
         let path = path.unwrap_or(Path::new(""));
@@ -288,12 +292,17 @@ pub fn install(
     }
     let tree_sha256 =
         tree::tree_sha256(&root, &root_path).map_err(EnvError::io(env, "hash", &root_path))?;
-    open_to_workers(&work.dir, Path::new("tree"), usize::MAX)
-        .map_err(EnvError::io(env, "open to the worker", &root_path))?;
+    open_to_workers(&work.dir, Path::new("tree"), usize::MAX).map_err(EnvError::io(
+        env,
+        "open to the worker",
+        &root_path,
+    ))?;
     let dest = tree_dir(env_dir, &tree_sha256);
-    let placed = work
-        .publish("tree", &tree_sha256)
-        .map_err(EnvError::io(env, "store the tree at", &dest))?;
+    let placed = work.publish("tree", &tree_sha256).map_err(EnvError::io(
+        env,
+        "store the tree at",
+        &dest,
+    ))?;
     if !placed {
         // The same tree is already there (another name for the same set, or a record
         // lost): keep it if it still hashes right.

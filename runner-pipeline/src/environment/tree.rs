@@ -140,12 +140,19 @@ mod tests {
         super::tree_stamp(&runner_sandbox::host::open_dir(root)?, root, quiet)
     }
 
+    /// A new directory holding the file `rel` with `text`.
+    fn tree_with(rel: &str, text: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+        dir
+    }
+
     #[test]
     fn the_hash_follows_content_names_and_structure() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree_with("pkg/__init__.py", "x = 1\n");
         let root = dir.path();
-        fs::create_dir(root.join("pkg")).unwrap();
-        fs::write(root.join("pkg/__init__.py"), "x = 1\n").unwrap();
         let base = tree_sha256(root).unwrap();
         assert_eq!(tree_sha256(root).unwrap(), base, "deterministic");
 
@@ -166,10 +173,8 @@ mod tests {
 
     #[test]
     fn the_stamp_moves_with_any_change_and_reads_no_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree_with("fonts/a.ttf", "abc");
         let root = dir.path();
-        fs::create_dir(root.join("fonts")).unwrap();
-        fs::write(root.join("fonts/a.ttf"), "abc").unwrap();
         let quiet = std::time::Duration::from_secs(3600);
         let (base, is_quiet) = tree_stamp(root, quiet).unwrap();
         assert!(!is_quiet, "just written");

@@ -127,26 +127,8 @@ pub fn unpack(
     // Every member's name first, before anything is written.
     let dist_info = format!("{}-{}.dist-info", normalize(&pin.name), pin.version);
     let mut wheel_file = None;
-    for i in 0..archive.len() {
-        let member = archive
-            .by_index_raw(i)
-            .map_err(|e| format!("member {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("member {i}: its name is unreadable ({e})"))?
-            .into_owned();
-        check_member_name(&name)?;
-        if member
-            .unix_mode()
-            .is_some_and(|m| m & 0o170_000 == 0o120_000)
-        {
-            return Err(format!("member `{name}` is a symbolic link"));
-        }
-        let base = name
-            .rsplit('/')
-            .next()
-            .unwrap_or(&name)
-            .to_ascii_lowercase();
+    check_members(&mut archive, "member", |i, name| {
+        let base = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
         if NATIVE_SUFFIXES.iter().any(|s| base.ends_with(s)) || base.contains(".so.") {
             return Err(format!(
                 "member `{name}` is a native extension or library: only pure-Python wheels run in a WASI guest"
@@ -157,7 +139,8 @@ pub fn unpack(
         {
             wheel_file = Some(i);
         }
-    }
+        Ok(())
+    })?;
     let wheel_file = wheel_file.ok_or_else(|| format!("it has no `{dist_info}/WHEEL` file"))?;
     check_wheel_metadata(&mut archive, wheel_file)?;
 
@@ -218,6 +201,34 @@ fn normalize_dist_info(dir: &str) -> String {
         Some((name, version)) => format!("{}-{version}.dist-info", normalize(name)),
         None => dir.to_owned(),
     }
+}
+
+/// Checks every member of `archive` before anything is written: a plain relative name
+/// ([`check_member_name`]), not a symbolic link; then `each` with its index and name.
+/// `what` is what messages call a member (`member`, `entry`).
+pub(crate) fn check_members<R: Read + Seek>(
+    archive: &mut ZipArchive<R>,
+    what: &str,
+    mut each: impl FnMut(usize, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    for i in 0..archive.len() {
+        let member = archive
+            .by_index_raw(i)
+            .map_err(|e| format!("{what} {i}: {e}"))?;
+        let name = member
+            .name()
+            .map_err(|e| format!("{what} {i}: its name is unreadable ({e})"))?
+            .into_owned();
+        check_member_name(&name)?;
+        if member
+            .unix_mode()
+            .is_some_and(|m| m & 0o170_000 == 0o120_000)
+        {
+            return Err(format!("member `{name}` is a symbolic link"));
+        }
+        each(i, &name)?;
+    }
+    Ok(())
 }
 
 /// A member name must be a plain relative path: no absolute path, no `..` or `.`

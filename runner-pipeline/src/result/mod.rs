@@ -363,7 +363,7 @@ fn is_taken(e: &io::Error) -> bool {
 
 /// A value unlikely to repeat between the processes and attempts that make staging
 /// names (their uniqueness is enforced by `mkdir`, not by this).
-fn unique(attempt: u32) -> String {
+pub(crate) fn unique(attempt: u32) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()

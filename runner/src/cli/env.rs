@@ -251,31 +251,24 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
         }
         EnvAction::List { json } => {
             let rows: EnvListReport = environment::list(&policy.environments, &dir);
-            if json {
-                return Ok(super::print_json(&rows));
-            }
-            crate::cli::outln!(
+            let header = format!(
                 "{:<16} {:<10} {:<64}  PACKAGES",
-                "NAME",
-                "INSTALLED",
-                "TREE SHA256"
+                "NAME", "INSTALLED", "TREE SHA256"
             );
-            for r in rows {
+            Ok(super::guest::print_list(json, &rows, &header, &dir, |r| {
                 let packages: Vec<String> = r
                     .packages
                     .iter()
                     .map(|p| format!("{}=={}", p.name, p.version))
                     .collect();
-                crate::cli::outln!(
+                format!(
                     "{:<16} {:<10} {:<64}  {}",
                     r.name,
-                    if r.installed { "yes" } else { "no" },
+                    super::guest::yes_no(r.installed),
                     r.tree_sha256.as_deref().unwrap_or("-"),
                     packages.join(" ")
-                );
-            }
-            output::note(format!("store: {}", dir.display()));
-            Ok(exit_codes::OK)
+                )
+            }))
         }
     }
 }

@@ -149,7 +149,9 @@ pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
 
 /// The rows of `runner guest list`.
 pub fn list(manifest: &GuestManifest, guest_dir: &Path, cache_dir: &Path) -> Vec<GuestListEntry> {
-    guest::list(manifest, guest_dir, |sha256| compiled_module(cache_dir, sha256))
+    guest::list(manifest, guest_dir, |sha256| {
+        compiled_module(cache_dir, sha256)
+    })
 }
 
 fn run(action: GuestAction) -> Result<i32, String> {
@@ -262,19 +264,12 @@ fn run(action: GuestAction) -> Result<i32, String> {
                 &dir,
                 &crate::backend::wasmtime::default_cache_dir(),
             );
-            if json {
-                return Ok(super::print_json(&rows));
-            }
-            crate::cli::outln!(
+            let header = format!(
                 "{:<16} {:<8} {:<9} {:>11}  {:<64}  PACKAGE",
-                "NAME",
-                "FETCHED",
-                "COMPILED",
-                "BYTES",
-                "SHA256"
+                "NAME", "FETCHED", "COMPILED", "BYTES", "SHA256"
             );
-            for r in rows {
-                crate::cli::outln!(
+            Ok(print_list(json, &rows, &header, &dir, |r| {
+                format!(
                     "{:<16} {:<8} {:<9} {:>11}  {:<64}  {}=={}",
                     r.name,
                     yes_no(r.fetched),
@@ -283,10 +278,8 @@ fn run(action: GuestAction) -> Result<i32, String> {
                     r.file_sha256,
                     r.package,
                     r.version
-                );
-            }
-            output::note(format!("store: {}", dir.display()));
-            Ok(exit_codes::OK)
+                )
+            }))
         }
         GuestAction::Path { name, json } => {
             let entry = manifest.require(&name).map_err(|e| e.to_string())?;
@@ -312,7 +305,27 @@ fn located(json: bool, name: String, path: PathBuf, sha256: &str) -> Result<i32,
     Ok(exit_codes::OK)
 }
 
-fn yes_no(b: bool) -> &'static str {
+/// A `list` command's output (`guest list`, `env list`): the rows as one JSON array
+/// with `--json`, else `header` and a `line` a row, then where the store is.
+pub(super) fn print_list<T: Serialize>(
+    json: bool,
+    rows: &[T],
+    header: &str,
+    store: &Path,
+    line: impl Fn(&T) -> String,
+) -> i32 {
+    if json {
+        return super::print_json(&rows);
+    }
+    crate::cli::outln!("{header}");
+    for row in rows {
+        crate::cli::outln!("{}", line(row));
+    }
+    output::note(format!("store: {}", store.display()));
+    exit_codes::OK
+}
+
+pub(super) fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
