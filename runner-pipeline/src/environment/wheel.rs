@@ -148,10 +148,7 @@ pub fn unpack(
         let mut member = archive
             .by_index(i)
             .map_err(|e| format!("member {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("member {i}: its name is unreadable ({e})"))?
-            .into_owned();
+        let name = member_name(&member, "member", i)?;
         let Some(target) = install_path(&name) else {
             continue;
         };
@@ -215,10 +212,7 @@ pub(crate) fn check_members<R: Read + Seek>(
         let member = archive
             .by_index_raw(i)
             .map_err(|e| format!("{what} {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("{what} {i}: its name is unreadable ({e})"))?
-            .into_owned();
+        let name = member_name(&member, what, i)?;
         check_member_name(&name)?;
         if member
             .unix_mode()
@@ -229,6 +223,18 @@ pub(crate) fn check_members<R: Read + Seek>(
         each(i, &name)?;
     }
     Ok(())
+}
+
+/// The name of `member`, number `i` (`what` is what messages call a member).
+pub(crate) fn member_name<R: Read>(
+    member: &zip::read::ZipFile<'_, R>,
+    what: &str,
+    i: usize,
+) -> Result<String, String> {
+    member
+        .name()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|e| format!("{what} {i}: its name is unreadable ({e})"))
 }
 
 /// A member name must be a plain relative path: no absolute path, no `..` or `.`

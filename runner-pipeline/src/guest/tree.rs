@@ -18,7 +18,7 @@ use super::store::{QUIET, Slot, create_store, open_store, read_stamp, stamp_rel,
 use super::{GuestError, fetch::HashingCopy, missing_asset};
 use crate::digest::sha256_reader;
 use crate::environment::tree::{tree_sha256, tree_stamp};
-use crate::environment::wheel::{check_members, create_dirs, new_tree_file};
+use crate::environment::wheel::{check_members, create_dirs, member_name, new_tree_file};
 use crate::store::{StagedDir, create_dir_all, open_regular};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io::{self, Read};
@@ -278,10 +278,7 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), String> {
     let mut budget = MAX_GUEST_SIZE;
     for i in 0..zip.len() {
         let mut member = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("entry {i}: its name is unreadable ({e})"))?
-            .into_owned();
+        let name = member_name(&member, "entry", i)?;
         let dest = Path::new(&name);
         let made = |e: io::Error| format!("cannot write `{name}`: {e}");
         if member.is_dir() {
