@@ -11,13 +11,9 @@ pub mod approval;
 pub mod backend;
 pub mod beside;
 pub mod determinism;
-// reason: fetches (pip), unpacks and stores package environments by path
-#[allow(clippy::disallowed_methods)]
 pub mod environment;
 pub mod exit_codes;
 pub mod gate;
-// reason: fetches (pip), unpacks and stores guests in the cache by path
-#[allow(clippy::disallowed_methods)]
 pub mod guest;
 pub mod lock;
 pub mod net;
@@ -36,6 +32,8 @@ pub mod reuse;
 /// The forbidden rules' compiled patterns (in `runner-core`).
 pub use runner_core::rule_pattern;
 pub mod sign;
+/// What the guest and environment stores share (a `Dir`, staging, publishing).
+pub(crate) mod store;
 pub mod stage;
 
 /// The runner's own version, recorded in every result's Provenance.

@@ -30,15 +30,27 @@ pub fn sha256_reader(mut reader: impl Read) -> io::Result<String> {
 /// (the precompiled module's `.verified`, the guest store's `verified/`).
 pub fn file_stamp(meta: &std::fs::Metadata) -> String {
     use std::os::unix::fs::MetadataExt;
+    let times = [
+        (meta.mtime(), meta.mtime_nsec()),
+        (meta.ctime(), meta.ctime_nsec()),
+    ];
+    stamp_of([meta.dev(), meta.ino(), meta.size()], times)
+}
+
+/// [`file_stamp`] of metadata read through a `cap_std` directory (the same text).
+pub fn cap_file_stamp(meta: &cap_std::fs::Metadata) -> String {
+    use cap_std::fs::MetadataExt;
+    let times = [
+        (meta.mtime(), meta.mtime_nsec()),
+        (meta.ctime(), meta.ctime_nsec()),
+    ];
+    stamp_of([meta.dev(), meta.ino(), meta.size()], times)
+}
+
+fn stamp_of([dev, ino, size]: [u64; 3], [mtime, ctime]: [(i64, i64); 2]) -> String {
     format!(
-        "dev={} ino={} size={} mtime={}.{:09} ctime={}.{:09}",
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec()
+        "dev={dev} ino={ino} size={size} mtime={}.{:09} ctime={}.{:09}",
+        mtime.0, mtime.1, ctime.0, ctime.1
     )
 }
 

@@ -19,8 +19,10 @@ pub mod digest;
 pub mod env;
 pub mod host;
 pub mod monty;
+pub mod pip;
 pub mod read;
 pub mod runtime;
+pub mod store_root;
 pub mod worker;
 
 /// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock

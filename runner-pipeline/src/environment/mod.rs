@@ -27,10 +27,10 @@ pub use runner_core::environment::{
 };
 
 use crate::digest::is_sha256_hex;
+use crate::store::{Staged, StagedDir, create_dir_all, open_to_workers};
+use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
-use std::fs::{self, DirBuilder};
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// Why an environment could not be installed, found or verified.
@@ -121,18 +121,28 @@ pub fn default_env_dir() -> PathBuf {
     }
 }
 
-fn record_path(env_dir: &Path, spec: &EnvironmentSpec) -> PathBuf {
-    env_dir.join("sets").join(format!("{}.json", set_id(spec)))
+/// `sets/<set_id>.json`, relative to the store.
+fn record_name(spec: &EnvironmentSpec) -> PathBuf {
+    Path::new("sets").join(format!("{}.json", set_id(spec)))
 }
 
 fn tree_dir(env_dir: &Path, tree_sha256: &str) -> PathBuf {
     env_dir.join("trees").join(tree_sha256)
 }
 
-/// The record of `spec`'s package set, if installed.
-fn read_record(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Option<SetRecord>, EnvError> {
-    let path = record_path(env_dir, spec);
-    let text = match fs::read_to_string(&path) {
+/// The store at `env_dir`, `None` when nothing was ever installed there.
+fn open_store(env: &str, env_dir: &Path) -> Result<Option<Dir>, EnvError> {
+    runner_sandbox::store_root::open(env_dir).map_err(EnvError::io(env, "open", env_dir))
+}
+
+/// The record of `spec`'s package set in the store, if installed.
+fn read_record(
+    spec: &EnvironmentSpec,
+    store: &Dir,
+    env_dir: &Path,
+) -> Result<Option<SetRecord>, EnvError> {
+    let path = env_dir.join(record_name(spec));
+    let text = match store.read_to_string(record_name(spec)) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(EnvError::io(&spec.name, "read", &path)(e)),
@@ -155,19 +165,21 @@ fn read_record(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Option<SetRecor
 /// tree changed.
 ///
 /// # Ambient Authority
-/// Reads under `env_dir`.
+/// Opens the store at `env_dir` (`runner_sandbox::store_root`).
 pub fn locate(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Located, EnvError> {
-    let record = read_record(spec, env_dir)?.ok_or_else(|| EnvError::NotInstalled {
+    let not_installed = || EnvError::NotInstalled {
         env: spec.name.clone(),
-    })?;
+    };
+    let store = open_store(&spec.name, env_dir)?.ok_or_else(not_installed)?;
+    let record = read_record(spec, &store, env_dir)?.ok_or_else(not_installed)?;
     let dir = tree_dir(env_dir, &record.tree_sha256);
-    let actual = match tree::tree_sha256(&dir) {
+    let rel = Path::new("trees").join(&record.tree_sha256);
+    let actual = match store
+        .open_dir(&rel)
+        .and_then(|tree| tree::tree_sha256(&tree, &dir))
+    {
         Ok(hash) => hash,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(EnvError::NotInstalled {
-                env: spec.name.clone(),
-            });
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_installed()),
         Err(e) => format!("unreadable ({e})"),
     };
     if actual != record.tree_sha256 {
@@ -178,7 +190,13 @@ pub fn locate(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Located, EnvErro
             actual,
         });
     }
-    open_to_workers(&dir).map_err(EnvError::io(&spec.name, "open to the worker", &dir))?;
+    // For trees unpacked before trees were made readable to the worker: only modes
+    // change, which the tree hash does not cover.
+    open_to_workers(&store, &rel, usize::MAX).map_err(EnvError::io(
+        &spec.name,
+        "open to the worker",
+        &dir,
+    ))?;
     Ok(Located {
         name: spec.name.clone(),
         dir,
@@ -248,14 +266,17 @@ pub fn install(
         return Ok(found);
     }
 
-    create_private_dir(env, &env_dir.join("trees"))?;
-    create_private_dir(env, &env_dir.join("sets"))?;
-    let work = tempfile::Builder::new()
-        .prefix(".partial-")
-        .tempdir_in(env_dir.join("trees"))
-        .map_err(EnvError::io(env, "create a directory in", env_dir))?;
-    let root = work.path().join("tree");
-    create_private_dir(env, &root)?;
+    let store = runner_sandbox::store_root::create(env_dir)
+        .map_err(EnvError::io(env, "create", env_dir))?;
+    let private = |rel: &str| {
+        create_dir_all(&store, rel, 0o700).map_err(EnvError::io(env, "create", &env_dir.join(rel)))
+    };
+    let (trees, sets) = (private("trees")?, private("sets")?);
+    let work =
+        StagedDir::new(&trees).map_err(EnvError::io(env, "create a directory in", env_dir))?;
+    let root_path = env_dir.join("trees").join(work.name()).join("tree");
+    let root = create_dir_all(&work.dir, "tree", 0o700)
+        .map_err(EnvError::io(env, "create", &root_path))?;
     let mut budget = wheel::Budget::default();
     for (pin, path) in spec.packages.iter().zip(by_package) {
         let path = path.unwrap_or(Path::new(""));
@@ -269,25 +290,34 @@ pub fn install(
             pin.name, pin.version, pin.sha256
         ));
     }
-    let tree_sha256 = tree::tree_sha256(&root).map_err(EnvError::io(env, "hash", &root))?;
-    open_to_workers(&root).map_err(EnvError::io(env, "open to the worker", &root))?;
+    let tree_sha256 =
+        tree::tree_sha256(&root, &root_path).map_err(EnvError::io(env, "hash", &root_path))?;
+    open_to_workers(&work.dir, Path::new("tree"), usize::MAX).map_err(EnvError::io(
+        env,
+        "open to the worker",
+        &root_path,
+    ))?;
     let dest = tree_dir(env_dir, &tree_sha256);
-    match fs::rename(&root, &dest) {
-        Ok(()) => {}
+    let placed = work.publish("tree", &tree_sha256).map_err(EnvError::io(
+        env,
+        "store the tree at",
+        &dest,
+    ))?;
+    if !placed {
         // The same tree is already there (another name for the same set, or a record
         // lost): keep it if it still hashes right.
-        Err(_) if dest.is_dir() => {
-            let existing = tree::tree_sha256(&dest).map_err(EnvError::io(env, "hash", &dest))?;
-            if existing != tree_sha256 {
-                return Err(EnvError::Tampered {
-                    env: env.to_owned(),
-                    path: dest,
-                    expected: tree_sha256,
-                    actual: existing,
-                });
-            }
+        let existing = trees
+            .open_dir(&tree_sha256)
+            .and_then(|d| tree::tree_sha256(&d, &dest))
+            .map_err(EnvError::io(env, "hash", &dest))?;
+        if existing != tree_sha256 {
+            return Err(EnvError::Tampered {
+                env: env.to_owned(),
+                path: dest,
+                expected: tree_sha256,
+                actual: existing,
+            });
         }
-        Err(e) => return Err(EnvError::io(env, "store the tree at", &dest)(e)),
     }
     let record = SetRecord {
         name: env.to_owned(),
@@ -295,17 +325,16 @@ pub fn install(
         packages: spec.packages.clone(),
         tree_sha256: tree_sha256.clone(),
     };
-    let path = record_path(env_dir, spec);
+    let path = env_dir.join(record_name(spec));
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".partial-")
-        .tempfile_in(env_dir.join("sets"))
-        .map_err(EnvError::io(env, "create a file in", env_dir))?;
-    io::Write::write_all(&mut tmp, text.as_bytes())
-        .and_then(|()| tmp.as_file().sync_all())
+    let mut staged =
+        Staged::new(&sets, 0o600).map_err(EnvError::io(env, "create a file in", env_dir))?;
+    io::Write::write_all(staged.file(), text.as_bytes())
         .map_err(EnvError::io(env, "write", &path))?;
-    tmp.persist(&path)
-        .map_err(|e| EnvError::io(env, "write", &path)(e.error))?;
+    let file_name = format!("{}.json", set_id(spec));
+    staged
+        .publish_replacing(&file_name, true)
+        .map_err(EnvError::io(env, "write", &path))?;
     progress(&format!(
         "{env}: installed, tree sha256 {tree_sha256} at {}",
         dest.display()
@@ -316,35 +345,6 @@ pub fn install(
         tree_sha256,
         packages: spec.packages.clone(),
     })
-}
-
-/// Makes a verified tree readable by a worker under its own uid (directories 0755,
-/// files 0644; the tree holds nothing else), for trees unpacked before trees were made
-/// so. Only modes change: the tree hash does not cover them.
-///
-/// # Ambient Authority
-/// Changes modes under `dir`.
-fn open_to_workers(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::symlink_metadata(dir)?;
-    let want = if meta.is_dir() { 0o755 } else { 0o644 };
-    if !meta.file_type().is_symlink() && meta.permissions().mode() & 0o777 != want {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(want))?;
-    }
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(dir)? {
-            open_to_workers(&entry?.path())?;
-        }
-    }
-    Ok(())
-}
-
-fn create_private_dir(env: &str, dir: &Path) -> Result<(), EnvError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(EnvError::io(env, "create", dir))
 }
 
 /// One row of `runner env list`.
@@ -367,10 +367,13 @@ pub struct EnvironmentStatus {
 /// # Ambient Authority
 /// Reads under `env_dir`.
 pub fn list(specs: &[EnvironmentSpec], env_dir: &Path) -> Vec<EnvironmentStatus> {
+    let store = runner_sandbox::store_root::open(env_dir).ok().flatten();
     specs
         .iter()
         .map(|spec| {
-            let record = read_record(spec, env_dir).ok().flatten();
+            let record = store
+                .as_ref()
+                .and_then(|store| read_record(spec, store, env_dir).ok().flatten());
             EnvironmentStatus {
                 name: spec.name.clone(),
                 guest: spec.guest.clone(),

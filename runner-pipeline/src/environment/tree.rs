@@ -5,10 +5,8 @@
 //! found there was put there afterwards.
 
 use crate::digest::{sha256_hex, sha256_reader};
-use nix::fcntl::OFlag;
-use std::fs::{self, OpenOptions};
+use cap_std::fs::{Dir, Metadata, MetadataExt};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 const HEADER: &str = "runner.env-tree/v1\n";
@@ -16,19 +14,19 @@ const HEADER: &str = "runner.env-tree/v1\n";
 const MAX_ENTRIES: usize = 200_000;
 const MAX_DEPTH: usize = 64;
 
-/// sha256 hex of the tree at `root` (see the module docs).
-///
-/// # Ambient Authority
-/// Reads under `root`.
-pub fn tree_sha256(root: &Path) -> io::Result<String> {
-    summarize(root, &mut |path, rel, meta| {
+/// One line of the summary: from the directory holding the entry, its name there, its
+/// path relative to the tree's root and its metadata (a directory or a regular file).
+type Line<'a> = dyn FnMut(&Dir, &Path, &str, &Metadata) -> io::Result<String> + 'a;
+
+/// sha256 hex of the tree held by `root` (see the module docs); `shown` names it in
+/// messages.
+pub fn tree_sha256(root: &Dir, shown: &Path) -> io::Result<String> {
+    summarize(root, shown, &mut |dir, name, rel, meta| {
         if meta.is_dir() {
             return Ok(format!("d {rel}\n"));
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-            .open(path)?;
+        let file = crate::store::open_regular(dir, name)?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         Ok(format!("f {} {rel}\n", sha256_reader(file)?))
     })
 }
@@ -40,24 +38,24 @@ pub fn tree_sha256(root: &Path) -> io::Result<String> {
 /// stamp means the tree [`tree_sha256`] hashed is still there (the guest store's
 /// reasoning for one file, `guest/store.rs`). Also returns whether every change time
 /// is at least `quiet` old.
-///
-/// # Ambient Authority
-/// Reads metadata under `root`.
-pub fn tree_stamp(root: &Path, quiet: std::time::Duration) -> io::Result<(String, bool)> {
-    use std::os::unix::fs::MetadataExt;
+pub fn tree_stamp(
+    root: &Dir,
+    shown: &Path,
+    quiet: std::time::Duration,
+) -> io::Result<(String, bool)> {
     let now = std::time::SystemTime::now();
     let mut all_quiet = true;
-    let mut note = |meta: &fs::Metadata| {
+    let mut note = |meta: &Metadata| {
         let changed = std::time::UNIX_EPOCH
             + std::time::Duration::new(
                 u64::try_from(meta.ctime()).unwrap_or(0),
                 u32::try_from(meta.ctime_nsec()).unwrap_or(0),
             );
         all_quiet &= now.duration_since(changed).is_ok_and(|age| age >= quiet);
-        crate::digest::file_stamp(meta)
+        runner_sandbox::digest::cap_file_stamp(meta)
     };
-    let root_line = note(&fs::symlink_metadata(root)?);
-    let hash = summarize(root, &mut |_, rel, meta| {
+    let root_line = note(&root.dir_metadata()?);
+    let hash = summarize(root, shown, &mut |_, _, rel, meta| {
         Ok(format!("{rel} {}\n", note(meta)))
     })?;
     Ok((
@@ -66,22 +64,11 @@ pub fn tree_stamp(root: &Path, quiet: std::time::Duration) -> io::Result<(String
     ))
 }
 
-/// The sha256 of the header and one line per entry (`line(path, relative path,
-/// metadata)`, called for directories and regular files), sorted by path. Anything
-/// else in the tree is an error.
-fn summarize(
-    root: &Path,
-    line: &mut dyn FnMut(&Path, &str, &fs::Metadata) -> io::Result<String>,
-) -> io::Result<String> {
-    let meta = fs::symlink_metadata(root)?;
-    if !meta.is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a directory",
-            root.display()
-        )));
-    }
+/// The sha256 of the header and one line per entry (called for directories and
+/// regular files), sorted by path. Anything else in the tree is an error.
+fn summarize(root: &Dir, shown: &Path, line: &mut Line<'_>) -> io::Result<String> {
     let mut lines = Vec::new();
-    walk(root, "", 0, &mut lines, line)?;
+    walk(root, shown, "", 0, &mut lines, line)?;
     lines.sort();
     let mut text = String::from(HEADER);
     for line in &lines {
@@ -91,46 +78,47 @@ fn summarize(
 }
 
 fn walk(
-    dir: &Path,
+    dir: &Dir,
+    shown: &Path,
     rel: &str,
     depth: usize,
     out: &mut Vec<(String, String)>,
-    line: &mut dyn FnMut(&Path, &str, &fs::Metadata) -> io::Result<String>,
+    line: &mut Line<'_>,
 ) -> io::Result<()> {
+    let here = shown.join(rel);
     if depth > MAX_DEPTH {
         return Err(io::Error::other(format!(
             "{} is nested more than {MAX_DEPTH} deep",
-            dir.display()
+            here.display()
         )));
     }
-    for item in fs::read_dir(dir)? {
+    for item in dir.entries()? {
         let item = item?;
         if out.len() >= MAX_ENTRIES {
             return Err(io::Error::other(format!(
                 "more than {MAX_ENTRIES} entries under {}",
-                dir.display()
+                here.display()
             )));
         }
         let name = item.file_name();
         let name = name.to_str().ok_or_else(|| {
-            io::Error::other(format!("{} holds a name that is not UTF-8", dir.display()))
+            io::Error::other(format!("{} holds a name that is not UTF-8", here.display()))
         })?;
-        let path = item.path();
         let rel = if rel.is_empty() {
             name.to_owned()
         } else {
             format!("{rel}/{name}")
         };
-        let meta = fs::symlink_metadata(&path)?;
+        let meta = dir.symlink_metadata(name)?;
         if meta.is_dir() {
-            out.push((rel.clone(), line(&path, &rel, &meta)?));
-            walk(&path, &rel, depth + 1, out, line)?;
+            out.push((rel.clone(), line(dir, Path::new(name), &rel, &meta)?));
+            walk(&dir.open_dir(name)?, shown, &rel, depth + 1, out, line)?;
         } else if meta.is_file() {
-            out.push((rel.clone(), line(&path, &rel, &meta)?));
+            out.push((rel.clone(), line(dir, Path::new(name), &rel, &meta)?));
         } else {
             return Err(io::Error::other(format!(
                 "{} is neither a file nor a directory",
-                path.display()
+                shown.join(&rel).display()
             )));
         }
     }
@@ -138,15 +126,33 @@ fn walk(
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    fn tree_sha256(root: &Path) -> io::Result<String> {
+        super::tree_sha256(&runner_sandbox::host::open_dir(root)?, root)
+    }
+
+    fn tree_stamp(root: &Path, quiet: std::time::Duration) -> io::Result<(String, bool)> {
+        super::tree_stamp(&runner_sandbox::host::open_dir(root)?, root, quiet)
+    }
+
+    /// A new directory holding the file `rel` with `text`.
+    fn tree_with(rel: &str, text: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+        dir
+    }
 
     #[test]
     fn the_hash_follows_content_names_and_structure() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree_with("pkg/__init__.py", "x = 1\n");
         let root = dir.path();
-        fs::create_dir(root.join("pkg")).unwrap();
-        fs::write(root.join("pkg/__init__.py"), "x = 1\n").unwrap();
         let base = tree_sha256(root).unwrap();
         assert_eq!(tree_sha256(root).unwrap(), base, "deterministic");
 
@@ -167,10 +173,8 @@ mod tests {
 
     #[test]
     fn the_stamp_moves_with_any_change_and_reads_no_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tree_with("fonts/a.ttf", "abc");
         let root = dir.path();
-        fs::create_dir(root.join("fonts")).unwrap();
-        fs::write(root.join("fonts/a.ttf"), "abc").unwrap();
         let quiet = std::time::Duration::from_secs(3600);
         let (base, is_quiet) = tree_stamp(root, quiet).unwrap();
         assert!(!is_quiet, "just written");

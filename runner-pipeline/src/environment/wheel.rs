@@ -7,10 +7,10 @@
 
 use super::PackagePin;
 use crate::digest::sha256_reader;
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use zip::ZipArchive;
 
@@ -51,10 +51,7 @@ pub fn file_sha256(path: &Path) -> io::Result<String> {
 }
 
 fn open_regular(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(OFlag::O_NONBLOCK.bits())
-        .open(path)?;
+    let file = crate::store::open_named(path)?;
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
@@ -88,11 +85,11 @@ fn parse_name(file_name: &str) -> Option<WheelName<'_>> {
 /// docs); the error is the reason, for a message naming the wheel.
 ///
 /// # Ambient Authority
-/// Reads `path`, writes under `root`.
+/// Reads `path` (a wheel the operator named or pip downloaded).
 pub fn unpack(
     pin: &PackagePin,
     path: &Path,
-    root: &Path,
+    root: &Dir,
     budget: &mut Budget,
 ) -> Result<(), String> {
     let file_name = path
@@ -130,26 +127,8 @@ pub fn unpack(
     // Every member's name first, before anything is written.
     let dist_info = format!("{}-{}.dist-info", normalize(&pin.name), pin.version);
     let mut wheel_file = None;
-    for i in 0..archive.len() {
-        let member = archive
-            .by_index_raw(i)
-            .map_err(|e| format!("member {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("member {i}: its name is unreadable ({e})"))?
-            .into_owned();
-        check_member_name(&name)?;
-        if member
-            .unix_mode()
-            .is_some_and(|m| m & 0o170_000 == 0o120_000)
-        {
-            return Err(format!("member `{name}` is a symbolic link"));
-        }
-        let base = name
-            .rsplit('/')
-            .next()
-            .unwrap_or(&name)
-            .to_ascii_lowercase();
+    check_members(&mut archive, "member", |i, name| {
+        let base = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
         if NATIVE_SUFFIXES.iter().any(|s| base.ends_with(s)) || base.contains(".so.") {
             return Err(format!(
                 "member `{name}` is a native extension or library: only pure-Python wheels run in a WASI guest"
@@ -160,7 +139,8 @@ pub fn unpack(
         {
             wheel_file = Some(i);
         }
-    }
+        Ok(())
+    })?;
     let wheel_file = wheel_file.ok_or_else(|| format!("it has no `{dist_info}/WHEEL` file"))?;
     check_wheel_metadata(&mut archive, wheel_file)?;
 
@@ -168,10 +148,7 @@ pub fn unpack(
         let mut member = archive
             .by_index(i)
             .map_err(|e| format!("member {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("member {i}: its name is unreadable ({e})"))?
-            .into_owned();
+        let name = member_name(&member, "member", i)?;
         let Some(target) = install_path(&name) else {
             continue;
         };
@@ -181,21 +158,15 @@ pub fn unpack(
             ));
         }
         budget.entries -= 1;
-        let dest = root.join(target);
+        let dest = Path::new(target);
         if member.is_dir() {
-            create_dirs(&dest).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            create_dirs(root, dest).map_err(|e| format!("cannot create `{target}`: {e}"))?;
             continue;
         }
         if let Some(parent) = dest.parent() {
-            create_dirs(parent).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            create_dirs(root, parent).map_err(|e| format!("cannot create `{target}`: {e}"))?;
         }
-        let mut out = match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(OFlag::O_NOFOLLOW.bits())
-            .open(&dest)
-        {
+        let mut out = match new_tree_file(root, dest) {
             Ok(out) => out,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(format!(
@@ -227,6 +198,43 @@ fn normalize_dist_info(dir: &str) -> String {
         Some((name, version)) => format!("{}-{version}.dist-info", normalize(name)),
         None => dir.to_owned(),
     }
+}
+
+/// Checks every member of `archive` before anything is written: a plain relative name
+/// ([`check_member_name`]), not a symbolic link; then `each` with its index and name.
+/// `what` is what messages call a member (`member`, `entry`).
+pub(crate) fn check_members<R: Read + Seek>(
+    archive: &mut ZipArchive<R>,
+    what: &str,
+    mut each: impl FnMut(usize, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    for i in 0..archive.len() {
+        let member = archive
+            .by_index_raw(i)
+            .map_err(|e| format!("{what} {i}: {e}"))?;
+        let name = member_name(&member, what, i)?;
+        check_member_name(&name)?;
+        if member
+            .unix_mode()
+            .is_some_and(|m| m & 0o170_000 == 0o120_000)
+        {
+            return Err(format!("member `{name}` is a symbolic link"));
+        }
+        each(i, &name)?;
+    }
+    Ok(())
+}
+
+/// The name of `member`, number `i` (`what` is what messages call a member).
+pub(crate) fn member_name<R: Read>(
+    member: &zip::read::ZipFile<'_, R>,
+    what: &str,
+    i: usize,
+) -> Result<String, String> {
+    member
+        .name()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|e| format!("{what} {i}: its name is unreadable ({e})"))
 }
 
 /// A member name must be a plain relative path: no absolute path, no `..` or `.`
@@ -300,8 +308,25 @@ fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<
 /// Directories of a tree are 0755 and its files 0644: a worker under its own uid reads
 /// them through the directory its WASI context opened before it gave up the runner's
 /// uid. The store above the trees stays 0700, so no other user of the host reaches them.
-pub(crate) fn create_dirs(dir: &Path) -> io::Result<()> {
-    DirBuilder::new().recursive(true).mode(0o755).create(dir)
+/// Creates `rel` (and missing parents) under `root`; an empty `rel` is `root` itself.
+pub(crate) fn create_dirs(root: &Dir, rel: &Path) -> io::Result<()> {
+    if rel.as_os_str().is_empty() {
+        return Ok(());
+    }
+    root.create_dir_with(rel, DirBuilder::new().recursive(true).mode(0o755))
+}
+
+/// A new file (0644) at `rel` under `root`, never through a symlink, never over an
+/// existing entry.
+pub(crate) fn new_tree_file(root: &Dir, rel: &Path) -> io::Result<cap_std::fs::File> {
+    root.open_with(
+        rel,
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(OFlag::O_NOFOLLOW.bits()),
+    )
 }
 
 #[cfg(test)]

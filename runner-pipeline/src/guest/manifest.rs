@@ -19,7 +19,7 @@ use crate::backend::wasmtime::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports}
 use crate::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::sync::OnceLock;
 use toml::Spanned;
 
 /// The manifest from the source tree, compiled into the binary.
@@ -189,21 +189,21 @@ struct RawAsset {
 }
 
 impl GuestManifest {
-    /// The manifest compiled into the binary.
-    pub fn embedded() -> Result<Self, GuestError> {
-        Self::parse(EMBEDDED_MANIFEST, EMBEDDED_ORIGIN)
-    }
-
-    /// Reads and validates the manifest at `path`.
-    ///
-    /// # Ambient Authority
-    /// Opens `path` on the host file system.
-    pub fn load(path: &Path) -> Result<Self, GuestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| GuestError::ManifestRead {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
+    /// The manifest compiled into the binary, parsed once per process (a run asks for it
+    /// from several stages).
+    pub fn embedded() -> Result<&'static Self, GuestError> {
+        static PARSED: OnceLock<Option<GuestManifest>> = OnceLock::new();
+        match PARSED.get_or_init(|| Self::parse(EMBEDDED_MANIFEST, EMBEDDED_ORIGIN).ok()) {
+            Some(manifest) => Ok(manifest),
+            // Invalid (a build that should not have passed its tests): parsed again for
+            // the error, which is not kept.
+            None => Err(Self::parse(EMBEDDED_MANIFEST, EMBEDDED_ORIGIN)
+                .err()
+                .unwrap_or_else(|| GuestError::ManifestSyntax {
+                    origin: EMBEDDED_ORIGIN.to_owned(),
+                    detail: "parsed differently twice".to_owned(),
+                })),
+        }
     }
 
     /// Parses and validates manifest text; `origin` names it in error messages.

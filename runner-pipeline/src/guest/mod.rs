@@ -42,7 +42,6 @@ pub use store::{
 use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
 
 use serde::Serialize;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The verified guest file for `entry`: the stored one if it and its assets are there
@@ -118,12 +117,25 @@ pub fn locate_all(entry: &GuestEntry, guest_dir: &Path) -> Result<Option<PathBuf
 /// Opens files under `guest_dir`.
 pub fn runtime_for(entry: &GuestEntry, guest_dir: &Path) -> Result<GuestRuntime, GuestError> {
     let mut runtime = entry.runtime.clone();
+    let store = store::open_store(&entry.name, guest_dir)?;
     for asset in &entry.assets {
-        if locate_asset(entry, asset, guest_dir)?.is_none() {
+        let slot = store::Slot::asset(entry, asset, guest_dir);
+        let found = match &store {
+            Some(store) => slot.locate_in(store)?,
+            None => None,
+        };
+        let (Some(store), Some(_)) = (&store, found) else {
             return Err(missing_asset(entry, asset, guest_dir));
-        }
+        };
+        // Readable by a worker under its own uid (0755, 0644), through the directory
+        // its WASI context opened before it gave up the runner's uid; the store's own
+        // directories stay private (0700), so no other user of the host reaches them.
         let host = asset_dir(asset, guest_dir);
-        open_to_workers(entry, &host)?;
+        crate::store::open_to_workers(store, &slot.dir, 0).map_err(GuestError::io(
+            &entry.name,
+            "open asset to the worker",
+            &host,
+        ))?;
         runtime.mounts.push(ReadOnlyMount {
             host,
             guest: asset.mount_dir().to_owned(),
@@ -146,40 +158,6 @@ pub fn runtime_for(entry: &GuestEntry, guest_dir: &Path) -> Result<GuestRuntime,
     Ok(runtime)
 }
 
-/// Makes an asset directory and the files in it readable by anyone who can reach them
-/// (0755, 0644): a worker under its own uid reads them through the directory its WASI
-/// context opened before it gave up the runner's uid. The cache's own directories stay
-/// private (0700), so no other user of the host reaches them.
-///
-/// # Ambient Authority
-/// Changes the modes of `dir` and its files.
-fn open_to_workers(entry: &GuestEntry, dir: &Path) -> Result<(), GuestError> {
-    use std::os::unix::fs::PermissionsExt;
-    let fix = |path: &Path, mode: u32| -> Result<(), GuestError> {
-        let meta = std::fs::symlink_metadata(path).map_err(GuestError::io(
-            &entry.name,
-            "inspect asset",
-            path,
-        ))?;
-        if meta.file_type().is_symlink() || meta.permissions().mode() & 0o777 == mode {
-            return Ok(());
-        }
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
-            GuestError::io(&entry.name, "open asset to the worker", path),
-        )
-    };
-    fix(dir, 0o755)?;
-    let entries =
-        std::fs::read_dir(dir).map_err(GuestError::io(&entry.name, "list assets", dir))?;
-    for e in entries {
-        let e = e.map_err(GuestError::io(&entry.name, "list assets", dir))?;
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            fix(&e.path(), 0o644)?;
-        }
-    }
-    Ok(())
-}
-
 /// A stored asset is missing: [`GuestError::NotFetched`] for an on-request guest, else
 /// [`GuestError::Io`] naming the file and the fetch command.
 fn missing_asset(entry: &GuestEntry, asset: &GuestAsset, guest_dir: &Path) -> GuestError {
@@ -192,7 +170,7 @@ fn missing_asset(entry: &GuestEntry, asset: &GuestAsset, guest_dir: &Path) -> Gu
     ))
 }
 
-fn not_fetched(entry: &GuestEntry) -> GuestError {
+pub(crate) fn not_fetched(entry: &GuestEntry) -> GuestError {
     let mb = |bytes: u64| bytes.div_ceil(1_000_000);
     let total = entry.size + entry.assets.iter().map(|a| a.size).sum::<u64>();
     GuestError::NotFetched {
@@ -204,55 +182,78 @@ fn not_fetched(entry: &GuestEntry) -> GuestError {
     }
 }
 
-/// One row of `runner guest list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GuestStatus {
+/// One row of `runner guest list --json`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GuestListEntry {
+    /// Registry name (`cpython-3.12`).
     pub name: String,
+    pub description: String,
+    /// The package the guest comes from and its exact version.
     pub package: String,
     pub version: String,
+    /// sha256 of the guest file (64 lowercase hex): its name in the store.
     pub file_sha256: String,
+    /// Size of the guest file in bytes.
     pub size: u64,
-    /// A regular file of the pinned size is at `path`, and so is every asset. Cheap (no
-    /// hash): [`locate_all`] is what proves the content.
+    /// A regular file of the pinned size is in the store (not re-hashed here; every run
+    /// and `runner guest path` re-hash it).
     pub fetched: bool,
+    /// Where the guest file is, or would be, stored.
     pub path: PathBuf,
-    /// Fetched only when named (`runner guest fetch NAME`).
-    pub on_request: bool,
+    /// A precompiled module for this wasmtime version is in the cache.
+    pub compiled: bool,
+    /// That module's path, when compiled.
+    pub compiled_path: Option<PathBuf>,
 }
 
-/// The status of every guest in `manifest` within `guest_dir`, in manifest order.
+/// The rows of `runner guest list`: every guest in `manifest` within `guest_dir`, in
+/// manifest order. `fetched` is cheap (no hash): [`locate_all`] is what proves the
+/// content. `compiled` asks `compiled_module` with the guest file's sha256.
 ///
 /// # Ambient Authority
-/// Reads metadata under `guest_dir`.
-pub fn list(manifest: &GuestManifest, guest_dir: &Path) -> Vec<GuestStatus> {
+/// Opens the store at `guest_dir` (`runner_sandbox::store_root`).
+pub fn list(
+    manifest: &GuestManifest,
+    guest_dir: &Path,
+    compiled_module: impl Fn(&str) -> Option<PathBuf>,
+) -> Vec<GuestListEntry> {
+    let store = runner_sandbox::store_root::open(guest_dir).ok().flatten();
+    let present = |slot: store::Slot<'_>, size: u64| {
+        store.as_ref().is_some_and(|store| {
+            store
+                .symlink_metadata(slot.rel())
+                .is_ok_and(|meta| meta.is_file() && meta.len() == size)
+        })
+    };
     manifest
         .guests
         .iter()
         .map(|entry| {
-            let path = guest_path(entry, guest_dir);
-            let present = |path: &Path, size: u64| {
-                fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() == size)
-            };
-            let fetched = present(&path, entry.size)
+            let fetched = present(store::Slot::guest_file(entry, guest_dir), entry.size)
                 && entry
                     .assets
                     .iter()
-                    .all(|a| present(&asset_path(a, guest_dir), a.size));
-            GuestStatus {
+                    .all(|a| present(store::Slot::asset(entry, a, guest_dir), a.size));
+            let compiled_path = compiled_module(&entry.file_sha256);
+            GuestListEntry {
                 name: entry.name.clone(),
+                description: entry.description.clone(),
                 package: entry.package.clone(),
                 version: entry.version.clone(),
                 file_sha256: entry.file_sha256.clone(),
                 size: entry.size,
                 fetched,
-                path,
-                on_request: entry.fetch == FetchPolicy::OnRequest,
+                path: guest_path(entry, guest_dir),
+                compiled: compiled_path.is_some(),
+                compiled_path,
             }
         })
         .collect()
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 pub(crate) mod test_support {
     use super::GuestEntry;
     use std::path::Path;
@@ -301,10 +302,21 @@ pub(crate) mod test_support {
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::test_support::entry_for;
     use super::*;
+    use std::fs;
     use std::time::Instant;
+
+    /// `runner guest list` says `entry` is fetched.
+    fn fetched(entry: &GuestEntry, dir: &Path) -> bool {
+        let manifest = GuestManifest {
+            guests: vec![entry.clone()],
+        };
+        list(&manifest, dir, |_| None)[0].fetched
+    }
 
     #[test]
     fn list_reports_fetched_by_existence_and_size() {
@@ -313,7 +325,7 @@ mod tests {
         let manifest = GuestManifest {
             guests: vec![entry.clone()],
         };
-        let status = list(&manifest, dir.path());
+        let status = list(&manifest, dir.path(), |_| None);
         assert_eq!(status.len(), 1);
         assert_eq!(status[0].name, "test-guest");
         assert_eq!(
@@ -323,9 +335,12 @@ mod tests {
         assert!(!status[0].fetched);
 
         fs::write(&status[0].path, b"short").expect("write");
-        assert!(!list(&manifest, dir.path())[0].fetched, "wrong size");
+        assert!(
+            !list(&manifest, dir.path(), |_| None)[0].fetched,
+            "wrong size"
+        );
         fs::write(&status[0].path, b"guest bytes").expect("write");
-        assert!(list(&manifest, dir.path())[0].fetched);
+        assert!(list(&manifest, dir.path(), |_| None)[0].fetched);
     }
 
     #[test]
@@ -371,15 +386,7 @@ mod tests {
 
         // The guest file alone is not enough: its asset is missing.
         fs::write(guest_path(&entry, dir.path()), b"guest bytes").expect("write");
-        assert!(
-            !list(
-                &GuestManifest {
-                    guests: vec![entry.clone()]
-                },
-                dir.path()
-            )[0]
-            .fetched
-        );
+        assert!(!fetched(&entry, dir.path()));
         let err = runtime_for(&entry, dir.path()).expect_err("asset missing");
         assert!(matches!(err, GuestError::NotFetched { .. }), "{err:?}");
 
@@ -388,13 +395,7 @@ mod tests {
         let asset_dir = asset_dir(&entry.assets[0], dir.path());
         fs::create_dir_all(&asset_dir).expect("mkdir");
         fs::write(asset_dir.join("lib.zip"), b"lib").expect("write");
-        let status = &list(
-            &GuestManifest {
-                guests: vec![entry.clone()],
-            },
-            dir.path(),
-        )[0];
-        assert!(status.fetched && status.on_request);
+        assert!(fetched(&entry, dir.path()));
         let runtime = runtime_for(&entry, dir.path()).expect("located");
         assert_eq!(
             runtime.mounts,
@@ -450,15 +451,7 @@ mod tests {
             );
             assert_eq!(found.as_deref(), Some(path.as_path()));
         }
-        assert!(
-            list(
-                &GuestManifest {
-                    guests: vec![entry.clone()]
-                },
-                dir.path()
-            )[0]
-            .fetched
-        );
+        assert!(fetched(&entry, dir.path()));
     }
 
     /// A real `pip download` from the configured index. Run by the `just` recipe that

@@ -17,8 +17,7 @@ use crate::backend::wasmtime::GuestRuntime;
 use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism};
 use runner_sandbox::{GuestProgram, Limits, SandboxSpec};
 use serde::{Deserialize, Serialize};
-use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -73,8 +72,11 @@ fn key(entry: &GuestEntry, runtime: &GuestRuntime, step_ns: u64) -> String {
     crate::digest::sha256_hex(identity.to_string().as_bytes())
 }
 
+/// `preinit/`, relative to the store.
+const DIR: &str = "preinit";
+
 fn dir(guest_dir: &Path) -> PathBuf {
-    guest_dir.join("preinit")
+    guest_dir.join(DIR)
 }
 
 /// The stored module for `entry` run with `runtime`, if built. The module's hash is
@@ -82,20 +84,25 @@ fn dir(guest_dir: &Path) -> PathBuf {
 /// sha256 before compiling; a compiled module is verified by its stamp).
 pub fn find(entry: &GuestEntry, guest_dir: &Path, runtime: &GuestRuntime) -> Option<Built> {
     let key = key(entry, runtime, DEFAULT_STEP_NS);
-    let dir = dir(guest_dir);
-    let record: Record =
-        serde_json::from_slice(&fs::read(dir.join(format!("{key}.json"))).ok()?).ok()?;
+    let store = runner_sandbox::store_root::open(guest_dir)
+        .ok()??
+        .open_dir(DIR)
+        .ok()?;
+    let record: Record = serde_json::from_slice(&store.read(format!("{key}.json")).ok()?).ok()?;
     if record.guest_sha256 != entry.file_sha256
         || &record.runtime != runtime
         || record.step_ns != DEFAULT_STEP_NS
     {
         return None;
     }
-    let path = dir.join(format!("{key}.wasm"));
-    path.is_file().then_some(Built {
-        path,
-        sha256: record.sha256,
-    })
+    let name = format!("{key}.wasm");
+    store
+        .metadata(&name)
+        .is_ok_and(|m| m.is_file())
+        .then(|| Built {
+            path: dir(guest_dir).join(name),
+            sha256: record.sha256,
+        })
 }
 
 /// Builds (once) and stores the pre-initialised module of `entry` (its plain module at
@@ -121,7 +128,10 @@ pub fn ensure(
     }
     progress(&format!("{}: pre-initialising", entry.name));
     let io = |what: &'static str, path: &Path| GuestError::io(&entry.name, what, path.to_owned());
-    let wasm = fs::read(wasm_path).map_err(io("read", wasm_path))?;
+    let mut wasm = Vec::new();
+    crate::store::open_named(wasm_path)
+        .and_then(|mut file| file.read_to_end(&mut wasm))
+        .map_err(io("read", wasm_path))?;
     let actual = crate::digest::sha256_hex(&wasm);
     if actual != entry.file_sha256 {
         return Err(GuestError::StoredHashMismatch {
@@ -132,9 +142,11 @@ pub fn ensure(
         });
     }
     let scratch = tempfile::tempdir().map_err(io("create a directory for", Path::new("/tmp")))?;
+    let held =
+        runner_sandbox::host::open_dir(scratch.path()).map_err(io("open", scratch.path()))?;
     for d in ["in", "out", "capture"] {
-        let p = scratch.path().join(d);
-        fs::create_dir(&p).map_err(io("create", &p))?;
+        held.create_dir(d)
+            .map_err(io("create", &scratch.path().join(d)))?;
     }
     let spec = SandboxSpec {
         program: GuestProgram {
@@ -180,33 +192,25 @@ pub fn ensure(
         step_ns: DEFAULT_STEP_NS,
     };
     let key = key(entry, runtime, DEFAULT_STEP_NS);
-    let dir = dir(guest_dir);
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(io("create", &dir))?;
-    }
-    let wasm_out = dir.join(format!("{key}.wasm"));
-    write_atomically(&dir, &wasm_out, &snapshot).map_err(io("write", &wasm_out))?;
-    let json_out = dir.join(format!("{key}.json"));
+    let dir_path = dir(guest_dir);
+    let store = super::store::create_store(&entry.name, guest_dir)?;
+    let held = crate::store::create_dir_all(&store, DIR, 0o700).map_err(io("create", &dir_path))?;
+    let wasm_out = dir_path.join(format!("{key}.wasm"));
+    write_atomically(&held, &format!("{key}.wasm"), &snapshot).map_err(io("write", &wasm_out))?;
+    let json_out = dir_path.join(format!("{key}.json"));
     let json = serde_json::to_vec_pretty(&record).unwrap_or_default();
     // The record last: a module without its record is never used.
-    write_atomically(&dir, &json_out, &json).map_err(io("write", &json_out))?;
+    write_atomically(&held, &format!("{key}.json"), &json).map_err(io("write", &json_out))?;
     Ok(Some(Built {
         path: wasm_out,
         sha256: record.sha256,
     }))
 }
 
-fn write_atomically(dir: &Path, dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(dest).map_err(|e| e.error)?;
-    Ok(())
+fn write_atomically(dir: &cap_std::fs::Dir, dest: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let mut staged = crate::store::Staged::new(dir, 0o600)?;
+    staged.file().write_all(bytes)?;
+    staged.publish_replacing(dest, true)
 }
 
 /// What a run may use.

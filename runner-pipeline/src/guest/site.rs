@@ -10,9 +10,10 @@
 //! new authority: a read-only directory of two text files the runner wrote.
 
 use super::GuestError;
+use crate::store::{Staged, create_dir_all};
+use cap_std::fs::{Permissions, PermissionsExt};
 use sha2::{Digest, Sha256};
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The module that patches asyncio when it is imported.
@@ -49,44 +50,54 @@ pub fn guest_site_packages(python_version: &str) -> Option<String> {
 /// The site directory in `guest_dir`, written or repaired as needed.
 ///
 /// # Ambient Authority
-/// Creates and writes `<guest_dir>/site/<sha256>/` and its two files.
+/// Opens the store at `guest_dir` (`runner_sandbox::store_root`).
 pub fn ensure(guest: &str, guest_dir: &Path) -> Result<PathBuf, GuestError> {
-    let dir = guest_dir.join("site").join(site_sha256());
-    if FILES.iter().all(|(name, text)| {
-        std::fs::read(dir.join(name)).is_ok_and(|bytes| bytes == text.as_bytes())
-    }) {
-        return Ok(dir);
+    let rel = Path::new("site").join(site_sha256());
+    let path = guest_dir.join(&rel);
+    let intact = |dir: &cap_std::fs::Dir| {
+        FILES
+            .iter()
+            .all(|(name, text)| dir.read(name).is_ok_and(|bytes| bytes == text.as_bytes()))
+    };
+    if let Some(store) = super::store::open_store(guest, guest_dir)?
+        && store.open_dir(&rel).is_ok_and(|dir| intact(&dir))
+    {
+        return Ok(path);
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(GuestError::io(guest, "create the site directory", &dir))?;
+    let store = super::store::create_store(guest, guest_dir)?;
+    let dir = create_dir_all(&store, &rel, 0o700).map_err(GuestError::io(
+        guest,
+        "create the site directory",
+        &path,
+    ))?;
     // Read by a worker that may have given up the runner's uid, through the directory
     // it opened before (as the guest's assets).
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(
-        GuestError::io(guest, "open the site directory to the worker", &dir),
-    )?;
+    store
+        .set_permissions(&rel, Permissions::from_mode(0o755))
+        .map_err(GuestError::io(
+            guest,
+            "open the site directory to the worker",
+            &path,
+        ))?;
     for (name, text) in FILES {
-        let path = dir.join(name);
-        let mut tmp =
-            tempfile::NamedTempFile::new_in(&dir).map_err(GuestError::io(guest, "write", &path))?;
-        tmp.write_all(text.as_bytes())
-            .and_then(|()| tmp.as_file().sync_all())
-            .and_then(|()| {
-                tmp.as_file()
-                    .set_permissions(std::fs::Permissions::from_mode(0o644))
-            })
-            .map_err(GuestError::io(guest, "write", &path))?;
-        tmp.persist(&path)
-            .map_err(|e| GuestError::io(guest, "write", &path)(e.error))?;
+        let file = path.join(name);
+        let mut staged = Staged::new(&dir, 0o600).map_err(GuestError::io(guest, "write", &file))?;
+        staged
+            .file()
+            .write_all(text.as_bytes())
+            .and_then(|()| staged.file().set_permissions(Permissions::from_mode(0o644)))
+            .and_then(|()| staged.publish_replacing(name, true))
+            .map_err(GuestError::io(guest, "write", &file))?;
     }
-    Ok(dir)
+    Ok(path)
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn site_packages_follow_the_minor_version() {

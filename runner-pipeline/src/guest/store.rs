@@ -8,16 +8,11 @@
 
 use super::{GuestAsset, GuestEntry, GuestError};
 use crate::digest::{file_stamp, sha256_reader};
-use nix::fcntl::OFlag;
+use crate::store::{Staged, create_dir_all, open_regular};
+use cap_std::fs::Dir;
 use std::ffi::OsString;
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// Prefix of the temporary files [`commit`] renames into place; a crash can leave one
-/// behind, and nothing ever reads them.
-pub(crate) const PARTIAL_PREFIX: &str = ".partial-";
 
 /// The guest directory used when the caller does not name one: `$RUNNER_GUEST_DIR` if
 /// set, else `<cache dir>/guests` (`runner_sandbox::cache::default_cache_dir`).
@@ -57,37 +52,74 @@ pub fn asset_path(asset: &GuestAsset, guest_dir: &Path) -> PathBuf {
     asset_dir(asset, guest_dir).join(asset.name())
 }
 
+/// The guest store at `guest_dir`, `None` when nothing was ever stored there.
+///
+/// # Ambient Authority
+/// Opens `guest_dir` (`runner_sandbox::store_root`).
+pub(crate) fn open_store(guest: &str, guest_dir: &Path) -> Result<Option<Dir>, GuestError> {
+    runner_sandbox::store_root::open(guest_dir).map_err(GuestError::io(guest, "open", guest_dir))
+}
+
+/// The guest store at `guest_dir`, created (0700) when missing.
+///
+/// # Ambient Authority
+/// Creates and opens `guest_dir` (`runner_sandbox::store_root`).
+pub(crate) fn create_store(guest: &str, guest_dir: &Path) -> Result<Dir, GuestError> {
+    runner_sandbox::store_root::create(guest_dir).map_err(GuestError::io(
+        guest,
+        "create guest directory",
+        guest_dir,
+    ))
+}
+
 /// One file's place in the store: which guest it belongs to (for messages), the
-/// directory it goes in, its final path and the sha256 it must have.
+/// directory it goes in (relative to the store), its name there and the sha256 it must
+/// have.
 pub(crate) struct Slot<'a> {
     pub guest: &'a str,
+    /// The store on the host: what the paths handed out and the messages name.
+    pub root: PathBuf,
+    /// The directory holding the file, relative to the store (empty: the store).
     pub dir: PathBuf,
-    pub dest: PathBuf,
+    pub name: String,
     pub sha256: &'a str,
-    /// Where the record of the file's last full hash lives: `<guest dir>/verified/<sha256>`
-    /// (outside the asset directories, which guests see).
-    pub stamp: PathBuf,
 }
 
 impl<'a> Slot<'a> {
     pub(crate) fn guest_file(entry: &'a GuestEntry, guest_dir: &Path) -> Self {
         Slot {
             guest: &entry.name,
-            dir: guest_dir.to_owned(),
-            dest: guest_path(entry, guest_dir),
+            root: guest_dir.to_owned(),
+            dir: PathBuf::new(),
+            name: format!("{}.wasm", entry.file_sha256),
             sha256: &entry.file_sha256,
-            stamp: stamp_path(guest_dir, &entry.file_sha256),
         }
     }
 
     pub(crate) fn asset(entry: &'a GuestEntry, asset: &'a GuestAsset, guest_dir: &Path) -> Self {
         Slot {
             guest: &entry.name,
-            dir: asset_dir(asset, guest_dir),
-            dest: asset_path(asset, guest_dir),
+            root: guest_dir.to_owned(),
+            dir: Path::new("assets").join(&asset.sha256),
+            name: asset.name().to_owned(),
             sha256: &asset.sha256,
-            stamp: stamp_path(guest_dir, &asset.sha256),
         }
+    }
+
+    /// The file, relative to the store.
+    pub(crate) fn rel(&self) -> PathBuf {
+        self.dir.join(&self.name)
+    }
+
+    /// The file's path on the host.
+    pub(crate) fn dest(&self) -> PathBuf {
+        self.root.join(self.rel())
+    }
+
+    /// Where the record of the file's last full hash lives, relative to the store:
+    /// `verified/<sha256>` (outside the asset directories, which guests see).
+    fn stamp(&self) -> PathBuf {
+        stamp_rel(self.sha256)
     }
 
     /// The stored file, verified by sha256, or `None` when absent.
@@ -104,34 +136,40 @@ impl<'a> Slot<'a> {
     /// Storage corruption under an unchanged inode goes unseen until the stamp is
     /// removed (`rm -r <guest dir>/verified` brings the full check back).
     fn locate(&self) -> Result<Option<PathBuf>, GuestError> {
-        let Some(file) = open_stored(self.guest, &self.dest)? else {
+        match open_store(self.guest, &self.root)? {
+            Some(store) => self.locate_in(&store),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Slot::locate`] in the open store.
+    pub(crate) fn locate_in(&self, store: &Dir) -> Result<Option<PathBuf>, GuestError> {
+        let dest = self.dest();
+        let Some(file) = open_stored(self.guest, store, &self.rel(), &dest)? else {
             return Ok(None);
         };
         let meta = file
             .metadata()
-            .map_err(GuestError::io(self.guest, "inspect", &self.dest))?;
+            .map_err(GuestError::io(self.guest, "inspect", &dest))?;
         let record = format!("{} {}\n", self.sha256, file_stamp(&meta));
-        if read_stamp(&self.stamp).as_deref() == Some(record.as_str()) {
-            return Ok(Some(self.dest.clone()));
+        if read_stamp(store, &self.stamp()).as_deref() == Some(record.as_str()) {
+            return Ok(Some(dest));
         }
-        let actual = sha256_reader(&file).map_err(GuestError::io(
-            self.guest,
-            "read stored file",
-            &self.dest,
-        ))?;
+        let actual =
+            sha256_reader(&file).map_err(GuestError::io(self.guest, "read stored file", &dest))?;
         if actual != self.sha256 {
             return Err(GuestError::StoredHashMismatch {
                 guest: self.guest.to_owned(),
-                path: self.dest.clone(),
+                path: dest,
                 expected: self.sha256.to_owned(),
                 actual,
             });
         }
         if is_quiet(&meta) {
             // Best effort: without the record the next call simply hashes again.
-            let _ = write_stamp(&self.stamp, &record);
+            let _ = write_stamp(store, &self.stamp(), &record);
         }
-        Ok(Some(self.dest.clone()))
+        Ok(Some(dest))
     }
 }
 
@@ -178,24 +216,28 @@ pub fn locate_size_only(
     entry: &GuestEntry,
     guest_dir: &Path,
 ) -> Result<Option<PathBuf>, GuestError> {
-    let path = guest_path(entry, guest_dir);
-    match fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() && meta.len() == entry.size => Ok(Some(path)),
+    let Some(store) = open_store(&entry.name, guest_dir)? else {
+        return Ok(None);
+    };
+    let slot = Slot::guest_file(entry, guest_dir);
+    match store.symlink_metadata(&slot.name) {
+        Ok(meta) if meta.is_file() && meta.len() == entry.size => Ok(Some(slot.dest())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        _ => locate(entry, guest_dir),
+        _ => slot.locate_in(&store),
     }
 }
 
 /// How old a file's change time must be before its stamp is recorded.
 pub(super) const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// `<guest dir>/verified/<sha256>`: the record of the last full hash of that file.
-pub(super) fn stamp_path(guest_dir: &Path, sha256: &str) -> PathBuf {
-    guest_dir.join("verified").join(sha256)
+/// `verified/<sha256>`, relative to the store: the record of the last full hash of
+/// that file.
+pub(super) fn stamp_rel(sha256: &str) -> PathBuf {
+    Path::new("verified").join(sha256)
 }
 
 /// Whether the file's last change is at least [`QUIET`] ago.
-fn is_quiet(meta: &fs::Metadata) -> bool {
+fn is_quiet(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
     let changed = std::time::UNIX_EPOCH
         + std::time::Duration::new(
@@ -207,13 +249,10 @@ fn is_quiet(meta: &fs::Metadata) -> bool {
         .is_ok_and(|age| age >= QUIET)
 }
 
-pub(super) fn read_stamp(path: &Path) -> Option<String> {
+/// The stamp at `rel` in the store, if there is one (a symlink is not followed).
+pub(super) fn read_stamp(store: &Dir, rel: &Path) -> Option<String> {
     use std::io::Read;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-        .open(path)
-        .ok()?;
+    let file = open_regular(store, rel).ok()??;
     let mut text = String::new();
     file.take(400).read_to_string(&mut text).ok()?;
     Some(text)
@@ -221,87 +260,77 @@ pub(super) fn read_stamp(path: &Path) -> Option<String> {
 
 /// Writes the stamp through a private temporary file and a rename (readers see the old
 /// record or the new one). Not synced: a lost record only costs one more hash.
-pub(super) fn write_stamp(path: &Path, record: &str) -> io::Result<()> {
+pub(super) fn write_stamp(store: &Dir, rel: &Path, record: &str) -> io::Result<()> {
     use std::io::Write;
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("no directory"))?;
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(PARTIAL_PREFIX)
-        .permissions(Permissions::from_mode(0o600))
-        .tempfile_in(dir)?;
-    tmp.write_all(record.as_bytes())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let (Some(dir), Some(name)) = (rel.parent(), rel.file_name().and_then(|n| n.to_str())) else {
+        return Err(io::Error::other("no directory"));
+    };
+    let dir = create_dir_all(store, dir, 0o700)?;
+    let mut staged = Staged::new(&dir, 0o600)?;
+    staged.file().write_all(record.as_bytes())?;
+    staged.publish_replacing(name, false)
 }
 
-/// Opens the stored file without following a symlink and without blocking on a FIFO;
-/// `None` when it does not exist.
-fn open_stored(guest: &str, path: &Path) -> Result<Option<File>, GuestError> {
+/// Opens the stored file at `rel` without following a symlink and without blocking on
+/// a FIFO; `None` when it does not exist. `path` names it in messages.
+fn open_stored(
+    guest: &str,
+    store: &Dir,
+    rel: &Path,
+    path: &Path,
+) -> Result<Option<std::fs::File>, GuestError> {
     let not_regular = || GuestError::NotRegularFile {
         guest: guest.to_owned(),
         path: path.to_owned(),
     };
-    match fs::symlink_metadata(path) {
+    match store.symlink_metadata(rel) {
         Ok(meta) if meta.is_file() => {}
         Ok(_) => return Err(not_regular()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(GuestError::io(guest, "inspect", path)(e)),
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-        .open(path)
-        .map_err(GuestError::io(guest, "open stored file", path))?;
-    // Re-check on the open handle: the name may have been swapped since the lstat.
-    let meta = file
-        .metadata()
-        .map_err(GuestError::io(guest, "inspect", path))?;
-    if !meta.is_file() {
-        return Err(not_regular());
+    // Re-checked on the open handle: the name may have been swapped since the lstat.
+    match open_regular(store, rel) {
+        Ok(Some(file)) => Ok(Some(file.into_std())),
+        Ok(None) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Err(not_regular()),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => Err(not_regular()),
+        Err(e) => Err(GuestError::io(guest, "open stored file", path)(e)),
     }
-    Ok(Some(file))
-}
-
-/// Creates `dir` (and missing parents) with mode 0700.
-pub(super) fn create_private_dir(guest: &str, dir: &Path) -> Result<(), GuestError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(GuestError::io(guest, "create guest directory", dir))
 }
 
 /// A new, empty temporary file (mode 0600) in `guest_dir`, removed on drop unless
 /// [`commit`] renames it into place.
 #[cfg(test)]
-pub(crate) fn stage_file(
-    entry: &GuestEntry,
-    guest_dir: &Path,
-) -> Result<tempfile::NamedTempFile, GuestError> {
+pub(crate) fn stage_file(entry: &GuestEntry, guest_dir: &Path) -> Result<Staged, GuestError> {
     stage_in(&Slot::guest_file(entry, guest_dir))
 }
 
-/// A new, empty temporary file (mode 0600) in the slot's directory, removed on drop
-/// unless [`commit_slot`] renames it into place.
-pub(crate) fn stage_in(slot: &Slot<'_>) -> Result<tempfile::NamedTempFile, GuestError> {
-    create_private_dir(slot.guest, &slot.dir)?;
-    tempfile::Builder::new()
-        .prefix(PARTIAL_PREFIX)
-        .permissions(Permissions::from_mode(0o600))
-        .tempfile_in(&slot.dir)
-        .map_err(GuestError::io(
+/// A new, empty temporary file (mode 0600) in the slot's directory (created 0700 with
+/// the store), removed on drop unless [`commit_slot`] renames it into place.
+pub(crate) fn stage_in(slot: &Slot<'_>) -> Result<Staged, GuestError> {
+    let dir_path = slot.root.join(&slot.dir);
+    let store = create_store(slot.guest, &slot.root)?;
+    let dir = if slot.dir.as_os_str().is_empty() {
+        store
+    } else {
+        create_dir_all(&store, &slot.dir, 0o700).map_err(GuestError::io(
             slot.guest,
-            "create a temporary file in",
-            &slot.dir,
-        ))
+            "create guest directory",
+            &dir_path,
+        ))?
+    };
+    Staged::new(&dir, 0o600).map_err(GuestError::io(
+        slot.guest,
+        "create a temporary file in",
+        &dir_path,
+    ))
 }
 
 /// [`commit_slot`] for the guest file itself.
 #[cfg(test)]
 pub(crate) fn commit(
-    staged: tempfile::NamedTempFile,
+    staged: Staged,
     entry: &GuestEntry,
     guest_dir: &Path,
 ) -> Result<PathBuf, GuestError> {
@@ -309,47 +338,38 @@ pub(crate) fn commit(
 }
 
 /// Makes a staged file, whose content the caller has verified against the slot's
-/// sha256, the stored file: fsync, rename without replacing, fsync the directory. When
+/// sha256, the stored file: fsync, link in without replacing, fsync the directory. When
 /// the name is already taken (an earlier or concurrent fetch), the existing file is
 /// kept if it hashes right and is an error naming both hashes otherwise; the staged
 /// file is removed either way.
-pub(crate) fn commit_slot(
-    staged: tempfile::NamedTempFile,
-    slot: &Slot<'_>,
-) -> Result<PathBuf, GuestError> {
-    let dest = &slot.dest;
-    staged
-        .as_file()
-        .sync_all()
-        .map_err(GuestError::io(slot.guest, "sync", staged.path()))?;
-    match staged.persist_noclobber(dest) {
-        Ok(_) => {}
-        Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => {
-            drop(e.file);
-            return match slot.locate()? {
-                Some(path) => Ok(path),
-                None => Err(GuestError::io(slot.guest, "store file at", dest)(
-                    io::Error::other("the existing file vanished while being checked; retry"),
-                )),
-            };
-        }
-        Err(e) => {
-            return Err(GuestError::io(slot.guest, "store file at", dest)(e.error));
-        }
+pub(crate) fn commit_slot(staged: Staged, slot: &Slot<'_>) -> Result<PathBuf, GuestError> {
+    let dest = slot.dest();
+    let placed = staged.publish_new(&slot.name).map_err(GuestError::io(
+        slot.guest,
+        "store file at",
+        &dest,
+    ))?;
+    if placed {
+        return Ok(dest);
     }
-    // The rename is durable only once the directory entry is.
-    File::open(&slot.dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(GuestError::io(slot.guest, "sync", &slot.dir))?;
-    Ok(dest.clone())
+    match slot.locate()? {
+        Some(path) => Ok(path),
+        None => Err(GuestError::io(slot.guest, "store file at", &dest)(
+            io::Error::other("the existing file vanished while being checked; retry"),
+        )),
+    }
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::guest::test_support::{entry_for, names_in};
     use std::collections::HashMap;
+    use std::fs;
     use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
 
     type EnvCase<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a str);
 
@@ -474,7 +494,7 @@ mod tests {
         let dir = root.path().join("a/guests");
         let entry = entry_for(b"guest bytes");
         let mut staged = stage_file(&entry, &dir).expect("stage");
-        staged.write_all(b"guest bytes").expect("write");
+        staged.file().write_all(b"guest bytes").expect("write");
         let path = commit(staged, &entry, &dir).expect("commit");
         assert_eq!(path, guest_path(&entry, &dir));
         let mode = |p: &Path| fs::metadata(p).expect("meta").permissions().mode() & 0o777;
@@ -490,7 +510,7 @@ mod tests {
         let entry = entry_for(b"guest bytes");
         let path = write_stored(dir.path(), &entry, b"other bytes");
         let mut staged = stage_file(&entry, dir.path()).expect("stage");
-        staged.write_all(b"guest bytes").expect("write");
+        staged.file().write_all(b"guest bytes").expect("write");
         let err = commit(staged, &entry, dir.path()).expect_err("occupied by other content");
         assert!(
             matches!(err, GuestError::StoredHashMismatch { .. }),
@@ -502,7 +522,7 @@ mod tests {
         // The same content already stored is fine (an earlier or concurrent fetch).
         fs::write(&path, b"guest bytes").expect("write");
         let mut staged = stage_file(&entry, dir.path()).expect("stage");
-        staged.write_all(b"guest bytes").expect("write");
+        staged.file().write_all(b"guest bytes").expect("write");
         assert_eq!(commit(staged, &entry, dir.path()).expect("identical"), path);
         assert_eq!(names_in(dir.path()).len(), 1, "staged file removed");
     }

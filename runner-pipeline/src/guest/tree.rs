@@ -14,17 +14,14 @@
 //! `store::Slot::locate` does for one file; anything else hashes the tree again.
 
 use super::manifest::{GuestEntry, GuestTree, MAX_GUEST_SIZE};
-use super::store::{
-    PARTIAL_PREFIX, QUIET, create_private_dir, locate_asset, read_stamp, stamp_path, write_stamp,
-};
+use super::store::{QUIET, Slot, create_store, open_store, read_stamp, stamp_rel, write_stamp};
 use super::{GuestError, fetch::HashingCopy, missing_asset};
 use crate::digest::sha256_reader;
 use crate::environment::tree::{tree_sha256, tree_stamp};
-use crate::environment::wheel::{check_member_name, create_dirs};
-use nix::fcntl::OFlag;
-use std::fs::{self, File, OpenOptions};
+use crate::environment::wheel::{check_members, create_dirs, member_name, new_tree_file};
+use crate::store::{StagedDir, create_dir_all, open_regular};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use zip::ZipArchive;
 use zip::result::ZipError;
@@ -34,12 +31,17 @@ const MAX_TREE_ENTRIES: usize = 100_000;
 
 /// Where `tree` lives in `guest_dir`, whether or not it has been unpacked.
 pub fn tree_dir(tree: &GuestTree, guest_dir: &Path) -> PathBuf {
-    guest_dir.join("trees").join(&tree.tree_sha256)
+    guest_dir.join(tree_rel(tree))
+}
+
+/// `trees/<tree_sha256>`, relative to the store.
+fn tree_rel(tree: &GuestTree) -> PathBuf {
+    Path::new("trees").join(&tree.tree_sha256)
 }
 
 /// The record of the tree's last full hash, beside the files' (`verified/`).
-fn tree_stamp_path(tree: &GuestTree, guest_dir: &Path) -> PathBuf {
-    stamp_path(guest_dir, &format!("tree-{}", tree.tree_sha256))
+fn tree_stamp_rel(tree: &GuestTree) -> PathBuf {
+    stamp_rel(&format!("tree-{}", tree.tree_sha256))
 }
 
 /// The verified tree, or `None` when it has not been unpacked. A tree whose metadata is
@@ -47,47 +49,57 @@ fn tree_stamp_path(tree: &GuestTree, guest_dir: &Path) -> PathBuf {
 /// and the tree must be the pinned one ([`GuestError::StoredTreeMismatch`]).
 ///
 /// # Ambient Authority
-/// Reads under `guest_dir`.
+/// Opens the store at `guest_dir` (`runner_sandbox::store_root`).
 pub fn locate_tree(
     entry: &GuestEntry,
     tree: &GuestTree,
     guest_dir: &Path,
 ) -> Result<Option<PathBuf>, GuestError> {
+    match open_store(&entry.name, guest_dir)? {
+        Some(store) => locate_tree_in(entry, tree, &store, guest_dir),
+        None => Ok(None),
+    }
+}
+
+/// [`locate_tree`] in the open store.
+fn locate_tree_in(
+    entry: &GuestEntry,
+    tree: &GuestTree,
+    store: &Dir,
+    guest_dir: &Path,
+) -> Result<Option<PathBuf>, GuestError> {
     let dir = tree_dir(tree, guest_dir);
-    match fs::symlink_metadata(&dir) {
+    let mismatch = |actual: String| GuestError::StoredTreeMismatch {
+        guest: entry.name.clone(),
+        path: dir.clone(),
+        expected: tree.tree_sha256.clone(),
+        actual,
+    };
+    match store.symlink_metadata(tree_rel(tree)) {
         Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(GuestError::StoredTreeMismatch {
-                guest: entry.name.clone(),
-                path: dir,
-                expected: tree.tree_sha256.clone(),
-                actual: "not a directory".into(),
-            });
-        }
+        Ok(_) => return Err(mismatch("not a directory".into())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(GuestError::io(&entry.name, "inspect", &dir)(e)),
     }
+    let root = store
+        .open_dir(tree_rel(tree))
+        .map_err(GuestError::io(&entry.name, "open", &dir))?;
     // Metadata first, then content: a change between the two moves the metadata, so the
     // record written below can only ever describe a tree that hashed right.
     let (stamp, quiet) =
-        tree_stamp(&dir, QUIET).unwrap_or_else(|e| (format!("unreadable ({e})"), false));
+        tree_stamp(&root, &dir, QUIET).unwrap_or_else(|e| (format!("unreadable ({e})"), false));
     let record = format!("{} {stamp}\n", tree.tree_sha256);
-    let record_path = tree_stamp_path(tree, guest_dir);
-    if read_stamp(&record_path).as_deref() == Some(record.as_str()) {
+    let record_rel = tree_stamp_rel(tree);
+    if read_stamp(store, &record_rel).as_deref() == Some(record.as_str()) {
         return Ok(Some(dir));
     }
-    let actual = tree_sha256(&dir).unwrap_or_else(|e| format!("unreadable ({e})"));
+    let actual = tree_sha256(&root, &dir).unwrap_or_else(|e| format!("unreadable ({e})"));
     if actual != tree.tree_sha256 {
-        return Err(GuestError::StoredTreeMismatch {
-            guest: entry.name.clone(),
-            path: dir,
-            expected: tree.tree_sha256.clone(),
-            actual,
-        });
+        return Err(mismatch(actual));
     }
     if quiet {
         // Best effort: without the record the next run simply hashes again.
-        let _ = write_stamp(&record_path, &record);
+        let _ = write_stamp(store, &record_rel, &record);
     }
     Ok(Some(dir))
 }
@@ -98,7 +110,7 @@ pub fn locate_tree(
 /// [`GuestError::Io`] naming the fetch command.
 ///
 /// # Ambient Authority
-/// Reads and writes under `guest_dir`.
+/// Opens the store at `guest_dir` (`runner_sandbox::store_root`).
 pub fn ensure_tree(
     entry: &GuestEntry,
     tree: &GuestTree,
@@ -118,29 +130,29 @@ pub fn ensure_tree(
             archive: PathBuf::from(&tree.asset),
             reason: "no asset of this guest is that file".into(),
         })?;
-    let Some(archive) = locate_asset(entry, asset, guest_dir)? else {
+    let slot = Slot::asset(entry, asset, guest_dir);
+    let store = create_store(&entry.name, guest_dir)?;
+    if slot.locate_in(&store)?.is_none() {
         return Err(missing_asset(entry, asset, guest_dir));
-    };
-    install_tree(entry, tree, &archive, guest_dir, progress)
+    }
+    install_tree(entry, tree, &store, &slot, progress)
 }
 
-/// Unpacks `tree` from the verified asset at `archive` into the store (see the module
+/// Unpacks `tree` from the verified asset in `slot` into the store (see the module
 /// docs). A tree already stored by a concurrent run is kept if it verifies.
-///
-/// # Ambient Authority
-/// Reads `archive`, writes under `guest_dir`.
 fn install_tree(
     entry: &GuestEntry,
     tree: &GuestTree,
-    archive: &Path,
-    guest_dir: &Path,
+    store: &Dir,
+    slot: &Slot<'_>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, GuestError> {
     let guest = entry.name.as_str();
+    let archive = slot.dest();
     let fail = |reason: String| GuestError::TreeUnpack {
         guest: guest.to_owned(),
         member: tree.member.clone(),
-        archive: archive.to_owned(),
+        archive: archive.clone(),
         reason,
     };
     progress(&format!(
@@ -149,40 +161,36 @@ fn install_tree(
         tree.size,
         archive.display()
     ));
-    let trees = guest_dir.join("trees");
-    create_private_dir(guest, &trees)?;
-    let work = tempfile::Builder::new()
-        .prefix(PARTIAL_PREFIX)
-        .tempdir_in(&trees)
-        .map_err(GuestError::io(
-            guest,
-            "create a temporary directory in",
-            &trees,
-        ))?;
-
-    let inner_path = work.path().join("archive.zip");
-    copy_member(tree, archive, &inner_path).map_err(fail)?;
-    let root = work.path().join("tree");
-    unpack(&inner_path, &root).map_err(fail)?;
-    let actual = tree_sha256(&root).map_err(|e| fail(format!("cannot hash the tree: {e}")))?;
+    let trees_path = slot.root.join("trees");
+    let trees = create_dir_all(store, "trees", 0o700).map_err(GuestError::io(
+        guest,
+        "create guest directory",
+        &trees_path,
+    ))?;
+    let work = StagedDir::new(&trees).map_err(GuestError::io(
+        guest,
+        "create a temporary directory in",
+        &trees_path,
+    ))?;
+    copy_member(tree, store, &slot.rel(), &work.dir).map_err(fail)?;
+    let root_path = trees_path.join(work.name()).join("tree");
+    unpack(&work.dir, &root_path).map_err(fail)?;
+    let actual = work
+        .dir
+        .open_dir("tree")
+        .and_then(|root| tree_sha256(&root, &root_path))
+        .map_err(|e| fail(format!("cannot hash the tree: {e}")))?;
     if actual != tree.tree_sha256 {
         return Err(fail(format!(
             "it unpacks to tree sha256 {actual}, the manifest pins {}",
             tree.tree_sha256
         )));
     }
-    let dest = tree_dir(tree, guest_dir);
-    match fs::rename(&root, &dest) {
-        Ok(()) => {
-            File::open(&trees)
-                .and_then(|dir| dir.sync_all())
-                .map_err(GuestError::io(guest, "sync", &trees))?;
-        }
-        // Unpacked meanwhile by another run: kept if it verifies (below).
-        Err(_) if dest.is_dir() => {}
-        Err(e) => return Err(GuestError::io(guest, "store the tree at", &dest)(e)),
-    }
-    let found = locate_tree(entry, tree, guest_dir)?.ok_or_else(|| {
+    let dest = tree_dir(tree, &slot.root);
+    // Unpacked meanwhile by another run: kept if it verifies (below).
+    work.publish("tree", &tree.tree_sha256)
+        .map_err(GuestError::io(guest, "store the tree at", &dest))?;
+    let found = locate_tree_in(entry, tree, store, &slot.root)?.ok_or_else(|| {
         GuestError::io(guest, "store the tree at", &dest)(io::Error::other(
             "it vanished while being checked; retry",
         ))
@@ -195,15 +203,15 @@ fn install_tree(
     Ok(found)
 }
 
-/// Copies the archive member out of the asset at `archive` to `to`, reading at most one
-/// byte past its pinned size, and checks its size and sha256.
-fn copy_member(tree: &GuestTree, archive: &Path, to: &Path) -> Result<(), String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-        .open(archive)
+/// Copies the archive member out of the asset at `asset` (in the store) to
+/// `archive.zip` in `work`, reading at most one byte past its pinned size, and checks
+/// its size and sha256.
+fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Result<(), String> {
+    let file = open_regular(store, asset)
+        .and_then(|f| f.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)))
         .map_err(|e| format!("cannot open the asset: {e}"))?;
-    let mut outer = ZipArchive::new(file).map_err(|e| format!("not a zip archive: {e}"))?;
+    let mut outer =
+        ZipArchive::new(file.into_std()).map_err(|e| format!("not a zip archive: {e}"))?;
     let member = match outer.by_name(&tree.member) {
         Ok(member) => member,
         Err(ZipError::FileNotFound) => return Err("the asset has no such member".into()),
@@ -212,12 +220,12 @@ fn copy_member(tree: &GuestTree, archive: &Path, to: &Path) -> Result<(), String
     if !member.is_file() {
         return Err("the member is not a regular file".into());
     }
-    let mut out = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(to)
-        .map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    let mut out = work
+        .open_with(
+            "archive.zip",
+            OpenOptions::new().write(true).create_new(true).mode(0o600),
+        )
+        .map_err(|e| format!("cannot create archive.zip: {e}"))?;
     let mut tee = HashingCopy {
         from: member.take(tree.size + 1),
         to: &mut out,
@@ -228,7 +236,7 @@ fn copy_member(tree: &GuestTree, archive: &Path, to: &Path) -> Result<(), String
         Ok(hash) => hash,
         Err(e) => {
             return Err(match tee.write_error.take() {
-                Some(w) => format!("cannot write {}: {w}", to.display()),
+                Some(w) => format!("cannot write archive.zip: {w}"),
                 None => format!("cannot read the member: {e}"),
             });
         }
@@ -250,52 +258,37 @@ fn copy_member(tree: &GuestTree, archive: &Path, to: &Path) -> Result<(), String
     Ok(())
 }
 
-/// Unpacks the zip at `inner` into a new directory `root`: every name checked before
-/// anything is written, links refused, files 0644 and directories 0755, at most
-/// [`MAX_TREE_ENTRIES`] entries and [`MAX_GUEST_SIZE`] bytes, every file synced.
-fn unpack(inner: &Path, root: &Path) -> Result<(), String> {
-    let file = File::open(inner).map_err(|e| format!("cannot reopen the archive: {e}"))?;
-    let mut zip = ZipArchive::new(file).map_err(|e| format!("the member is not a zip: {e}"))?;
+/// Unpacks `archive.zip` in `work` into a new directory `tree` beside it (`shown` on
+/// the host): every name checked before anything is written, links refused, files 0644
+/// and directories 0755, at most [`MAX_TREE_ENTRIES`] entries and [`MAX_GUEST_SIZE`]
+/// bytes, every file synced.
+fn unpack(work: &Dir, shown: &Path) -> Result<(), String> {
+    let file = work
+        .open("archive.zip")
+        .map_err(|e| format!("cannot reopen the archive: {e}"))?;
+    let mut zip =
+        ZipArchive::new(file.into_std()).map_err(|e| format!("the member is not a zip: {e}"))?;
     if zip.len() > MAX_TREE_ENTRIES {
         return Err(format!("it holds more than {MAX_TREE_ENTRIES} entries"));
     }
-    for i in 0..zip.len() {
-        let member = zip.by_index_raw(i).map_err(|e| format!("entry {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("entry {i}: its name is unreadable ({e})"))?;
-        check_member_name(&name)?;
-        if member
-            .unix_mode()
-            .is_some_and(|m| m & 0o170_000 == 0o120_000)
-        {
-            return Err(format!("member `{name}` is a symbolic link"));
-        }
-    }
-    create_dirs(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    check_members(&mut zip, "entry", |_, _| Ok(()))?;
+    let root = create_dirs(work, Path::new("tree"))
+        .and_then(|()| work.open_dir("tree"))
+        .map_err(|e| format!("cannot create {}: {e}", shown.display()))?;
     let mut budget = MAX_GUEST_SIZE;
     for i in 0..zip.len() {
         let mut member = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
-        let name = member
-            .name()
-            .map_err(|e| format!("entry {i}: its name is unreadable ({e})"))?
-            .into_owned();
-        let dest = root.join(&name);
+        let name = member_name(&member, "entry", i)?;
+        let dest = Path::new(&name);
         let made = |e: io::Error| format!("cannot write `{name}`: {e}");
         if member.is_dir() {
-            create_dirs(&dest).map_err(made)?;
+            create_dirs(&root, dest).map_err(made)?;
             continue;
         }
         if let Some(parent) = dest.parent() {
-            create_dirs(parent).map_err(made)?;
+            create_dirs(&root, parent).map_err(made)?;
         }
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(OFlag::O_NOFOLLOW.bits())
-            .open(&dest)
-            .map_err(made)?;
+        let mut out = new_tree_file(&root, dest).map_err(made)?;
         let copied = io::copy(&mut (&mut member).take(budget + 1), &mut out)
             .map_err(|e| format!("member `{name}`: {e}"))?;
         if copied > budget {
@@ -308,12 +301,16 @@ fn unpack(inner: &Path, root: &Path) -> Result<(), String> {
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::digest::sha256_hex;
+    use crate::environment::wheel::check_member_name;
     use crate::guest::manifest::GuestAsset;
     use crate::guest::store::asset_path;
     use crate::guest::test_support::entry_for;
+    use std::fs;
     use std::io::Write;
     use zip::ZipWriter;
     use zip::write::SimpleFileOptions;
@@ -364,7 +361,11 @@ mod tests {
                 member: "data/inner.zip".into(),
                 sha256: sha256_hex(&inner_zip),
                 size: inner_zip.len() as u64,
-                tree_sha256: tree_sha256(&expect).expect("hash"),
+                tree_sha256: tree_sha256(
+                    &runner_sandbox::host::open_dir(&expect).expect("open"),
+                    &expect,
+                )
+                .expect("hash"),
                 mount: "/usr/lib/lib.zip/data".into(),
             });
             entry.assets.push(asset);
@@ -421,9 +422,11 @@ mod tests {
         let dir = case.ensure().expect("unpacked");
         // A record as a quiet tree would have, then a same-size rewrite: the metadata
         // moves, so the tree is hashed again and refused.
-        let (stamp, _) = tree_stamp(&dir, QUIET).expect("stamp");
+        let open = |p: &Path| runner_sandbox::host::open_dir(p).expect("open");
+        let (stamp, _) = tree_stamp(&open(&dir), &dir, QUIET).expect("stamp");
         write_stamp(
-            &tree_stamp_path(tree, &case.guests()),
+            &open(&case.guests()),
+            &tree_stamp_rel(tree),
             &format!("{} {stamp}\n", tree.tree_sha256),
         )
         .expect("record");

@@ -112,7 +112,8 @@ impl Engines {
                 environment,
                 ..
             } => {
-                let (backend, mut program) = self.locate_guest(guest, argv, &mut *progress)?;
+                let (backend, mut program) =
+                    self.locate_guest(guest, argv, Some(&mut *progress))?;
                 // A pool's workers preload the first module prepared: for a run that
                 // can start pre-initialised, that one (so the worker a single run
                 // starts ahead has it loaded when the run selects it).
@@ -203,7 +204,7 @@ impl Engines {
         }
         let monty = self.monty().map(drop);
         if let Some(guest) = guest {
-            let (backend, program) = self.locate_guest(guest, &[], &mut |_| {})?;
+            let (backend, program) = self.locate_guest(guest, &[], Some(&mut |_| {}))?;
             if let Some(determinism) = determinism {
                 self.prepare_snapshot(&backend, &program, determinism)?;
             }
@@ -284,17 +285,7 @@ impl Engines {
     /// module: a guest still to fetch or compile is prepared by the run, with progress,
     /// and its worker starts then.
     pub fn start_era_ahead(&self, guest_name: &str, determinism: &crate::backend::Determinism) {
-        let Ok(manifest) = GuestManifest::embedded() else {
-            return;
-        };
-        let Ok(entry) = manifest.require(guest_name) else {
-            return;
-        };
-        let guest_dir = guest::store::default_guest_dir();
-        if !matches!(guest::locate_size_only(entry, &guest_dir), Ok(Some(_))) {
-            return;
-        }
-        let Ok((backend, program)) = self.locate_guest(guest_name, &[], &mut |_| {}) else {
+        let Ok((backend, program)) = self.locate_guest(guest_name, &[], None) else {
             return;
         };
         if backend.pool().is_some_and(|p| !p.configured()) {
@@ -339,13 +330,14 @@ impl Engines {
             .map_err(PrepareError::Engine)
     }
 
-    /// The guest's plain module found (fetched when missing) and its runtime, as a
-    /// program running `argv`, not yet compiled.
+    /// The guest's plain module found (fetched when missing, with `progress`; without
+    /// it a guest not stored is an error) and its runtime, as a program running `argv`,
+    /// not yet compiled.
     fn locate_guest(
         &self,
         guest_name: &str,
         argv: &[String],
-        progress: ProgressSink<'_>,
+        progress: Option<ProgressSink<'_>>,
     ) -> Result<(Arc<WasmtimeBackend>, GuestProgram), PrepareError> {
         let _preparing = lock(&self.preparing);
         let manifest = GuestManifest::embedded()?;
@@ -359,9 +351,11 @@ impl Engines {
             Some(found) => found.clone(),
             None => {
                 let guest_dir = guest::store::default_guest_dir();
-                let wasm_path = match guest::locate_size_only(entry, &guest_dir) {
-                    Ok(Some(path)) => path,
-                    _ => guest::ensure(entry, &guest_dir, &mut *progress)?,
+                let wasm_path = match (guest::locate_size_only(entry, &guest_dir), progress) {
+                    (Ok(Some(path)), _) => path,
+                    (_, Some(progress)) => guest::ensure(entry, &guest_dir, progress)?,
+                    (Err(e), None) => return Err(e.into()),
+                    (Ok(None), None) => return Err(guest::not_fetched(entry).into()),
                 };
                 // Its assets (the scientific guest's stdlib zip) are read by the guest
                 // itself, so they are hashed here, once per pipeline.

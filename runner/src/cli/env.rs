@@ -161,9 +161,20 @@ fn python_version(spec: &EnvironmentSpec) -> Result<String, Failure> {
 }
 
 /// The environment a lock pins, as a spec (no languages: it is only fetched).
+/// The largest lock `--from-lock` reads (as `exec --reuse` does).
+const MAX_LOCK_BYTES: u64 = 64 << 20;
+
 fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
-    let bytes =
-        std::fs::read(path).map_err(|e| io(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = match crate::read::read_document(path, MAX_LOCK_BYTES) {
+        Ok(crate::read::Read2::Bytes(bytes)) => bytes,
+        Ok(crate::read::Read2::TooLarge(size)) => {
+            return Err(usage(format!(
+                "{}: {size} bytes, larger than a lock can be ({MAX_LOCK_BYTES})",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(io(format!("cannot read {}: {e}", path.display()))),
+    };
     let lock =
         crate::lock::Lock::parse(&bytes).map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let pin = lock.runtime.environment.ok_or_else(|| {
@@ -240,31 +251,24 @@ fn run(action: EnvAction, policy: &Policy) -> Result<i32, Failure> {
         }
         EnvAction::List { json } => {
             let rows: EnvListReport = environment::list(&policy.environments, &dir);
-            if json {
-                return Ok(super::print_json(&rows));
-            }
-            crate::cli::outln!(
+            let header = format!(
                 "{:<16} {:<10} {:<64}  PACKAGES",
-                "NAME",
-                "INSTALLED",
-                "TREE SHA256"
+                "NAME", "INSTALLED", "TREE SHA256"
             );
-            for r in rows {
+            Ok(super::guest::print_list(json, &rows, &header, &dir, |r| {
                 let packages: Vec<String> = r
                     .packages
                     .iter()
                     .map(|p| format!("{}=={}", p.name, p.version))
                     .collect();
-                crate::cli::outln!(
+                format!(
                     "{:<16} {:<10} {:<64}  {}",
                     r.name,
-                    if r.installed { "yes" } else { "no" },
+                    super::guest::yes_no(r.installed),
                     r.tree_sha256.as_deref().unwrap_or("-"),
                     packages.join(" ")
-                );
-            }
-            output::note(format!("store: {}", dir.display()));
-            Ok(exit_codes::OK)
+                )
+            }))
         }
     }
 }

@@ -91,29 +91,8 @@ Examples:
     },
 }
 
-/// One row of `runner guest list --json`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct GuestListEntry {
-    /// Registry name (`cpython-3.12`).
-    pub name: String,
-    pub description: String,
-    /// The package the guest comes from and its exact version.
-    pub package: String,
-    pub version: String,
-    /// sha256 of the guest file (64 lowercase hex): its name in the store.
-    pub file_sha256: String,
-    /// Size of the guest file in bytes.
-    pub size: u64,
-    /// A regular file of the pinned size is in the store (not re-hashed here; every run
-    /// and `runner guest path` re-hash it).
-    pub fetched: bool,
-    /// Where the guest file is, or would be, stored.
-    pub path: PathBuf,
-    /// A precompiled module for this wasmtime version is in the cache.
-    pub compiled: bool,
-    /// That module's path, when compiled.
-    pub compiled_path: Option<PathBuf>,
-}
+/// One row of `runner guest list --json` (the pipeline's, which lists the store).
+pub use crate::guest::GuestListEntry;
 
 /// What `runner guest fetch --json` prints.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -150,7 +129,9 @@ impl GuestCommand {
 /// cached (any engine settings: guests that need other wasm features get their own).
 pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
     let prefix = format!("{sha256}-wasmtime-{}-", crate::WASMTIME_VERSION);
-    let mut found: Vec<PathBuf> = std::fs::read_dir(cache_dir)
+    let mut found: Vec<PathBuf> = runner_sandbox::host::open_dir(cache_dir)
+        .ok()?
+        .entries()
         .ok()?
         .filter_map(Result::ok)
         .filter(|e| {
@@ -160,7 +141,7 @@ pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
                 && name.ends_with(".cwasm")
                 && e.file_type().is_ok_and(|t| t.is_file())
         })
-        .map(|e| e.path())
+        .map(|e| cache_dir.join(e.file_name()))
         .collect();
     found.sort();
     found.into_iter().next()
@@ -168,25 +149,9 @@ pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
 
 /// The rows of `runner guest list`.
 pub fn list(manifest: &GuestManifest, guest_dir: &Path, cache_dir: &Path) -> Vec<GuestListEntry> {
-    guest::list(manifest, guest_dir)
-        .into_iter()
-        .zip(&manifest.guests)
-        .map(|(status, entry)| {
-            let compiled_path = compiled_module(cache_dir, &status.file_sha256);
-            GuestListEntry {
-                name: status.name,
-                description: entry.description.clone(),
-                package: status.package,
-                version: status.version,
-                file_sha256: status.file_sha256,
-                size: status.size,
-                fetched: status.fetched,
-                path: status.path,
-                compiled: compiled_path.is_some(),
-                compiled_path,
-            }
-        })
-        .collect()
+    guest::list(manifest, guest_dir, |sha256| {
+        compiled_module(cache_dir, sha256)
+    })
 }
 
 fn run(action: GuestAction) -> Result<i32, String> {
@@ -295,23 +260,16 @@ fn run(action: GuestAction) -> Result<i32, String> {
         }
         GuestAction::List { json } => {
             let rows = list(
-                &manifest,
+                manifest,
                 &dir,
                 &crate::backend::wasmtime::default_cache_dir(),
             );
-            if json {
-                return Ok(super::print_json(&rows));
-            }
-            crate::cli::outln!(
+            let header = format!(
                 "{:<16} {:<8} {:<9} {:>11}  {:<64}  PACKAGE",
-                "NAME",
-                "FETCHED",
-                "COMPILED",
-                "BYTES",
-                "SHA256"
+                "NAME", "FETCHED", "COMPILED", "BYTES", "SHA256"
             );
-            for r in rows {
-                crate::cli::outln!(
+            Ok(print_list(json, &rows, &header, &dir, |r| {
+                format!(
                     "{:<16} {:<8} {:<9} {:>11}  {:<64}  {}=={}",
                     r.name,
                     yes_no(r.fetched),
@@ -320,10 +278,8 @@ fn run(action: GuestAction) -> Result<i32, String> {
                     r.file_sha256,
                     r.package,
                     r.version
-                );
-            }
-            output::note(format!("store: {}", dir.display()));
-            Ok(exit_codes::OK)
+                )
+            }))
         }
         GuestAction::Path { name, json } => {
             let entry = manifest.require(&name).map_err(|e| e.to_string())?;
@@ -349,11 +305,33 @@ fn located(json: bool, name: String, path: PathBuf, sha256: &str) -> Result<i32,
     Ok(exit_codes::OK)
 }
 
-fn yes_no(b: bool) -> &'static str {
+/// A `list` command's output (`guest list`, `env list`): the rows as one JSON array
+/// with `--json`, else `header` and a `line` a row, then where the store is.
+pub(super) fn print_list<T: Serialize>(
+    json: bool,
+    rows: &[T],
+    header: &str,
+    store: &Path,
+    line: impl Fn(&T) -> String,
+) -> i32 {
+    if json {
+        return super::print_json(&rows);
+    }
+    crate::cli::outln!("{header}");
+    for row in rows {
+        crate::cli::outln!("{}", line(row));
+    }
+    output::note(format!("store: {}", store.display()));
+    exit_codes::OK
+}
+
+pub(super) fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
 #[cfg(test)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

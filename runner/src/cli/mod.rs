@@ -5,13 +5,9 @@ pub mod approve;
 // reason: writes man pages into --dir
 #[allow(clippy::disallowed_methods)]
 pub mod docs;
-// reason: reads the file given on the command line
-#[allow(clippy::disallowed_methods)]
 pub mod env;
 pub mod exec;
 pub mod gate;
-// reason: lists the guest directory, writes JSON reports
-#[allow(clippy::disallowed_methods)]
 pub mod guest;
 pub mod keygen;
 pub mod output;
