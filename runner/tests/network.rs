@@ -180,26 +180,54 @@ impl Case {
 
     /// [`Case::new`] with more `[network]` keys (`ca_files`, ...).
     fn with_policy_extra(allow: &[String], max_requests: u32, urls: &Value, extra: &str) -> Self {
+        let urls = urls.to_string().into_bytes();
+        Self::era(
+            allow,
+            max_requests,
+            "fetch.py",
+            &[("urls.json", urls)],
+            extra,
+        )
+    }
+
+    /// An ERA request running `tests/network/SCRIPT` (`python -u SCRIPT`) with `files`
+    /// beside it in `/in`, under a policy allowing `allow` (plus `extra` keys).
+    fn era(
+        allow: &[String],
+        max_requests: u32,
+        script: &str,
+        files: &[(&str, Vec<u8>)],
+        extra: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let inputs = dir.path().join("inputs");
         std::fs::create_dir(&inputs).unwrap();
         std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/fetch.py"),
-            inputs.join("fetch.py"),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/network")
+                .join(script),
+            inputs.join(script),
         )
         .unwrap();
-        std::fs::write(inputs.join("urls.json"), urls.to_string()).unwrap();
+        for (name, bytes) in files {
+            std::fs::write(inputs.join(name), bytes).unwrap();
+        }
         std::fs::write(
             dir.path().join("policy.toml"),
             policy_text(allow, max_requests, extra),
         )
         .unwrap();
-        let (a, b) = (
-            sha256_file(&inputs.join("fetch.py")),
-            sha256_file(&inputs.join("urls.json")),
-        );
+        let names: Vec<&str> = std::iter::once(script)
+            .chain(files.iter().map(|(name, _)| *name))
+            .collect();
+        let (mut listed, mut described) = (String::new(), String::new());
+        for name in names {
+            let sha = sha256_file(&inputs.join(name));
+            listed += &format!("  - path: \"/in/{name}\"\n    sha256: \"{sha}\"\n");
+            described += &format!("- `/in/{name}` sha256: {sha}\n");
+        }
         let request = format!(
-            "{FRONT}backend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n  - path: \"/in/fetch.py\"\n    sha256: \"{a}\"\n  - path: \"/in/urls.json\"\n    sha256: \"{b}\"\n---\n# Network fetch\n\n## Command\n`python -u fetch.py`\n\n## Input Files\n- `/in/fetch.py` sha256: {a} (the fetcher)\n- `/in/urls.json` sha256: {b} (the URLs)\n\n## Output Expectations\n- stdout: one JSON line per URL.\n{RISK}"
+            "{FRONT}backend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n{listed}---\n# Network fetch\n\n## Command\n`python -u {script}`\n\n## Input Files\n{described}\n## Output Expectations\n- stdout: one JSON line per URL.\n{RISK}"
         );
         std::fs::write(dir.path().join(REQUEST), request).unwrap();
         Self { dir }
@@ -567,6 +595,111 @@ fn run_attack(name: &str, fixture: &Value) {
         assert!(
             out.status.success(),
             "{name}: the result does not pass the gate: {v}"
+        );
+    }
+}
+
+/// The symlink attacks on the exchange directory, one data fixture each under
+/// `tests/network/symlink-attacks/` (named after the attack): the real CPython guest
+/// plays the fixture's steps with `tests/network/plant.py` (planting symlinks in `/net`
+/// that point at host files outside it, sending and awaiting requests by hand), against
+/// a listed loopback server. Each step's line must hold what the fixture expects, the
+/// server must have seen exactly the paths listed, the lock must record the listed
+/// refusals, and the host files the links point at must be unchanged.
+#[test]
+fn symlink_attack_fixtures_end_as_they_say() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/symlink-attacks");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "fixtures missing in {}", dir.display());
+    for file in &files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        run_symlink_attack(&name, &std::fs::read_to_string(file).unwrap());
+    }
+}
+
+fn run_symlink_attack(name: &str, fixture: &str) {
+    let listed = Server::start(1);
+    // The host files the links point at, outside the run: `secret` holds a request the
+    // broker would send (its bytes name the path the server would see), `victim` is
+    // what a write through a link would clobber.
+    let host = tempfile::tempdir().unwrap();
+    let secret = host.path().join("secret");
+    let secret_bytes = format!(
+        "{{\"method\": \"GET\", \"url\": \"{}/exfil/secret-of-the-host\"}}\n",
+        listed.origin()
+    );
+    std::fs::write(&secret, &secret_bytes).unwrap();
+    let victim = host.path().join("victim");
+    let victim_bytes = b"the host's file, which no answer may overwrite\n";
+    std::fs::write(&victim, victim_bytes).unwrap();
+    // A relative way to the same file from anywhere: climb to `/` (extra `..` stay
+    // there), then down.
+    let via_dotdot = |p: &Path| format!("{}{}", "../".repeat(32), p.display()).replace("//", "/");
+    let fixture = fixture
+        .replace("{listed}", &listed.origin())
+        .replace("{secret_via_dotdot}", &via_dotdot(&secret))
+        .replace("{secret}", secret.to_str().unwrap())
+        .replace("{victim_via_dotdot}", &via_dotdot(&victim))
+        .replace("{victim}", victim.to_str().unwrap());
+    let fixture: Value = serde_json::from_str(&fixture).unwrap();
+    let plan = serde_json::json!({"wait_sec": 4, "steps": fixture["steps"]});
+    let mut inputs = vec![("plan.json", plan.to_string().into_bytes())];
+    for (file, text) in fixture["files"].as_object().into_iter().flatten() {
+        inputs.push((file.as_str(), text.as_str().unwrap().as_bytes().to_vec()));
+    }
+    let case = Case::era(&[listed.origin()], 16, "plant.py", &inputs, "");
+    let (result, lines) = case.exec();
+    let expect = &fixture["expect"];
+    let want = expect["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), want.len(), "{name}: {lines:?}");
+    for (line, want) in lines.iter().zip(want) {
+        for (key, value) in want.as_object().unwrap() {
+            let got = &line[key];
+            let matches = match (value, got) {
+                // An expected object is matched key by key (the refusal's detail varies).
+                (Value::Object(w), Value::Object(g)) => w.iter().all(|(k, v)| g.get(k) == Some(v)),
+                _ => got == value,
+            };
+            assert!(
+                matches,
+                "{name}: {key} is {got}, not {value}, in {line}; all: {lines:?}"
+            );
+        }
+    }
+    let want_hits: Vec<String> = serde_json::from_value(expect["listed_hits"].clone()).unwrap();
+    assert_eq!(listed.hits(), want_hits, "{name}");
+    let refusals: Vec<Value> = exchanges(&result)
+        .iter()
+        .map(|e| e["refusal"].clone())
+        .collect();
+    // The result names every refusal, as the broker reported it.
+    let text = std::fs::read_to_string(&result).unwrap();
+    for code in refusals.iter().filter_map(Value::as_str) {
+        assert!(text.contains(code), "{name}: {code} not in the result");
+    }
+    assert_eq!(&Value::Array(refusals), &expect["lock_refusals"], "{name}");
+    for file in expect["unchanged"].as_array().unwrap() {
+        let (path, bytes) = match file.as_str().unwrap() {
+            "secret" => (&secret, secret_bytes.as_bytes()),
+            "victim" => (&victim, &victim_bytes[..]),
+            other => panic!("{name}: unknown host file {other:?}"),
+        };
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        assert!(
+            meta.is_file(),
+            "{name}: {} is no longer a file",
+            path.display()
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&std::fs::read(path).unwrap()),
+            String::from_utf8_lossy(bytes),
+            "{name}: {} was written through the link",
+            path.display()
         );
     }
 }
