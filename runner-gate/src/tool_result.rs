@@ -56,7 +56,7 @@ pub const COMMAND_RULE: &str = "forbidden.runnable_command";
 /// Judges a result. Returns the reasons and the notes (what was not checked).
 pub fn validate(
     bytes: &[u8],
-    artifacts_at: &ArtifactsAt,
+    artifacts_at: &ArtifactsAt<'_>,
     policy: &Policy,
 ) -> (Vec<Reason>, Vec<Reason>) {
     let mut r = Reasons::default();
@@ -121,10 +121,25 @@ pub fn validate(
         outputs(s, &fm.artifacts, &mut r);
     }
 
-    let stored = match (artifacts_at, fm.complete) {
-        (ArtifactsAt::Dir(dir), true) => {
+    // The directory that holds the artifact directory, opened here when it was named by
+    // a path (the operator's), and the artifact directory's name in it.
+    let opened;
+    let at = match artifacts_at {
+        ArtifactsAt::Nowhere => None,
+        ArtifactsAt::In(dir, name) => Some((Ok(*dir), name.as_os_str())),
+        ArtifactsAt::Dir(path) => match runner_sandbox::host::open_parent(path) {
+            Ok(parent) => {
+                opened = parent;
+                Some((Ok(&opened.0), opened.1.as_os_str()))
+            }
+            Err(e) => Some((Err(e), path.file_name().unwrap_or_default())),
+        },
+    };
+    let stored = match (at, fm.complete) {
+        (Some(at), true) => {
+            let name = at.1.to_string_lossy().into_owned();
             match artifacts::check(
-                dir,
+                at,
                 &fm.artifacts,
                 fm.stdout.as_ref(),
                 fm.stderr.as_ref(),
@@ -139,8 +154,7 @@ pub fn validate(
                     notes.add(
                         "artifacts.not_checked",
                         format!(
-                            "no artifact directory `{}/` beside the result: artifact and stream hashes were not re-derived",
-                            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+                            "no artifact directory `{name}/` beside the result: artifact and stream hashes were not re-derived"
                         ),
                         None,
                     );
@@ -149,8 +163,8 @@ pub fn validate(
                 Checked::Present(streams) => streams,
             }
         }
-        (ArtifactsAt::Dir(_), false) => StoredStreams::default(),
-        (ArtifactsAt::Nowhere, _) => {
+        (Some(_), false) => StoredStreams::default(),
+        (None, _) => {
             notes.add(
                 "artifacts.not_checked",
                 "the result was judged alone: artifact and stream hashes were not re-derived",
