@@ -10,8 +10,8 @@ use super::fields::Reasons;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use runner_sandbox::digest::sha256_reader;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::ffi::OsStr;
+use std::io::Read;
 use std::path::Path;
 
 /// An artifact as the front matter declares it.

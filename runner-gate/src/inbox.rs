@@ -47,10 +47,10 @@ use super::moves::{
     write_replace_unsynced as write_unsynced,
 };
 use super::{Context, DocKind, Judgement, ReadError, Verdict, report};
+use cap_std::fs::Dir;
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
 use serde::{Deserialize, Serialize};
-use cap_std::fs::Dir;
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -198,8 +198,8 @@ pub fn run(
         runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
     let inbox = HeldDir::open(&dirs.inbox).map_err(dir_err("inbox", &dirs.inbox))?;
-    let accepted = HeldDir::open(&dirs.accepted)
-        .map_err(dir_err("accepted directory", &dirs.accepted))?;
+    let accepted =
+        HeldDir::open(&dirs.accepted).map_err(dir_err("accepted directory", &dirs.accepted))?;
     let quarantine = HeldDir::open(&dirs.quarantine)
         .map_err(dir_err("quarantine directory", &dirs.quarantine))?;
     for (a, b) in [
@@ -291,13 +291,12 @@ pub fn run(
 }
 
 fn lock_dir(held: &HeldDir) -> Result<nix::fcntl::Flock<File>, GateError> {
-    let file = runner_sandbox::durable::open_readable(&held.dir).map_err(|source| {
-        GateError::Dir {
+    let file =
+        runner_sandbox::durable::open_readable(&held.dir).map_err(|source| GateError::Dir {
             what: "directory",
             path: held.path.clone(),
             source,
-        }
-    })?;
+        })?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
         |(_, errno)| {
             if errno == nix::errno::Errno::EWOULDBLOCK {
@@ -359,7 +358,7 @@ type Skipped = (OsString, String);
 
 impl Gate<'_> {
     fn filer(&self) -> Filer<'_> {
-        Filer { inbox: &self.inbox }
+        Filer::new(&self.inbox)
     }
 
     /// Finishes or rolls back the moves an interrupted run left, and removes its
@@ -654,26 +653,8 @@ impl Gate<'_> {
     }
 }
 
-/// Files the document `name` of `dir` (with its `companions`, names in `dir`) into
-/// `dest` the way the gate files one: a free name (`X.md`, `X-2.md`, …), for a REJECT
-/// the reason report written and made durable first, the companions then the document,
-/// each move atomic and never replacing (an intent in `dest` covers a move with
-/// companions; [`recover_intents`] settles one a crash interrupted). Returns the names
-/// in `dest` of the document and of its companions; the caller fsyncs `dir` and `dest`
-/// when it needs the move durable.
-pub fn place(
-    dir: &HeldDir,
-    name: &OsStr,
-    companions: &[OsString],
-    dest: &Dir,
-    judgement: &Judgement,
-    text: Option<&str>,
-) -> io::Result<(String, Vec<String>)> {
-    Filer { inbox: dir }.place(name, companions, dest, judgement, text)
-}
-
 /// Finishes or rolls back every move from `dir` into `dest` that a crash interrupted
-/// (see [`place`]); returns how many it settled. A settled move that cannot be made
+/// (see [`Filer::place`]); returns how many it settled. A settled move that cannot be made
 /// durable (its record removed, both directories synced) is an error: the caller must
 /// not go on as if it were.
 pub fn recover_intents(dir: &HeldDir, dest: &Dir) -> io::Result<usize> {
@@ -682,7 +663,7 @@ pub fn recover_intents(dir: &HeldDir, dest: &Dir) -> io::Result<usize> {
     };
     let mut names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
     names.sort();
-    let filer = Filer { inbox: dir };
+    let filer = Filer::new(dir);
     let mut settled = 0;
     for name in names
         .iter()
@@ -709,12 +690,17 @@ pub fn remove_temporaries(dir: &Dir) {
 
 /// Files documents of one directory (the inbox, or a `runner serve` claim directory)
 /// into a destination: free names, reason reports, intents, moves that never replace.
-/// The gate's own sorting and [`place`] both go through it.
-struct Filer<'a> {
+/// The gate's own sorting and `runner serve` both go through it.
+pub struct Filer<'a> {
     inbox: &'a HeldDir,
 }
 
-impl Filer<'_> {
+impl<'a> Filer<'a> {
+    /// Files documents of `dir`.
+    pub fn new(dir: &'a HeldDir) -> Self {
+        Self { inbox: dir }
+    }
+
     /// Returns true when the intent was ours and was settled (durably).
     fn recover_intent(&self, dest: &Dir, name: &OsStr) -> io::Result<bool> {
         let Some(intent) = dest
@@ -833,9 +819,15 @@ impl Filer<'_> {
         }
     }
 
-    /// The slow path, one document at a time: picks a free name, writes and flushes the
-    /// report (REJECT), and moves; a name taken meanwhile means the next name.
-    fn place(
+    /// Files the document `name` (with its `companions`, names in the filer's directory)
+    /// into `dest` the way the gate files one: a free name (`X.md`, `X-2.md`, …), for a
+    /// REJECT the reason report written and made durable first, the companions then the
+    /// document, each move atomic and never replacing (an intent in `dest` covers a move
+    /// with companions; [`recover_intents`] settles one a crash interrupted). Returns the
+    /// names in `dest` of the document and of its companions; the caller fsyncs both
+    /// directories when it needs the move durable. The gate's slow path, one document at
+    /// a time: a name taken meanwhile means the next name.
+    pub fn place(
         &self,
         name: &OsStr,
         companions: &[OsString],

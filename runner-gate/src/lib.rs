@@ -27,9 +27,9 @@ pub mod report;
 pub mod research_packet;
 pub mod tool_result;
 
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use serde::Serialize;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
@@ -165,10 +165,11 @@ impl Catalog {
     /// Reads `path`, a file the operator named (through `runner_sandbox::read`, as the
     /// policy is read).
     pub fn load(path: &Path) -> Result<Self, CatalogError> {
-        let text = runner_sandbox::read::read_to_string(path).map_err(|source| CatalogError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text =
+            runner_sandbox::read::read_to_string(path).map_err(|source| CatalogError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
         Self::parse(&text).map_err(|message| CatalogError::Invalid {
             path: path.to_owned(),
             message,
@@ -317,7 +318,11 @@ pub fn read_document_in(dir: &Dir, name: &OsStr, cap: u64) -> Result<Vec<u8>, Re
         name,
         OpenOptions::new().read(true).custom_flags(flags.bits()),
     );
-    read_opened(file.map(cap_std::fs::File::into_std), cap, Follow::NoSymlinks)
+    read_opened(
+        file.map(cap_std::fs::File::into_std),
+        cap,
+        Follow::NoSymlinks,
+    )
 }
 
 /// The read half of [`read_document`]: a symlink refused (`ELOOP` under

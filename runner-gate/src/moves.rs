@@ -269,14 +269,21 @@ mod tests {
             "a symlink is copied as it is, never followed"
         );
         let names = |d: &Dir| -> Vec<OsString> {
-            d.entries().unwrap().flatten().map(|e| e.file_name()).collect()
+            d.entries()
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect()
         };
         assert_eq!(names(&dst_dir), vec![OsString::from("TS-x")]);
         // Never onto an existing name.
         src_dir.write("f", "f").unwrap();
         let e = copy_then_remove(&src_dir, os("f"), &dst_dir, os("TS-x")).unwrap_err();
         assert!(is_exists(&e));
-        assert!(exists(&src_dir, os("f")), "the source stays when the move fails");
+        assert!(
+            exists(&src_dir, os("f")),
+            "the source stays when the move fails"
+        );
     }
 
     #[test]

@@ -453,7 +453,7 @@ fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
 /// `## Outputs`: every declared artifact listed as `/out/<path> sha256: <hex>`, and
 /// nothing else.
 fn outputs(s: &Section<'_>, declared: &[Declared], r: &mut Reasons) {
-    let mut listed: Vec<(String, String, usize)> = Vec::new();
+    let mut listed: Vec<document::Listed> = Vec::new();
     for line in s.content_lines() {
         let tokens: Vec<&str> = line
             .text
@@ -463,39 +463,35 @@ fn outputs(s: &Section<'_>, declared: &[Declared], r: &mut Reasons) {
         let path = tokens.iter().find_map(|t| t.strip_prefix("/out/"));
         let sha = document::listed_sha256(&tokens);
         if let (Some(path), Some(sha)) = (path, sha) {
-            listed.push((path.to_owned(), sha.to_owned(), line.number));
+            listed.push((path.to_owned(), Some(sha.to_owned()), line.number));
         }
     }
-    for a in declared {
-        match listed.iter().find(|(p, _, _)| *p == a.path) {
-            None => r.add(
-                "outputs.not_listed",
-                format!(
-                    "artifact `{}` is not listed in `## Outputs` as `/out/{} sha256: …`",
-                    a.path, a.path
-                ),
-                s.heading_line,
-            ),
-            Some((_, sha, line)) if *sha != a.sha256 => r.add(
-                "outputs.hash_mismatch",
-                format!(
-                    "`## Outputs` gives sha256 {sha} for `/out/{}`, the front matter {}",
-                    a.path, a.sha256
-                ),
-                *line,
-            ),
-            Some(_) => {}
-        }
-    }
-    for (path, _, line) in &listed {
-        if !declared.iter().any(|a| a.path == *path) {
-            r.add(
-                "outputs.undeclared",
-                format!("`## Outputs` lists `/out/{path}`, which the front matter `artifacts` does not declare"),
-                *line,
-            );
-        }
-    }
+    let words = document::ListingWords {
+        not_listed: ("outputs.not_listed", &|path| {
+            format!("artifact `{path}` is not listed in `## Outputs` as `/out/{path} sha256: …`")
+        }),
+        hash_missing: None,
+        hash_mismatch: ("outputs.hash_mismatch", &|path, listed, declared| {
+            format!(
+                "`## Outputs` gives sha256 {listed} for `/out/{path}`, the front matter {declared}"
+            )
+        }),
+        undeclared: ("outputs.undeclared", &|path| {
+            format!(
+                "`## Outputs` lists `/out/{path}`, which the front matter `artifacts` does not declare"
+            )
+        }),
+    };
+    document::cross_check_listing(
+        s,
+        &listed,
+        declared
+            .iter()
+            .map(|a| (a.path.as_str(), a.sha256.as_str())),
+        &|path| declared.iter().any(|a| a.path == path),
+        &words,
+        r,
+    );
 }
 
 /// An excerpt section: at most `excerpt_lines` lines in its fence, a truncation note

@@ -411,12 +411,19 @@ mod tests {
         assert_eq!(passes, 5);
         // Created and locked: not recoverable while it lives, recoverable once gone.
         assert!(created.path().join(LOCK_FILE).is_file());
-        assert!(dead_claims(&inbox, peer.path()).is_empty());
-        let path = created.path().to_owned();
-        drop(created);
-        let dead = dead_claims(&inbox, peer.path());
+        dies(&inbox, created, &peer);
+    }
+
+    /// `host` dies (its lock goes with it) while `peer` lives: its claim directory, and
+    /// only it, is then recoverable; until then nothing is.
+    fn dies(inbox: &HeldDir, host: ClaimDir, peer: &ClaimDir) -> Vec<DeadClaims> {
+        assert!(dead_claims(inbox, peer.path()).is_empty());
+        let path = host.path().to_owned();
+        drop(host);
+        let dead = dead_claims(inbox, peer.path());
         assert_eq!(dead.len(), 1);
         assert_eq!(dead[0].path(), path);
+        dead
     }
 
     #[test]
@@ -434,14 +441,12 @@ mod tests {
         assert!(!b.claim(OsStr::new("TR-a.md")).unwrap());
         assert_eq!(a.companions(OsStr::new("TR-a.md")).len(), 2);
         // A live host's claims are not recoverable; a dead one's are.
-        assert!(dead_claims(&inbox, b.path()).is_empty());
         let a_path = a.path().to_owned();
-        drop(a);
-        let dead = dead_claims(&inbox, b.path());
-        assert_eq!(dead.len(), 1);
-        assert_eq!(dead[0].path(), a_path);
+        let dead = dies(&inbox, a, &b);
         assert_eq!(dead[0].requests(), vec![OsString::from("TR-a.md")]);
-        dead[0].give_back(&inbox.dir, OsStr::new("TR-a.md")).unwrap();
+        dead[0]
+            .give_back(&inbox.dir, OsStr::new("TR-a.md"))
+            .unwrap();
         dead[0].remove_if_empty();
         assert!(!a_path.exists());
         for n in ["TR-a.md", "TR-a.md.sig", "TR-a.inputs"] {

@@ -41,20 +41,20 @@ mod watch;
 
 pub use watch::{block_signals, unblock_signals};
 
-use crate::gate::inbox::{HeldDir, place, recover_intents, remove_temporaries, shown};
+use crate::gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
+use crate::gate::moves::{exists, sync_dir};
 use crate::gate::{DocKind, Judgement, Verdict};
 use crate::pipeline::{Pipeline, RunError};
 use crate::read::{Read2, read_document};
 use crate::request::Reason;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
-use crate::gate::moves::{exists, sync_dir};
+use cap_std::fs::MetadataExt;
 use claim::ClaimDir;
 use serde::Serialize;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use cap_std::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -204,8 +204,8 @@ pub fn run(
     ] {
         runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
-    let results = HeldDir::open(&config.results)
-        .map_err(dir_err("results directory", &config.results))?;
+    let results =
+        HeldDir::open(&config.results).map_err(dir_err("results directory", &config.results))?;
     let quarantine =
         HeldDir::open(&quarantine).map_err(dir_err("quarantine directory", &quarantine))?;
     let done = HeldDir::open(&done).map_err(dir_err("done directory", &done))?;
@@ -544,75 +544,59 @@ impl Host<'_> {
     }
 
     fn file_done(&self, claimed: &Retry, mut handled: Handled) {
-        let name = claimed.name.as_os_str();
-        let judgement = Judgement {
-            kind: Some(DocKind::ToolRequest),
-            verdict: Verdict::Accept,
-            reasons: Vec::new(),
-            notes: Vec::new(),
-        };
-        let companions = self.claims.companions(name);
-        match place(
-            self.claims.dir(),
-            name,
-            &companions,
-            &self.done.dir,
-            &judgement,
-            None,
-        ) {
-            Ok((doc, _)) => {
-                handled.moved_to = Some(format!("done/{doc}"));
-                self.observer.handled(&handled);
-            }
-            Err(e) => {
-                // The result is published; the retry finds it and files the request.
-                let reason = Reason::new(
-                    "serve.file",
-                    format!(
-                        "cannot move the request into {}: {e}",
-                        self.done.path.display()
-                    ),
-                    None,
-                );
-                self.retry_later(claimed.clone(), vec![reason]);
-            }
+        let judgement = request_judgement(Verdict::Accept, Vec::new());
+        if let Some(moved) = self.file(claimed, (&self.done, "done"), &judgement, None, false) {
+            handled.moved_to = Some(moved);
+            self.observer.handled(&handled);
         }
     }
 
     fn quarantine(&self, claimed: &Retry, reasons: Vec<Reason>, text: Option<&str>) {
-        let name = claimed.name.as_os_str();
-        let judgement = Judgement {
-            kind: Some(DocKind::ToolRequest),
-            verdict: Verdict::Reject,
-            reasons: reasons.clone(),
-            notes: Vec::new(),
-        };
-        let companions = self.claims.companions(name);
-        let placed = place(
-            self.claims.dir(),
-            name,
-            &companions,
-            &self.quarantine.dir,
-            &judgement,
-            text,
-        )
-        .and_then(|placed| sync_dir(&self.quarantine.dir).map(|()| placed));
-        match placed {
-            Ok((doc, _)) => self.observer.handled(&Handled {
+        let judgement = request_judgement(Verdict::Reject, reasons.clone());
+        let dest = (&self.quarantine, "quarantine");
+        if let Some(moved) = self.file(claimed, dest, &judgement, text, true) {
+            self.observer.handled(&Handled {
                 reasons,
-                moved_to: Some(format!("quarantine/{doc}")),
-                ..Handled::new(name, "REJECT")
-            }),
+                moved_to: Some(moved),
+                ..Handled::new(&claimed.name, "REJECT")
+            });
+        }
+    }
+
+    /// Files the claimed request with its companions into `dest` (`done` or quarantine,
+    /// with its name in `moved_to`) the way the gate files a document; with `sync`, makes
+    /// the filing durable before saying so. Returns where it went (`done/NAME`); when it
+    /// cannot be filed, it stays claimed and is retried (a published result is found by
+    /// the retry, which files the request without running it).
+    fn file(
+        &self,
+        claimed: &Retry,
+        dest: (&HeldDir, &str),
+        judgement: &Judgement,
+        text: Option<&str>,
+        sync: bool,
+    ) -> Option<String> {
+        let (dest, label) = dest;
+        let name = claimed.name.as_os_str();
+        let companions = self.claims.companions(name);
+        let placed = Filer::new(self.claims.dir())
+            .place(name, &companions, &dest.dir, judgement, text)
+            .and_then(|(doc, _)| {
+                if sync {
+                    sync_dir(&dest.dir)?;
+                }
+                Ok(doc)
+            });
+        match placed {
+            Ok(doc) => Some(format!("{label}/{doc}")),
             Err(e) => {
                 let reason = Reason::new(
                     "serve.file",
-                    format!(
-                        "cannot move the request into {}: {e}",
-                        self.quarantine.path.display()
-                    ),
+                    format!("cannot move the request into {}: {e}", dest.path.display()),
                     None,
                 );
                 self.retry_later(claimed.clone(), vec![reason]);
+                None
             }
         }
     }
@@ -724,14 +708,8 @@ impl Host<'_> {
             }
             return;
         };
-        let judgement = Judgement {
-            kind: Some(DocKind::ToolRequest),
-            verdict: Verdict::Accept,
-            reasons: Vec::new(),
-            notes: Vec::new(),
-        };
-        match place(
-            dead.dir(),
+        let judgement = request_judgement(Verdict::Accept, Vec::new());
+        match Filer::new(dead.dir()).place(
             name,
             &dead.companions(name),
             &self.done.dir,
@@ -771,6 +749,16 @@ impl Handled {
             latency_sec: None,
             recovered: false,
         }
+    }
+}
+
+/// The gate's judgement of a request the host files: its verdict and its reasons.
+fn request_judgement(verdict: Verdict, reasons: Vec<Reason>) -> Judgement {
+    Judgement {
+        kind: Some(DocKind::ToolRequest),
+        verdict,
+        reasons,
+        notes: Vec::new(),
     }
 }
 

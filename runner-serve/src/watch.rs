@@ -6,6 +6,8 @@
 //! arbitrary moment. Child processes (the sandbox workers) start with an empty mask: the
 //! standard library resets it when it spawns them.
 
+use crate::gate::inbox::HeldDir;
+use cap_std::fs::Dir;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
@@ -13,8 +15,6 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
-use crate::gate::inbox::HeldDir;
-use cap_std::fs::Dir;
 use std::time::Duration;
 
 /// What one wait gave.
@@ -126,7 +126,10 @@ impl Watcher {
                 // Only a non-regular entry is taken at creation; a regular file waits
                 // for its IN_CLOSE_WRITE.
                 if in_place_file
-                    && self.inbox.symlink_metadata(&name).is_ok_and(|m| m.is_file())
+                    && self
+                        .inbox
+                        .symlink_metadata(&name)
+                        .is_ok_and(|m| m.is_file())
                 {
                     continue;
                 }
