@@ -10,8 +10,8 @@ use super::fields::Reasons;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use runner_sandbox::digest::sha256_reader;
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 /// An artifact as the front matter declares it.
@@ -48,14 +48,13 @@ pub enum Checked {
     Present(StoredStreams),
 }
 
-/// Checks the artifact directory at `at`. `stream_cap` bounds how much of a stream is
-/// kept in memory for excerpt comparison (hashing reads everything).
-///
-/// # Ambient authority
-/// Opens `at` on the host filesystem (without following a symlink); everything below it
-/// is reached through that directory handle.
+/// Checks the artifact directory `at`: the entry `at.1` of a directory the caller holds
+/// (`at.0`, or the error opening it gave). `stream_cap` bounds how much of a stream is
+/// kept in memory for excerpt comparison (hashing reads everything). Nothing is
+/// followed: the entry must itself be a directory, and everything below it is reached
+/// through its handle.
 pub fn check(
-    at: &Path,
+    at: (std::io::Result<&Dir>, &OsStr),
     declared: &[Declared],
     stdout: Option<&DeclaredStream>,
     stderr: Option<&DeclaredStream>,
@@ -63,20 +62,24 @@ pub fn check(
     stream_cap: u64,
     r: &mut Reasons,
 ) -> Checked {
-    let shown = at
-        .file_name()
-        .map(runner_core::result::escaped)
-        .unwrap_or_default();
-    match std::fs::symlink_metadata(at) {
+    let (parent, name) = at;
+    let shown = runner_core::result::escaped(name);
+    let unreadable = |e: std::io::Error, r: &mut Reasons| {
+        r.add(
+            "artifacts.unreadable",
+            format!("the artifact directory `{shown}/` cannot be read: {e}"),
+            None,
+        );
+        Checked::Present(StoredStreams::default())
+    };
+    let parent = match parent {
+        Ok(parent) => parent,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Checked::Absent,
-        Err(e) => {
-            r.add(
-                "artifacts.unreadable",
-                format!("the artifact directory `{shown}/` cannot be read: {e}"),
-                None,
-            );
-            return Checked::Present(StoredStreams::default());
-        }
+        Err(e) => return unreadable(e, r),
+    };
+    match parent.symlink_metadata(name) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Checked::Absent,
+        Err(e) => return unreadable(e, r),
         Ok(m) if !m.is_dir() => {
             r.add(
                 "artifacts.not_directory",
@@ -87,13 +90,8 @@ pub fn check(
         }
         Ok(_) => {}
     }
-    let flags = nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_NOFOLLOW;
-    let dir = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(at)
-    {
-        Ok(f) => Dir::from_std_file(f),
+    let dir = match open_dir_nofollow(parent, name) {
+        Ok(dir) => dir,
         Err(e) => {
             r.add(
                 "artifacts.unreadable",

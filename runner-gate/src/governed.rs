@@ -476,47 +476,69 @@ fn check_item(
             None,
         );
     }
-    if let Some(surface) = fields.get("governed_surface") {
-        if is_local_path(surface) {
+    let local_first = |r: &mut Reasons, field: &str, value: &str, why: &str| {
+        let local = is_local_path(value);
+        if local {
             r.add(
                 "FLAG_LOCAL_FIRST_AUTHORITY",
-                format!("{at}.source_metadata.governed_surface `{}` is a local file, not a database table or view", clip(surface)),
-                None,
-            );
-        } else if !is_relation_name(surface) {
-            r.add(
-                "FIELD_INVALID",
-                format!("{at}.source_metadata.governed_surface `{}` is not a table or view name (database.schema.relation)", clip(surface)),
+                format!("{at}.source_metadata.{field} `{}` {why}", clip(value)),
                 None,
             );
         }
-    }
-    if let Some(kind) = fields.get("surface_kind")
-        && !SURFACE_KINDS.contains(&kind.as_str())
+        local
+    };
+    if let Some(surface) = fields.get("governed_surface")
+        && !local_first(
+            r,
+            "governed_surface",
+            surface,
+            "is a local file, not a database table or view",
+        )
+        && !is_relation_name(surface)
     {
         r.add(
-            "FLAG_SURFACE_KIND",
-            format!(
-                "{at}.source_metadata.surface_kind must be \"BASE TABLE\" or \"VIEW\", found `{}`",
-                clip(kind)
-            ),
+            "FIELD_INVALID",
+            format!("{at}.source_metadata.governed_surface `{}` is not a table or view name (database.schema.relation)", clip(surface)),
             None,
         );
     }
-    if let Some(path) = fields.get("named_query_id_or_kb_path") {
-        if is_local_path(path) {
+    // A field whose value must be one of `allowed` (`expected`, in words).
+    let one_of = |r: &mut Reasons, code, field, allowed: &[&str], expected: &str| {
+        if let Some(value) = fields.get(field)
+            && !allowed.contains(&value.as_str())
+        {
             r.add(
-                "FLAG_LOCAL_FIRST_AUTHORITY",
-                format!("{at}.source_metadata.named_query_id_or_kb_path `{}` is a local file path: evidence comes from named queries", clip(path)),
-                None,
-            );
-        } else if id.as_deref().is_some_and(|id| id != path) {
-            r.add(
-                "FLAG_SOURCE_MISMATCH",
-                format!("{at}.source_metadata.named_query_id_or_kb_path is `{}`, not the item's named_query_id", clip(path)),
+                code,
+                format!(
+                    "{at}.source_metadata.{field} must be {expected}, found `{}`",
+                    clip(value)
+                ),
                 None,
             );
         }
+    };
+    let either = "\"BASE TABLE\" or \"VIEW\"";
+    one_of(
+        r,
+        "FLAG_SURFACE_KIND",
+        "surface_kind",
+        SURFACE_KINDS,
+        either,
+    );
+    if let Some(path) = fields.get("named_query_id_or_kb_path")
+        && !local_first(
+            r,
+            "named_query_id_or_kb_path",
+            path,
+            "is a local file path: evidence comes from named queries",
+        )
+        && id.as_deref().is_some_and(|id| id != path)
+    {
+        r.add(
+            "FLAG_SOURCE_MISMATCH",
+            format!("{at}.source_metadata.named_query_id_or_kb_path is `{}`, not the item's named_query_id", clip(path)),
+            None,
+        );
     }
     if let Some(ts) = fields.get("observation_ts") {
         match utc_timestamp(ts) {
@@ -535,31 +557,16 @@ fn check_item(
     }
     let authority = fields.get("authority_status").cloned();
     let precedence = fields.get("precedence").cloned();
-    if let Some(a) = &authority
-        && !AUTHORITY_STATUSES.contains(&a.as_str())
-    {
-        r.add(
-            "FIELD_INVALID",
-            format!(
-                "{at}.source_metadata.authority_status must be one of {}, found `{}`",
-                AUTHORITY_STATUSES.join("|"),
-                clip(a)
-            ),
-            None,
-        );
-    }
-    if let Some(p) = &precedence
-        && !PRECEDENCES.contains(&p.as_str())
-    {
-        r.add(
-            "FIELD_INVALID",
-            format!(
-                "{at}.source_metadata.precedence must be canonical or diagnostic, found `{}`",
-                clip(p)
-            ),
-            None,
-        );
-    }
+    let statuses = format!("one of {}", AUTHORITY_STATUSES.join("|"));
+    one_of(
+        r,
+        "FIELD_INVALID",
+        "authority_status",
+        AUTHORITY_STATUSES,
+        &statuses,
+    );
+    let either = "canonical or diagnostic";
+    one_of(r, "FIELD_INVALID", "precedence", PRECEDENCES, either);
     match (authority.as_deref(), precedence.as_deref()) {
         (Some(a @ ("review-ready" | "draft" | "superseded")), Some("canonical")) => r.add(
             "FLAG_AUTHORITY_VIOLATION",

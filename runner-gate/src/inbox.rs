@@ -43,10 +43,11 @@
 //!   (`flock`) for the whole run.
 
 use super::moves::{
-    self, TMP_PREFIX, is_exists, move_noreplace, remove_any, same_tree, write_replace,
+    self, TMP_PREFIX, exists, is_exists, move_noreplace, remove_any, same_tree, write_replace,
     write_replace_unsynced as write_unsynced,
 };
-use super::{Context, DocKind, Follow, Judgement, ReadError, Verdict, report};
+use super::{Context, DocKind, Judgement, ReadError, Verdict, report};
+use cap_std::fs::Dir;
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
 use serde::{Deserialize, Serialize};
@@ -194,35 +195,28 @@ pub fn run(
         ("accepted directory", &dirs.accepted),
         ("quarantine directory", &dirs.quarantine),
     ] {
-        std::fs::create_dir_all(d).map_err(dir_err(what, d))?;
+        runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
-    let inbox = dirs
-        .inbox
-        .canonicalize()
-        .map_err(dir_err("inbox", &dirs.inbox))?;
-    let accepted = dirs
-        .accepted
-        .canonicalize()
-        .map_err(dir_err("accepted directory", &dirs.accepted))?;
-    let quarantine = dirs
-        .quarantine
-        .canonicalize()
+    let inbox = HeldDir::open(&dirs.inbox).map_err(dir_err("inbox", &dirs.inbox))?;
+    let accepted =
+        HeldDir::open(&dirs.accepted).map_err(dir_err("accepted directory", &dirs.accepted))?;
+    let quarantine = HeldDir::open(&dirs.quarantine)
         .map_err(dir_err("quarantine directory", &dirs.quarantine))?;
     for (a, b) in [
         (&inbox, &accepted),
         (&inbox, &quarantine),
         (&accepted, &quarantine),
     ] {
-        if a == b {
+        if a.path == b.path {
             return Err(GateError::SameDir {
-                a: a.clone(),
-                b: b.clone(),
+                a: a.path.clone(),
+                b: b.path.clone(),
             });
         }
     }
     let _locks = [&inbox, &accepted, &quarantine]
         .into_iter()
-        .map(|d| lock_dir(d))
+        .map(lock_dir)
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut gate = Gate {
@@ -280,9 +274,9 @@ pub fn run(
         ("accepted directory", &gate.accepted),
         ("quarantine directory", &gate.quarantine),
     ] {
-        moves::sync_dir(d).map_err(|source| GateError::Dir {
+        moves::sync_dir(&d.dir).map_err(|source| GateError::Dir {
             what,
-            path: d.clone(),
+            path: d.path.clone(),
             source,
         })?;
     }
@@ -296,22 +290,23 @@ pub fn run(
     Ok(gate.summary)
 }
 
-fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, GateError> {
-    let file = File::open(dir).map_err(|source| GateError::Dir {
-        what: "directory",
-        path: dir.to_owned(),
-        source,
-    })?;
+fn lock_dir(held: &HeldDir) -> Result<nix::fcntl::Flock<File>, GateError> {
+    let file =
+        runner_sandbox::durable::open_readable(&held.dir).map_err(|source| GateError::Dir {
+            what: "directory",
+            path: held.path.clone(),
+            source,
+        })?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
         |(_, errno)| {
             if errno == nix::errno::Errno::EWOULDBLOCK {
                 GateError::Busy {
-                    path: dir.to_owned(),
+                    path: held.path.clone(),
                 }
             } else {
                 GateError::Dir {
                     what: "locking",
-                    path: dir.to_owned(),
+                    path: held.path.clone(),
                     source: errno.into(),
                 }
             }
@@ -319,10 +314,38 @@ fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, GateError> {
     )
 }
 
+/// A directory held open (an inbox, a destination, a claim directory), with the
+/// canonical path it was opened at: recorded in intents, shown in messages, compared
+/// to tell two operator paths are one directory.
+#[derive(Debug)]
+pub struct HeldDir {
+    pub dir: Dir,
+    pub path: PathBuf,
+}
+
+impl HeldDir {
+    /// Opens the directory the operator named at `path`.
+    ///
+    /// # Ambient authority
+    /// Resolves and opens `path` on the host file system.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let (dir, path) = runner_sandbox::durable::open_dir_canonical(path)?;
+        Ok(Self { dir, path })
+    }
+
+    /// The subdirectory `name` (one plain component) of a held directory.
+    pub fn open_dir(&self, name: &OsStr) -> io::Result<Self> {
+        Ok(Self {
+            dir: self.dir.open_dir(name)?,
+            path: self.path.join(name),
+        })
+    }
+}
+
 struct Gate<'a> {
-    inbox: PathBuf,
-    accepted: PathBuf,
-    quarantine: PathBuf,
+    inbox: HeldDir,
+    accepted: HeldDir,
+    quarantine: HeldDir,
     ctx: &'a Context<'a>,
     companions: &'a dyn Companions,
     summary: Summary,
@@ -335,26 +358,26 @@ type Skipped = (OsString, String);
 
 impl Gate<'_> {
     fn filer(&self) -> Filer<'_> {
-        Filer { inbox: &self.inbox }
+        Filer::new(&self.inbox)
     }
 
     /// Finishes or rolls back the moves an interrupted run left, and removes its
     /// temporary files. A settled move that cannot be made durable is an error: the
     /// gate does not go on as if it were.
     fn recover(&mut self) -> Result<(), GateError> {
-        for dest in [self.accepted.clone(), self.quarantine.clone()] {
-            self.summary.recovered += recover_intents(&self.inbox, &dest)
-                .map_err(dir_err("recovering moves into", &dest))?;
-            remove_temporaries(&dest);
+        for dest in [&self.accepted, &self.quarantine] {
+            self.summary.recovered += recover_intents(&self.inbox, &dest.dir)
+                .map_err(dir_err("recovering moves into", &dest.path))?;
+            remove_temporaries(&dest.dir);
         }
-        remove_temporaries(&self.inbox);
+        remove_temporaries(&self.inbox.dir);
         Ok(())
     }
 
     /// The documents of the inbox with their companions, and the entries skipped.
     fn scan(&self) -> io::Result<(Vec<Document>, Vec<Skipped>)> {
         let mut all: Vec<(OsString, bool)> = Vec::new();
-        for e in std::fs::read_dir(&self.inbox)? {
+        for e in self.inbox.dir.entries()? {
             let e = e?;
             let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
             all.push((e.file_name(), is_dir));
@@ -420,8 +443,8 @@ impl Gate<'_> {
 
     /// Judges one inbox entry (never following a symlink), strictly.
     fn judge_one(&self, name: &OsStr) -> (Judgement, Option<String>) {
-        let path = self.inbox.join(name);
-        match super::judge_file(&path, self.ctx, Follow::NoSymlinks) {
+        let path = self.inbox.path.join(name);
+        match super::judge_entry(&self.inbox.dir, name, self.ctx) {
             Ok((j, bytes)) => {
                 let j = self.completed(j.strict(), &path, &bytes);
                 // The text is kept only to quote lines in a reason report.
@@ -503,16 +526,19 @@ impl Gate<'_> {
         });
 
         // Names first (reserved within the batch), then reports, then one flush.
-        let mut reserved: HashSet<String> = HashSet::new();
+        // Names reserved in each destination (accepted, quarantine) by this batch.
+        let mut reserved: [HashSet<String>; 2] = Default::default();
         let mut plans: Vec<Option<Plan>> = Vec::with_capacity(batch.len());
         let mut errors: Vec<Option<String>> = vec![None; batch.len()];
         // Destinations written to (reports, intents), to flush before any move.
-        let mut dirty: Vec<&Path> = Vec::new();
+        let mut dirty = [false; 2];
         let mut intents: Vec<bool> = vec![false; batch.len()];
         for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
-            let dest = self.dest_for(judgement);
+            let to = Self::dest_index(judgement);
+            let dest = &self.dests()[to].dir;
+            let reserved = &mut reserved[to];
             let plan = (1..=MAX_TRIES)
-                .find_map(|n| self.filer().candidate(name, companions, dest, n, &reserved));
+                .find_map(|n| self.filer().candidate(name, companions, dest, n, reserved));
             let Some(plan) = plan else {
                 errors[i] = Some(format!(
                     "no free name for {} after {MAX_TRIES} tries",
@@ -536,9 +562,7 @@ impl Gate<'_> {
                     plans.push(None);
                     continue;
                 }
-                if !dirty.contains(&dest) {
-                    dirty.push(dest);
-                }
+                dirty[to] = true;
             }
             if !companions.is_empty() {
                 let written = self
@@ -551,20 +575,19 @@ impl Gate<'_> {
                     continue;
                 }
                 intents[i] = true;
-                if !dirty.contains(&dest) {
-                    dirty.push(dest);
-                }
+                dirty[to] = true;
             }
             plans.push(Some(plan));
         }
         // Every report and intent of the batch durable before any of its moves.
-        for dest in dirty {
-            let flushed =
-                File::open(dest).and_then(|f| nix::unistd::syncfs(&f).map_err(io::Error::from));
-            if let Err(e) = flushed {
+        for (to, dest) in self.dests().into_iter().enumerate() {
+            if !dirty[to] {
+                continue;
+            }
+            if let Err(e) = runner_sandbox::durable::syncfs(&dest.dir) {
                 for (i, (_, (j, _))) in batch.iter().zip(&judged).enumerate() {
-                    if self.dest_for(j) == dest && errors[i].is_none() {
-                        errors[i] = Some(format!("cannot flush {}: {e}", dest.display()));
+                    if Self::dest_index(j) == to && errors[i].is_none() {
+                        errors[i] = Some(format!("cannot flush {}: {e}", dest.path.display()));
                         plans[i] = None;
                     }
                 }
@@ -573,12 +596,9 @@ impl Gate<'_> {
 
         let mut entries = Vec::with_capacity(batch.len());
         for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
-            let dest = self.dest_for(judgement);
-            let label = if dest == self.accepted.as_path() {
-                "accepted"
-            } else {
-                "quarantine"
-            };
+            let to = Self::dest_index(judgement);
+            let dest = &self.dests()[to].dir;
+            let label = ["accepted", "quarantine"][to];
             let mut entry = Entry {
                 source: shown(name),
                 kind: judgement.kind_name(),
@@ -619,49 +639,31 @@ impl Gate<'_> {
         entries
     }
 
-    fn dest_for(&self, judgement: &Judgement) -> &Path {
+    /// The destinations, accepted then quarantine.
+    fn dests(&self) -> [&HeldDir; 2] {
+        [&self.accepted, &self.quarantine]
+    }
+
+    /// Where a judgement sends its document, as an index into [`Gate::dests`].
+    fn dest_index(judgement: &Judgement) -> usize {
         match judgement.verdict {
-            Verdict::Accept => &self.accepted,
-            Verdict::Reject => &self.quarantine,
+            Verdict::Accept => 0,
+            Verdict::Reject => 1,
         }
     }
 }
 
-/// Files the document `name` of `dir` (with its `companions`, names in `dir`) into
-/// `dest` the way the gate files one: a free name (`X.md`, `X-2.md`, …), for a REJECT
-/// the reason report written and made durable first, the companions then the document,
-/// each move atomic and never replacing (an intent in `dest` covers a move with
-/// companions; [`recover_intents`] settles one a crash interrupted). `dir` must be
-/// canonical. Returns the names in `dest` of the document and of its companions; the
-/// caller fsyncs `dir` and `dest` when it needs the move durable.
-///
-/// # Ambient authority
-/// Moves and creates files under `dir` and `dest`.
-pub fn place(
-    dir: &Path,
-    name: &OsStr,
-    companions: &[OsString],
-    dest: &Path,
-    judgement: &Judgement,
-    text: Option<&str>,
-) -> io::Result<(String, Vec<String>)> {
-    Filer { inbox: dir }.place(name, companions, dest, judgement, text)
-}
-
-/// Finishes or rolls back every move from `dir` (canonical) into `dest` that a crash
-/// interrupted (see [`place`]); returns how many it settled. A settled move that
-/// cannot be made durable (its record removed, both directories synced) is an error:
-/// the caller must not go on as if it were.
-///
-/// # Ambient authority
-/// Reads, moves and removes files under `dir` and `dest`.
-pub fn recover_intents(dir: &Path, dest: &Path) -> io::Result<usize> {
-    let Ok(entries) = std::fs::read_dir(dest) else {
+/// Finishes or rolls back every move from `dir` into `dest` that a crash interrupted
+/// (see [`Filer::place`]); returns how many it settled. A settled move that cannot be made
+/// durable (its record removed, both directories synced) is an error: the caller must
+/// not go on as if it were.
+pub fn recover_intents(dir: &HeldDir, dest: &Dir) -> io::Result<usize> {
+    let Ok(entries) = dest.entries() else {
         return Ok(0);
     };
     let mut names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
     names.sort();
-    let filer = Filer { inbox: dir };
+    let filer = Filer::new(dir);
     let mut settled = 0;
     for name in names
         .iter()
@@ -675,14 +677,12 @@ pub fn recover_intents(dir: &Path, dest: &Path) -> io::Result<usize> {
 }
 
 /// Removes the temporary copies (`.gate-tmp-…`) an interrupted move left in `dir`.
-///
-/// # Ambient authority
-/// Removes entries of `dir`.
-pub fn remove_temporaries(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
+pub fn remove_temporaries(dir: &Dir) {
+    if let Ok(entries) = dir.entries() {
         for e in entries.flatten() {
-            if e.file_name().as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
-                let _ = remove_any(&e.path());
+            let name = e.file_name();
+            if name.as_bytes().starts_with(TMP_PREFIX.as_bytes()) {
+                let _ = remove_any(dir, &name);
             }
         }
     }
@@ -690,16 +690,21 @@ pub fn remove_temporaries(dir: &Path) {
 
 /// Files documents of one directory (the inbox, or a `runner serve` claim directory)
 /// into a destination: free names, reason reports, intents, moves that never replace.
-/// The gate's own sorting and [`place`] both go through it.
-struct Filer<'a> {
-    inbox: &'a Path,
+/// The gate's own sorting and `runner serve` both go through it.
+pub struct Filer<'a> {
+    inbox: &'a HeldDir,
 }
 
-impl Filer<'_> {
+impl<'a> Filer<'a> {
+    /// Files documents of `dir`.
+    pub fn new(dir: &'a HeldDir) -> Self {
+        Self { inbox: dir }
+    }
+
     /// Returns true when the intent was ours and was settled (durably).
-    fn recover_intent(&self, dest: &Path, name: &OsStr) -> io::Result<bool> {
-        let path = dest.join(name);
-        let Some(intent) = std::fs::read(&path)
+    fn recover_intent(&self, dest: &Dir, name: &OsStr) -> io::Result<bool> {
+        let Some(intent) = dest
+            .read(name)
             .ok()
             .and_then(|b| serde_json::from_slice::<Intent>(&b).ok())
         else {
@@ -707,51 +712,51 @@ impl Filer<'_> {
             return Ok(false);
         };
         if intent.intent != INTENT_TYPE
-            || Path::new(&intent.inbox) != self.inbox
+            || Path::new(&intent.inbox) != self.inbox.path
             || intent.moves.is_empty()
             || !intent.moves.iter().flatten().all(|n| is_plain_name(n))
         {
             return Ok(false);
         }
-        let moves: Vec<(PathBuf, PathBuf)> = intent
+        let inbox = &self.inbox.dir;
+        let moves: Vec<(&OsStr, &OsStr)> = intent
             .moves
             .iter()
-            .map(|[s, d]| (self.inbox.join(s), dest.join(d)))
+            .map(|[s, d]| (OsStr::new(s), OsStr::new(d)))
             .collect();
-        let Some((doc_src, doc_dst)) = moves.last().cloned() else {
+        let Some(&(doc_src, doc_dst)) = moves.last() else {
             return Ok(false);
         };
-        let exists = |p: &Path| p.symlink_metadata().is_ok();
-        if exists(&doc_dst) {
+        if exists(dest, doc_dst) {
             // The document arrived: its companions belong with it; drop source copies
             // a cross-filesystem move did not get to remove.
-            for (src, dst) in &moves {
-                if exists(src) && exists(dst) {
-                    if same_tree(src, dst).unwrap_or(false) {
-                        let _ = remove_any(src);
+            for &(src, dst) in &moves {
+                if exists(inbox, src) && exists(dest, dst) {
+                    if same_tree(inbox, src, dest, dst).unwrap_or(false) {
+                        let _ = remove_any(inbox, src);
                     }
-                } else if exists(src) && src != &doc_src {
-                    let _ = move_noreplace(src, dst, &mut || Ok(()));
+                } else if exists(inbox, src) && src != doc_src {
+                    let _ = move_noreplace(inbox, src, dest, dst, &mut || Ok(()));
                 }
             }
         } else {
             // It did not: bring the companions back and judge it again.
-            for (src, dst) in moves.iter().rev() {
-                if !exists(dst) {
+            for &(src, dst) in moves.iter().rev() {
+                if !exists(dest, dst) {
                     continue;
                 }
-                if exists(src) {
-                    if same_tree(src, dst).unwrap_or(false) {
-                        let _ = remove_any(dst);
+                if exists(inbox, src) {
+                    if same_tree(inbox, src, dest, dst).unwrap_or(false) {
+                        let _ = remove_any(dest, dst);
                     }
                 } else {
-                    let _ = move_noreplace(dst, src, &mut || Ok(()));
+                    let _ = move_noreplace(dest, dst, inbox, src, &mut || Ok(()));
                 }
             }
         }
-        std::fs::remove_file(&path)?;
+        dest.remove_file(name)?;
         moves::sync_dir(dest)?;
-        moves::sync_dir(self.inbox)?;
+        moves::sync_dir(inbox)?;
         Ok(true)
     }
 
@@ -761,7 +766,7 @@ impl Filer<'_> {
         &self,
         name: &OsStr,
         companions: &[OsString],
-        dest: &Path,
+        dest: &Dir,
         n: usize,
         reserved: &HashSet<String>,
     ) -> Option<Plan> {
@@ -780,9 +785,9 @@ impl Filer<'_> {
                 format!("{dest_stem}{suffix}")
             })
             .collect();
-        let taken = std::iter::once(&doc).chain(&companion_dests).any(|d| {
-            reserved.contains(&reserved_key(dest, d)) || dest.join(d).symlink_metadata().is_ok()
-        });
+        let taken = std::iter::once(&doc)
+            .chain(&companion_dests)
+            .any(|d| reserved.contains(d) || exists(dest, OsStr::new(d)));
         (!taken).then_some(Plan {
             doc,
             companions: companion_dests,
@@ -793,7 +798,7 @@ impl Filer<'_> {
     /// them durable (file and directory) before returning.
     fn write_reports(
         &self,
-        dest: &Path,
+        dest: &Dir,
         doc: &str,
         name: &OsStr,
         judgement: &Judgement,
@@ -814,13 +819,19 @@ impl Filer<'_> {
         }
     }
 
-    /// The slow path, one document at a time: picks a free name, writes and flushes the
-    /// report (REJECT), and moves; a name taken meanwhile means the next name.
-    fn place(
+    /// Files the document `name` (with its `companions`, names in the filer's directory)
+    /// into `dest` the way the gate files one: a free name (`X.md`, `X-2.md`, …), for a
+    /// REJECT the reason report written and made durable first, the companions then the
+    /// document, each move atomic and never replacing (an intent in `dest` covers a move
+    /// with companions; [`recover_intents`] settles one a crash interrupted). Returns the
+    /// names in `dest` of the document and of its companions; the caller fsyncs both
+    /// directories when it needs the move durable. The gate's slow path, one document at
+    /// a time: a name taken meanwhile means the next name.
+    pub fn place(
         &self,
         name: &OsStr,
         companions: &[OsString],
-        dest: &Path,
+        dest: &Dir,
         judgement: &Judgement,
         text: Option<&str>,
     ) -> io::Result<(String, Vec<String>)> {
@@ -873,7 +884,7 @@ impl Filer<'_> {
         moves.push([name.to_string_lossy().into_owned(), plan.doc.clone()]);
         let record = Intent {
             intent: INTENT_TYPE.into(),
-            inbox: self.inbox.to_string_lossy().into_owned(),
+            inbox: self.inbox.path.to_string_lossy().into_owned(),
             moves,
         };
         let bytes = serde_json::to_vec(&record).map_err(io::Error::other)?;
@@ -885,7 +896,7 @@ impl Filer<'_> {
         &self,
         name: &OsStr,
         companions: &[OsString],
-        dest: &Path,
+        dest: &Dir,
         plan: &Plan,
         intent_ready: bool,
     ) -> io::Result<()> {
@@ -903,16 +914,18 @@ impl Filer<'_> {
         if !companions.is_empty() {
             write_intent(&mut intent_written)?;
         }
-        let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let inbox = &self.inbox.dir;
+        let mut moved: Vec<(&OsStr, &OsStr)> = Vec::new();
         let mut failure = None;
         let pairs = companions
             .iter()
             .map(OsString::as_os_str)
-            .zip(plan.companions.iter().map(String::as_str))
-            .chain(std::iter::once((name, plan.doc.as_str())));
-        for (from_name, to_name) in pairs {
-            let (from, to) = (self.inbox.join(from_name), dest.join(to_name));
-            match move_noreplace(&from, &to, &mut || write_intent(&mut intent_written)) {
+            .zip(plan.companions.iter().map(OsStr::new))
+            .chain(std::iter::once((name, OsStr::new(&plan.doc))));
+        for (from, to) in pairs {
+            match move_noreplace(inbox, from, dest, to, &mut || {
+                write_intent(&mut intent_written)
+            }) {
                 Ok(()) => moved.push((from, to)),
                 Err(e) => {
                     failure = Some(e);
@@ -920,22 +933,18 @@ impl Filer<'_> {
                 }
             }
         }
-        if let Some(e) = failure {
+        if failure.is_some() {
             // Put back what moved (companions only: the document moves last).
-            for (from, to) in moved.iter().rev() {
-                let _ = move_noreplace(to, from, &mut || Ok(()));
+            for &(from, to) in moved.iter().rev() {
+                let _ = move_noreplace(dest, to, inbox, from, &mut || Ok(()));
             }
-            if intent_written {
-                let _ = std::fs::remove_file(dest.join(&intent_name));
-            }
-            return Err(e);
         }
         // A rename is atomic on its own; the directories are fsynced once at the end of
         // the run (see `run`).
         if intent_written {
-            let _ = std::fs::remove_file(dest.join(&intent_name));
+            let _ = dest.remove_file(&intent_name);
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
     }
 }
 
@@ -957,11 +966,6 @@ fn companion_stem(name: &[u8]) -> Option<&[u8]> {
     COMPANION_SUFFIXES
         .iter()
         .find_map(|suffix| name.strip_suffix(suffix.as_bytes()))
-}
-
-/// A name reserved in a destination by the current batch.
-fn reserved_key(dest: &Path, name: &str) -> String {
-    format!("{}/{name}", dest.display())
 }
 
 fn rejected(code: &str, message: &str) -> Judgement {

@@ -477,6 +477,13 @@ mod tests {
         assert_eq!(canon("\"\\ud83d\\ude00\""), "\"\u{1f600}\"");
     }
 
+    /// Each literal of `table` canonicalizes to its expected text.
+    fn assert_numbers(table: &[(&str, &str)]) {
+        for (lit, want) in table {
+            assert_eq!(canonical_number(lit).unwrap(), *want, "{lit}");
+        }
+    }
+
     /// The number table the README quotes.
     #[test]
     fn numbers() {
@@ -511,9 +518,7 @@ mod tests {
             ("9007199254740993", "9007199254740993"),
             ("9007199254740993.0", "9007199254740992"),
         ];
-        for (lit, want) in table {
-            assert_eq!(canonical_number(lit).unwrap(), *want, "{lit}");
-        }
+        assert_numbers(table);
         assert!(canonical_number("1e400").is_err());
     }
 
@@ -536,9 +541,7 @@ mod tests {
             ("0.3", "0.3"),
             ("-0.0e5", "0"),
         ];
-        for (lit, want) in table {
-            assert_eq!(canonical_number(lit).unwrap(), *want, "{lit}");
-        }
+        assert_numbers(table);
         assert_eq!(
             canon(
                 "[90071992547401.7976937693171992547409930, 784467440737161.197693156789012345678890]"

@@ -15,30 +15,24 @@
 //! `runner validate`; the gate ([`inbox`]) accepts nothing it could not fully check, so
 //! there a note counts as a reason.
 
-// reason: opens result artifacts by path, without following symlinks
-#[allow(clippy::disallowed_methods)]
 pub mod artifacts;
 /// The gate's field readers, part of the one markdown toolkit (`runner-core`).
 pub use runner_core::markdown::fields;
 pub mod governed;
-// reason: sorts an inbox directory by path
-#[allow(clippy::disallowed_methods)]
 pub mod inbox;
 pub mod json;
 pub mod kind;
-// reason: durable moves between inbox directories by path
-#[allow(clippy::disallowed_methods)]
 pub mod moves;
 pub mod report;
 pub mod research_packet;
 pub mod tool_result;
 
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
 use serde::Serialize;
-use std::fs::OpenOptions;
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The four schemas.
@@ -168,14 +162,14 @@ impl Catalog {
     /// Loads a catalog file.
     ///
     /// # Ambient authority
-    /// Reads `path`, a file the operator named.
-    // reason: reads a file the operator named (its doc says so under Ambient authority).
-    #[allow(clippy::disallowed_methods)]
+    /// Reads `path`, a file the operator named (through `runner_sandbox::read`, as the
+    /// policy is read).
     pub fn load(path: &Path) -> Result<Self, CatalogError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text =
+            runner_sandbox::read::read_to_string(path).map_err(|source| CatalogError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
         Self::parse(&text).map_err(|message| CatalogError::Invalid {
             path: path.to_owned(),
             message,
@@ -192,30 +186,41 @@ pub struct Context<'a> {
 
 /// Where a result's artifacts are: the directory `TS-…/` beside `TS-….md`.
 #[derive(Debug, Clone)]
-pub enum ArtifactsAt {
+pub enum ArtifactsAt<'a> {
     /// Judge the document alone (the artifact check becomes a note).
     Nowhere,
-    /// The result's directory, as a path (opened without following a symlink).
+    /// The result's directory, as a path the operator named (its last component is
+    /// opened without following a symlink).
     Dir(PathBuf),
+    /// The entry of a directory the caller holds (the gate's inbox), never followed.
+    In(&'a Dir, OsString),
 }
 
-impl ArtifactsAt {
+impl ArtifactsAt<'_> {
     /// The artifact directory beside a document: `dir/NAME/` for `dir/NAME.md`.
     pub fn beside(doc: &Path) -> Self {
-        let Some(name) = doc.file_name().and_then(|n| n.to_str()) else {
-            return Self::Nowhere;
-        };
-        match name.strip_suffix(".md") {
-            Some(stem) if !stem.is_empty() => {
-                Self::Dir(doc.parent().unwrap_or(Path::new(".")).join(stem))
-            }
-            _ => Self::Nowhere,
+        match doc.file_name().and_then(artifact_stem) {
+            Some(stem) => Self::Dir(doc.parent().unwrap_or(Path::new(".")).join(stem)),
+            None => Self::Nowhere,
+        }
+    }
+
+    /// The artifact directory `NAME/` beside the entry `NAME.md` of `dir`.
+    pub fn beside_in<'d>(dir: &'d Dir, doc: &OsStr) -> ArtifactsAt<'d> {
+        match artifact_stem(doc) {
+            Some(stem) => ArtifactsAt::In(dir, stem.into()),
+            None => ArtifactsAt::Nowhere,
         }
     }
 }
 
+/// The `NAME` of a document `NAME.md` (UTF-8, not empty): its artifact directory.
+fn artifact_stem(doc: &OsStr) -> Option<&str> {
+    doc.to_str()?.strip_suffix(".md").filter(|s| !s.is_empty())
+}
+
 /// Judges a document's bytes.
-pub fn judge_bytes(bytes: &[u8], artifacts: &ArtifactsAt, ctx: &Context<'_>) -> Judgement {
+pub fn judge_bytes(bytes: &[u8], artifacts: &ArtifactsAt<'_>, ctx: &Context<'_>) -> Judgement {
     let detected = kind::detect(bytes);
     let kind = match detected {
         kind::Detected::Kind(kind) => kind,
@@ -296,19 +301,38 @@ pub enum ReadError {
 /// most `cap + 1` bytes (enough to see that it is too large and to detect its kind).
 ///
 /// # Ambient authority
-/// Opens `path` on the host filesystem.
-// reason: opens a document named on the command line or found in an inbox.
-#[allow(clippy::disallowed_methods)]
+/// Opens `path` on the host filesystem (`runner_sandbox::durable::open_file`).
 pub fn read_document(path: &Path, cap: u64, follow: Follow) -> Result<Vec<u8>, ReadError> {
-    let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
-    if follow == Follow::NoSymlinks {
-        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
+    let file = runner_sandbox::durable::open_file(path, follow == Follow::Symlinks);
+    read_opened(file, cap, follow)
+}
+
+/// [`read_document`] of the entry `name` of `dir`, never following a symlink (the gate:
+/// inbox entries are untrusted).
+pub fn read_document_in(dir: &Dir, name: &OsStr, cap: u64) -> Result<Vec<u8>, ReadError> {
+    if dir.symlink_metadata(name)?.is_symlink() {
+        return Err(ReadError::NotRegular);
     }
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-    {
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW;
+    let file = dir.open_with(
+        name,
+        OpenOptions::new().read(true).custom_flags(flags.bits()),
+    );
+    read_opened(
+        file.map(cap_std::fs::File::into_std),
+        cap,
+        Follow::NoSymlinks,
+    )
+}
+
+/// The read half of [`read_document`]: a symlink refused (`ELOOP` under
+/// [`Follow::NoSymlinks`]) and anything but a regular file are [`ReadError::NotRegular`].
+fn read_opened(
+    file: std::io::Result<std::fs::File>,
+    cap: u64,
+    follow: Follow,
+) -> Result<Vec<u8>, ReadError> {
+    let file = match file {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) && follow == Follow::NoSymlinks => {
             return Err(ReadError::NotRegular);
@@ -335,6 +359,18 @@ pub fn judge_file(
     Ok((judgement, bytes))
 }
 
+/// [`judge_file`] of the entry `name` of `dir` (never followed); a result's artifacts
+/// are the entry beside it.
+pub fn judge_entry(
+    dir: &Dir,
+    name: &OsStr,
+    ctx: &Context<'_>,
+) -> Result<(Judgement, Vec<u8>), ReadError> {
+    let bytes = read_document_in(dir, name, ctx.policy.request.max_bytes)?;
+    let judgement = judge_bytes(&bytes, &ArtifactsAt::beside_in(dir, name), ctx);
+    Ok((judgement, bytes))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -344,7 +380,7 @@ mod tests {
     fn artifacts_beside() {
         match ArtifactsAt::beside(Path::new("/r/TS-1-x.md")) {
             ArtifactsAt::Dir(d) => assert_eq!(d, Path::new("/r/TS-1-x")),
-            ArtifactsAt::Nowhere => panic!(),
+            other => panic!("{other:?}"),
         }
         assert!(matches!(
             ArtifactsAt::beside(Path::new("/r/x.json")),

@@ -56,7 +56,7 @@ pub const COMMAND_RULE: &str = "forbidden.runnable_command";
 /// Judges a result. Returns the reasons and the notes (what was not checked).
 pub fn validate(
     bytes: &[u8],
-    artifacts_at: &ArtifactsAt,
+    artifacts_at: &ArtifactsAt<'_>,
     policy: &Policy,
 ) -> (Vec<Reason>, Vec<Reason>) {
     let mut r = Reasons::default();
@@ -121,10 +121,25 @@ pub fn validate(
         outputs(s, &fm.artifacts, &mut r);
     }
 
-    let stored = match (artifacts_at, fm.complete) {
-        (ArtifactsAt::Dir(dir), true) => {
+    // The directory that holds the artifact directory, opened here when it was named by
+    // a path (the operator's), and the artifact directory's name in it.
+    let opened;
+    let at = match artifacts_at {
+        ArtifactsAt::Nowhere => None,
+        ArtifactsAt::In(dir, name) => Some((Ok(*dir), name.as_os_str())),
+        ArtifactsAt::Dir(path) => match runner_sandbox::host::open_parent(path) {
+            Ok(parent) => {
+                opened = parent;
+                Some((Ok(&opened.0), opened.1.as_os_str()))
+            }
+            Err(e) => Some((Err(e), path.file_name().unwrap_or_default())),
+        },
+    };
+    let stored = match (at, fm.complete) {
+        (Some(at), true) => {
+            let name = at.1.to_string_lossy().into_owned();
             match artifacts::check(
-                dir,
+                at,
                 &fm.artifacts,
                 fm.stdout.as_ref(),
                 fm.stderr.as_ref(),
@@ -139,8 +154,7 @@ pub fn validate(
                     notes.add(
                         "artifacts.not_checked",
                         format!(
-                            "no artifact directory `{}/` beside the result: artifact and stream hashes were not re-derived",
-                            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+                            "no artifact directory `{name}/` beside the result: artifact and stream hashes were not re-derived"
                         ),
                         None,
                     );
@@ -149,8 +163,8 @@ pub fn validate(
                 Checked::Present(streams) => streams,
             }
         }
-        (ArtifactsAt::Dir(_), false) => StoredStreams::default(),
-        (ArtifactsAt::Nowhere, _) => {
+        (Some(_), false) => StoredStreams::default(),
+        (None, _) => {
             notes.add(
                 "artifacts.not_checked",
                 "the result was judged alone: artifact and stream hashes were not re-derived",
@@ -439,7 +453,7 @@ fn declared_artifacts(node: &Node, r: &mut Reasons) -> (Vec<Declared>, bool) {
 /// `## Outputs`: every declared artifact listed as `/out/<path> sha256: <hex>`, and
 /// nothing else.
 fn outputs(s: &Section<'_>, declared: &[Declared], r: &mut Reasons) {
-    let mut listed: Vec<(String, String, usize)> = Vec::new();
+    let mut listed: Vec<document::Listed> = Vec::new();
     for line in s.content_lines() {
         let tokens: Vec<&str> = line
             .text
@@ -449,39 +463,35 @@ fn outputs(s: &Section<'_>, declared: &[Declared], r: &mut Reasons) {
         let path = tokens.iter().find_map(|t| t.strip_prefix("/out/"));
         let sha = document::listed_sha256(&tokens);
         if let (Some(path), Some(sha)) = (path, sha) {
-            listed.push((path.to_owned(), sha.to_owned(), line.number));
+            listed.push((path.to_owned(), Some(sha.to_owned()), line.number));
         }
     }
-    for a in declared {
-        match listed.iter().find(|(p, _, _)| *p == a.path) {
-            None => r.add(
-                "outputs.not_listed",
-                format!(
-                    "artifact `{}` is not listed in `## Outputs` as `/out/{} sha256: …`",
-                    a.path, a.path
-                ),
-                s.heading_line,
-            ),
-            Some((_, sha, line)) if *sha != a.sha256 => r.add(
-                "outputs.hash_mismatch",
-                format!(
-                    "`## Outputs` gives sha256 {sha} for `/out/{}`, the front matter {}",
-                    a.path, a.sha256
-                ),
-                *line,
-            ),
-            Some(_) => {}
-        }
-    }
-    for (path, _, line) in &listed {
-        if !declared.iter().any(|a| a.path == *path) {
-            r.add(
-                "outputs.undeclared",
-                format!("`## Outputs` lists `/out/{path}`, which the front matter `artifacts` does not declare"),
-                *line,
-            );
-        }
-    }
+    let words = document::ListingWords {
+        not_listed: ("outputs.not_listed", &|path| {
+            format!("artifact `{path}` is not listed in `## Outputs` as `/out/{path} sha256: …`")
+        }),
+        hash_missing: None,
+        hash_mismatch: ("outputs.hash_mismatch", &|path, listed, declared| {
+            format!(
+                "`## Outputs` gives sha256 {listed} for `/out/{path}`, the front matter {declared}"
+            )
+        }),
+        undeclared: ("outputs.undeclared", &|path| {
+            format!(
+                "`## Outputs` lists `/out/{path}`, which the front matter `artifacts` does not declare"
+            )
+        }),
+    };
+    document::cross_check_listing(
+        s,
+        &listed,
+        declared
+            .iter()
+            .map(|a| (a.path.as_str(), a.sha256.as_str())),
+        &|path| declared.iter().any(|a| a.path == path),
+        &words,
+        r,
+    );
 }
 
 /// An excerpt section: at most `excerpt_lines` lines in its fence, a truncation note

@@ -16,6 +16,7 @@ pub mod confine;
 pub mod cpu;
 pub mod determinism;
 pub mod digest;
+pub mod durable;
 pub mod env;
 pub mod host;
 pub mod monty;

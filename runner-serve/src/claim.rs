@@ -18,13 +18,14 @@
 //! inbox (companions first, the `.md` last, as the protocol writes them), to be claimed
 //! again like a new one.
 
-use crate::gate::moves::{is_exists, rename_noreplace, sync_dir};
+use crate::gate::inbox::HeldDir;
+use crate::gate::moves::{exists, is_exists, rename_noreplace, sync_dir};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 use nix::fcntl::{Flock, FlockArg};
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File};
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// The hidden directory of the inbox that holds every host's claim directory.
@@ -49,73 +50,128 @@ pub fn companion_names(name: &OsStr) -> [OsString; 2] {
     ]
 }
 
-/// This host's claim directory, locked for as long as the value lives.
-pub struct ClaimDir {
-    inbox: PathBuf,
-    path: PathBuf,
+/// A claim directory (this host's, or a dead host's being recovered) held open and
+/// locked: the `.serve` directory that holds it, its name there, and itself.
+struct Held {
+    serve: Dir,
+    name: OsString,
+    dir: HeldDir,
     _lock: Flock<File>,
 }
 
+impl Held {
+    /// The companions of `name` that are here.
+    fn companions(&self, name: &OsStr) -> Vec<OsString> {
+        companion_names(name)
+            .into_iter()
+            .filter(|c| exists(&self.dir.dir, c))
+            .collect()
+    }
+
+    /// Moves `name` and its companions back to `inbox`, the `.md` last. A name taken in
+    /// the inbox (a new request of the same name) stops it: what is left stays.
+    fn give_back(&self, inbox: &Dir, name: &OsStr) -> io::Result<()> {
+        for companion in self.companions(name) {
+            rename_noreplace(&self.dir.dir, &companion, inbox, &companion)?;
+        }
+        rename_noreplace(&self.dir.dir, name, inbox, name)?;
+        sync_dir(inbox)
+    }
+
+    /// Removes the directory when it is empty but for its lock.
+    fn remove_if_empty(&self) {
+        let only_lock = self.dir.dir.entries().is_ok_and(|entries| {
+            entries
+                .flatten()
+                .all(|e| e.file_name().as_bytes() == LOCK_FILE.as_bytes())
+        });
+        if only_lock {
+            let _ = self.dir.dir.remove_file(LOCK_FILE);
+            let _ = self.serve.remove_dir(&self.name);
+        }
+    }
+}
+
+/// This host's claim directory, locked for as long as the value lives.
+pub struct ClaimDir {
+    inbox: Dir,
+    held: Held,
+}
+
 impl ClaimDir {
-    /// Creates and locks a fresh claim directory in `inbox` (canonical).
-    ///
-    /// # Ambient authority
-    /// Creates directories and a file under the inbox the operator named.
-    pub fn create(inbox: &Path) -> io::Result<Self> {
+    /// Creates and locks a fresh claim directory in `inbox`.
+    pub fn create(inbox: &HeldDir) -> io::Result<Self> {
         Self::create_observed(inbox, &mut |_| {})
     }
 
     /// [`ClaimDir::create`], calling `between` after each step with the `.serve`
     /// directory (a test runs a peer's recovery pass there, see the tests).
-    fn create_observed(inbox: &Path, between: &mut dyn FnMut(&Path)) -> io::Result<Self> {
-        let serve = inbox.join(SERVE_DIR);
-        match fs::DirBuilder::new().mode(0o700).create(&serve) {
+    fn create_observed(inbox: &HeldDir, between: &mut dyn FnMut(&Path)) -> io::Result<Self> {
+        let private = || {
+            let mut builder = DirBuilder::new();
+            builder.mode(0o700);
+            builder
+        };
+        match inbox.dir.create_dir_with(SERVE_DIR, &private()) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
+        let serve = inbox.open_dir(OsStr::new(SERVE_DIR))?;
         let id = host_id();
-        let tmp = serve.join(format!(".new-{id}"));
-        fs::DirBuilder::new().mode(0o700).create(&tmp)?;
-        between(&serve);
+        let tmp = format!(".new-{id}");
+        serve.dir.create_dir_with(&tmp, &private())?;
+        let claims = serve.dir.open_dir(&tmp)?;
+        between(&serve.path);
         // The lock file is created and locked under another name, then renamed: a peer's
         // recovery pass takes a `.lock` it can lock for a dead host's, so a `.lock`
         // must never be seen unlocked while its host lives (it was, between its
         // creation and the `flock`, and a peer starting at the same moment swept this
         // directory as a dead host's).
-        let new_lock = tmp.join(NEW_LOCK_FILE);
-        let file = File::create(&new_lock)?;
-        between(&serve);
+        let file = claims.create(NEW_LOCK_FILE)?.into_std();
+        between(&serve.path);
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
             .map_err(|(_, errno)| io::Error::from(errno))?;
-        between(&serve);
-        fs::rename(&new_lock, tmp.join(LOCK_FILE))?;
-        between(&serve);
-        let path = serve.join(&id);
-        rename_noreplace(&tmp, &path)?;
-        between(&serve);
-        sync_dir(&serve)?;
+        between(&serve.path);
+        claims.rename(NEW_LOCK_FILE, &claims, LOCK_FILE)?;
+        between(&serve.path);
+        rename_noreplace(&serve.dir, OsStr::new(&tmp), &serve.dir, OsStr::new(&id))?;
+        between(&serve.path);
+        sync_dir(&serve.dir)?;
         Ok(Self {
-            inbox: inbox.to_owned(),
-            path,
-            _lock: lock,
+            inbox: inbox.dir.try_clone()?,
+            held: Held {
+                dir: HeldDir {
+                    dir: claims,
+                    path: serve.path.join(&id),
+                },
+                serve: serve.dir,
+                name: id.into(),
+                _lock: lock,
+            },
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.held.dir.path
+    }
+
+    /// The claim directory, held.
+    pub fn dir(&self) -> &HeldDir {
+        &self.held.dir
     }
 
     /// Claims `name` from the inbox: `Ok(false)` when another host (or an earlier claim of
     /// the same name, still held here) has it. The companions follow the `.md`.
     pub fn claim(&self, name: &OsStr) -> io::Result<bool> {
-        match rename_noreplace(&self.inbox.join(name), &self.path.join(name)) {
+        let claims = &self.held.dir.dir;
+        match rename_noreplace(&self.inbox, name, claims, name) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound || is_exists(&e) => return Ok(false),
             Err(e) => return Err(e),
         }
         for companion in companion_names(name) {
-            match rename_noreplace(&self.inbox.join(&companion), &self.path.join(&companion)) {
+            match rename_noreplace(&self.inbox, &companion, claims, &companion) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
@@ -126,17 +182,17 @@ impl ClaimDir {
 
     /// The companions of claimed `name` that are here.
     pub fn companions(&self, name: &OsStr) -> Vec<OsString> {
-        present_companions(&self.path, name)
+        self.held.companions(name)
     }
 
     /// Gives claimed `name` back to the inbox (companions first, the `.md` last).
     pub fn release(&self, name: &OsStr) -> io::Result<()> {
-        give_back(&self.path, &self.inbox, name)
+        self.held.give_back(&self.inbox, name)
     }
 
     /// Removes this claim directory when nothing is claimed in it any more.
     pub fn remove_if_empty(&self) {
-        remove_claim_dir(&self.path);
+        self.held.remove_if_empty();
     }
 }
 
@@ -146,35 +202,6 @@ fn host_id() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("{}-{nanos:x}", std::process::id())
-}
-
-fn present_companions(dir: &Path, name: &OsStr) -> Vec<OsString> {
-    companion_names(name)
-        .into_iter()
-        .filter(|c| dir.join(c).symlink_metadata().is_ok())
-        .collect()
-}
-
-/// Moves `name` and its companions from `from` back to `inbox`, the `.md` last. A name
-/// taken in the inbox (a new request of the same name) stops it: what is left stays.
-fn give_back(from: &Path, inbox: &Path, name: &OsStr) -> io::Result<()> {
-    for companion in present_companions(from, name) {
-        rename_noreplace(&from.join(&companion), &inbox.join(&companion))?;
-    }
-    rename_noreplace(&from.join(name), &inbox.join(name))?;
-    sync_dir(inbox)
-}
-
-fn remove_claim_dir(dir: &Path) {
-    let only_lock = fs::read_dir(dir).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .all(|e| e.file_name().as_bytes() == LOCK_FILE.as_bytes())
-    });
-    if only_lock {
-        let _ = fs::remove_file(dir.join(LOCK_FILE));
-        let _ = fs::remove_dir(dir);
-    }
 }
 
 /// What recovery does with one claimed request of a dead host.
@@ -187,14 +214,27 @@ pub enum Recovered {
 
 /// A dead host's claim directory, locked by the host recovering it.
 pub struct DeadClaims {
-    pub path: PathBuf,
-    _lock: Flock<File>,
+    held: Held,
 }
 
 impl DeadClaims {
+    /// The claim directory, held.
+    pub fn dir(&self) -> &HeldDir {
+        &self.held.dir
+    }
+
+    /// Its path (for messages, and for the pipeline, which reads a request by path).
+    pub fn path(&self) -> &Path {
+        &self.held.dir.path
+    }
+
     /// The requests claimed in it (`TR-*.md` entries), in name order.
     pub fn requests(&self) -> Vec<OsString> {
-        let mut names: Vec<OsString> = fs::read_dir(&self.path)
+        let mut names: Vec<OsString> = self
+            .held
+            .dir
+            .dir
+            .entries()
             .map(|entries| {
                 entries
                     .flatten()
@@ -209,23 +249,24 @@ impl DeadClaims {
 
     /// Companions of `name` still here.
     pub fn companions(&self, name: &OsStr) -> Vec<OsString> {
-        present_companions(&self.path, name)
+        self.held.companions(name)
     }
 
     /// Gives `name` back to `inbox`.
-    pub fn give_back(&self, inbox: &Path, name: &OsStr) -> io::Result<()> {
-        give_back(&self.path, inbox, name)
+    pub fn give_back(&self, inbox: &Dir, name: &OsStr) -> io::Result<()> {
+        self.held.give_back(inbox, name)
     }
 
     /// Companions left here without their `.md` (the host died between claiming the
     /// `.md` and moving them, or recovery gave the `.md` back first): back to the inbox.
     /// Returns what could not be done (a move refused, the inbox not made durable), one
     /// line each; what stays here is tried again by the next recovery pass.
-    pub fn give_back_orphans(&self, inbox: &Path) -> Vec<String> {
+    pub fn give_back_orphans(&self, inbox: &HeldDir) -> Vec<String> {
         let mut failures = Vec::new();
-        let entries = match fs::read_dir(&self.path) {
+        let here = &self.held.dir;
+        let entries = match here.dir.entries() {
             Ok(entries) => entries,
-            Err(e) => return vec![format!("cannot list {}: {e}", self.path.display())],
+            Err(e) => return vec![format!("cannot list {}: {e}", here.path.display())],
         };
         let mut moved = false;
         for e in entries.flatten() {
@@ -233,18 +274,18 @@ impl DeadClaims {
             if name.as_bytes() == LOCK_FILE.as_bytes() || super::is_request_name(&name) {
                 continue;
             }
-            match rename_noreplace(&e.path(), &inbox.join(&name)) {
+            match rename_noreplace(&here.dir, &name, &inbox.dir, &name) {
                 Ok(()) => moved = true,
                 Err(err) => failures.push(format!(
                     "cannot give {} back to the inbox: {err}",
-                    e.path().display()
+                    here.path.join(&name).display()
                 )),
             }
         }
-        if moved && let Err(e) = sync_dir(inbox) {
+        if moved && let Err(e) = sync_dir(&inbox.dir) {
             failures.push(format!(
                 "the companions given back to {} are not durable yet: {e}",
-                inbox.display()
+                inbox.path.display()
             ));
         }
         failures
@@ -252,58 +293,71 @@ impl DeadClaims {
 
     /// Removes the directory when it is empty but for its lock.
     pub fn remove_if_empty(&self) {
-        remove_claim_dir(&self.path);
+        self.held.remove_if_empty();
     }
 }
 
 /// The claim directories of hosts that are gone, each locked for recovery (`own` is
 /// skipped; a directory whose host lives stays locked by it and is skipped too).
-///
-/// # Ambient authority
-/// Lists and opens entries under the inbox.
-pub fn dead_claims(inbox: &Path, own: &Path) -> Vec<DeadClaims> {
-    let serve = inbox.join(SERVE_DIR);
-    let Ok(entries) = fs::read_dir(&serve) else {
+pub fn dead_claims(inbox: &HeldDir, own: &Path) -> Vec<DeadClaims> {
+    let Ok(serve) = inbox.open_dir(OsStr::new(SERVE_DIR)) else {
+        return Vec::new();
+    };
+    let Ok(entries) = serve.dir.entries() else {
         return Vec::new();
     };
     let mut dead = Vec::new();
     for e in entries.flatten() {
-        let path = e.path();
+        let name = e.file_name();
+        let path = serve.path.join(&name);
         if path == own || !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        if e.file_name().as_bytes().starts_with(b".new-") {
+        let Some((dir, lock)) = try_lock(&serve.dir, &name) else {
+            continue;
+        };
+        let held = Held {
+            serve: match serve.dir.try_clone() {
+                Ok(serve) => serve,
+                Err(_) => continue,
+            },
+            name,
+            dir: HeldDir { dir, path },
+            _lock: lock,
+        };
+        if held.name.as_bytes().starts_with(b".new-") {
             // A host being created, or one that died before its directory was in place:
             // it never claimed anything. Remove it once its lock is free (one that died
             // before its `.lock` was in place stays: an empty directory, never taken
             // for a live host's).
-            if let Some(lock) = try_lock(&path) {
-                let _ = fs::remove_file(path.join(LOCK_FILE));
-                let _ = fs::remove_dir(&path);
-                drop(lock);
-            }
+            let _ = held.dir.dir.remove_file(LOCK_FILE);
+            let _ = held.serve.remove_dir(&held.name);
             continue;
         }
-        if let Some(lock) = try_lock(&path) {
-            dead.push(DeadClaims { path, _lock: lock });
-        }
+        dead.push(DeadClaims { held });
     }
     dead
 }
 
-fn try_lock(dir: &Path) -> Option<Flock<File>> {
-    let file = File::open(dir.join(LOCK_FILE)).ok()?;
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
+/// The claim directory `name` of `serve` and its lock, when its lock can be taken (its
+/// host is gone).
+fn try_lock(serve: &Dir, name: &OsStr) -> Option<(Dir, Flock<File>)> {
+    let dir = serve.open_dir(name).ok()?;
+    let file = dir.open(LOCK_FILE).ok()?.into_std();
+    let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
+    Some((dir, lock))
 }
 
 /// A complete result in `results` for the request `request_id` whose normalized text
 /// has the tagged sha256 `request_sha256`: a `TS-….md` beside a lock that pins both.
-///
-/// # Ambient authority
-/// Lists and reads the results directory the operator named.
-pub fn published_result(results: &Path, request_id: &str, request_sha256: &str) -> Option<PathBuf> {
+pub fn published_result(
+    results: &HeldDir,
+    request_id: &str,
+    request_sha256: &str,
+) -> Option<PathBuf> {
+    const LOCK_CAP: u64 = 1 << 22;
     let suffix = crate::gate::inbox::LOCK_SUFFIX;
-    for e in fs::read_dir(results).ok()?.flatten() {
+    for e in results.dir.entries().ok()?.flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some(id) = name.strip_suffix(suffix) else {
@@ -312,21 +366,22 @@ pub fn published_result(results: &Path, request_id: &str, request_sha256: &str) 
         if !id.starts_with("TS-") || !id.contains(request_id) {
             continue;
         }
-        let document = results.join(format!("{id}.md"));
-        if !document.is_file() {
+        let document = format!("{id}.md");
+        if !results.dir.metadata(&document).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let Ok(bytes) = crate::read::read_document(&e.path(), 1 << 22) else {
+        let Ok(bytes) = crate::gate::read_document_in(&results.dir, OsStr::new(name), LOCK_CAP)
+        else {
             continue;
         };
-        let crate::read::Read2::Bytes(bytes) = bytes else {
+        if bytes.len() as u64 > LOCK_CAP {
             continue;
-        };
+        }
         let Ok(lock) = serde_json::from_slice::<crate::lock::Lock>(&bytes) else {
             continue;
         };
         if lock.request.request_id == request_id && lock.request.sha256 == request_sha256 {
-            return Some(document);
+            return Some(results.path.join(document));
         }
     }
     None
@@ -343,12 +398,12 @@ mod tests {
         // recovery pass while the other is still creating its claim directory. At every
         // step of that creation the pass must leave it alone (a fresh-clone CI run saw
         // the second host's creation fail: its directory was swept as a dead host's).
-        let inbox = tempfile::tempdir().unwrap();
-        let inbox = inbox.path().canonicalize().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let inbox = HeldDir::open(tmp.path()).unwrap();
         let peer = ClaimDir::create(&inbox).unwrap();
         let mut passes = 0;
         let created = ClaimDir::create_observed(&inbox, &mut |serve| {
-            assert_eq!(serve, inbox.join(SERVE_DIR));
+            assert_eq!(serve, inbox.path.join(SERVE_DIR));
             assert!(dead_claims(&inbox, peer.path()).is_empty());
             passes += 1;
         });
@@ -356,21 +411,28 @@ mod tests {
         assert_eq!(passes, 5);
         // Created and locked: not recoverable while it lives, recoverable once gone.
         assert!(created.path().join(LOCK_FILE).is_file());
-        assert!(dead_claims(&inbox, peer.path()).is_empty());
-        let path = created.path().to_owned();
-        drop(created);
-        let dead = dead_claims(&inbox, peer.path());
+        dies(&inbox, created, &peer);
+    }
+
+    /// `host` dies (its lock goes with it) while `peer` lives: its claim directory, and
+    /// only it, is then recoverable; until then nothing is.
+    fn dies(inbox: &HeldDir, host: ClaimDir, peer: &ClaimDir) -> Vec<DeadClaims> {
+        assert!(dead_claims(inbox, peer.path()).is_empty());
+        let path = host.path().to_owned();
+        drop(host);
+        let dead = dead_claims(inbox, peer.path());
         assert_eq!(dead.len(), 1);
-        assert_eq!(dead[0].path, path);
+        assert_eq!(dead[0].path(), path);
+        dead
     }
 
     #[test]
     fn one_of_two_hosts_claims_a_request() {
-        let inbox = tempfile::tempdir().unwrap();
-        let inbox = inbox.path().canonicalize().unwrap();
-        fs::write(inbox.join("TR-a.md"), "x").unwrap();
-        fs::write(inbox.join("TR-a.md.sig"), "s").unwrap();
-        fs::create_dir(inbox.join("TR-a.inputs")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let inbox = HeldDir::open(tmp.path()).unwrap();
+        inbox.dir.write("TR-a.md", "x").unwrap();
+        inbox.dir.write("TR-a.md.sig", "s").unwrap();
+        inbox.dir.create_dir("TR-a.inputs").unwrap();
         let (a, b) = (
             ClaimDir::create(&inbox).unwrap(),
             ClaimDir::create(&inbox).unwrap(),
@@ -379,18 +441,16 @@ mod tests {
         assert!(!b.claim(OsStr::new("TR-a.md")).unwrap());
         assert_eq!(a.companions(OsStr::new("TR-a.md")).len(), 2);
         // A live host's claims are not recoverable; a dead one's are.
-        assert!(dead_claims(&inbox, b.path()).is_empty());
         let a_path = a.path().to_owned();
-        drop(a);
-        let dead = dead_claims(&inbox, b.path());
-        assert_eq!(dead.len(), 1);
-        assert_eq!(dead[0].path, a_path);
+        let dead = dies(&inbox, a, &b);
         assert_eq!(dead[0].requests(), vec![OsString::from("TR-a.md")]);
-        dead[0].give_back(&inbox, OsStr::new("TR-a.md")).unwrap();
+        dead[0]
+            .give_back(&inbox.dir, OsStr::new("TR-a.md"))
+            .unwrap();
         dead[0].remove_if_empty();
         assert!(!a_path.exists());
         for n in ["TR-a.md", "TR-a.md.sig", "TR-a.inputs"] {
-            assert!(inbox.join(n).symlink_metadata().is_ok(), "{n}");
+            assert!(exists(&inbox.dir, OsStr::new(n)), "{n}");
         }
     }
 }

@@ -28,9 +28,6 @@
 //! filed; the filing into `done/` is a rename that is not fsynced on its own: after a
 //! crash the request may reappear claimed, and recovery files it without running it.
 
-// reason: the inbox host claims and files requests by path
-#![allow(clippy::disallowed_methods)]
-
 // The pipeline's modules under the paths this crate's modules name them by
 // (`crate::pipeline`, `crate::gate`, ...): the host is a caller of `runner-pipeline`.
 use runner_pipeline::{
@@ -44,19 +41,20 @@ mod watch;
 
 pub use watch::{block_signals, unblock_signals};
 
-use crate::gate::inbox::{place, recover_intents, remove_temporaries, shown};
+use crate::gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
+use crate::gate::moves::{exists, sync_dir};
 use crate::gate::{DocKind, Judgement, Verdict};
 use crate::pipeline::{Pipeline, RunError};
 use crate::read::{Read2, read_document};
 use crate::request::Reason;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
+use cap_std::fs::MetadataExt;
 use claim::ClaimDir;
 use serde::Serialize;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -169,10 +167,10 @@ struct Queue {
 }
 
 struct Host<'a> {
-    inbox: PathBuf,
-    results: PathBuf,
-    done: PathBuf,
-    quarantine: PathBuf,
+    inbox: HeldDir,
+    results: HeldDir,
+    done: HeldDir,
+    quarantine: HeldDir,
     claims: ClaimDir,
     pipeline: &'a Pipeline,
     observer: &'a dyn Observer,
@@ -193,43 +191,42 @@ pub fn run(
         let path = path.to_owned();
         move |source| ServeError::Dir { what, path, source }
     };
-    let inbox = config
-        .inbox
-        .canonicalize()
-        .map_err(dir_err("inbox", &config.inbox))?;
+    let inbox = HeldDir::open(&config.inbox).map_err(dir_err("inbox", &config.inbox))?;
     let quarantine = config
         .quarantine
         .clone()
-        .unwrap_or_else(|| inbox.join("quarantine"));
-    let done = inbox.join("done");
+        .unwrap_or_else(|| inbox.path.join("quarantine"));
+    let done = inbox.path.join("done");
     for (what, d) in [
         ("results directory", &config.results),
         ("quarantine directory", &quarantine),
         ("done directory", &done),
     ] {
-        std::fs::create_dir_all(d).map_err(dir_err(what, d))?;
+        runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
-    let results = config
-        .results
-        .canonicalize()
-        .map_err(dir_err("results directory", &config.results))?;
-    let quarantine = quarantine
-        .canonicalize()
-        .map_err(dir_err("quarantine directory", &quarantine))?;
-    if results == inbox || quarantine == inbox || results == quarantine {
-        let (a, b) = if results == quarantine {
-            (results, quarantine)
+    let results =
+        HeldDir::open(&config.results).map_err(dir_err("results directory", &config.results))?;
+    let quarantine =
+        HeldDir::open(&quarantine).map_err(dir_err("quarantine directory", &quarantine))?;
+    let done = HeldDir::open(&done).map_err(dir_err("done directory", &done))?;
+    if results.path == inbox.path
+        || quarantine.path == inbox.path
+        || results.path == quarantine.path
+    {
+        let (a, b) = if results.path == quarantine.path {
+            (results.path, quarantine.path)
         } else {
-            (inbox.clone(), results)
+            (inbox.path, results.path)
         };
         return Err(ServeError::SameDir { a, b });
     }
     // What a host killed mid-publish left behind (its process is gone): swept before
     // this host publishes anything.
-    let swept = crate::result::sweep_stale_temporaries(&results);
+    let swept = crate::result::sweep_stale_temporaries(&results.path);
     // Signals are blocked before any thread starts, so every thread inherits the mask.
-    let watcher = watch::Watcher::new(&inbox).map_err(dir_err("watching the inbox", &inbox))?;
-    let claims = ClaimDir::create(&inbox).map_err(dir_err("claim directory in", &inbox))?;
+    let watcher =
+        watch::Watcher::new(&inbox).map_err(dir_err("watching the inbox", &inbox.path))?;
+    let claims = ClaimDir::create(&inbox).map_err(dir_err("claim directory in", &inbox.path))?;
     let host = Host {
         inbox,
         results,
@@ -245,9 +242,9 @@ pub fn run(
         Level::Info,
         &format!(
             "serving {} ({} at a time); results in {}",
-            host.inbox.display(),
+            host.inbox.path.display(),
             config.jobs,
-            host.results.display()
+            host.results.path.display()
         ),
     );
     if swept > 0 {
@@ -255,7 +252,7 @@ pub fn run(
             Level::Info,
             &format!(
                 "removed {swept} temporary entr(ies) of dead hosts from {}",
-                host.results.display()
+                host.results.path.display()
             ),
         );
     }
@@ -413,7 +410,7 @@ impl Host<'_> {
 
     /// Queues every name in the inbox, in name order.
     fn scan(&self) {
-        match std::fs::read_dir(&self.inbox) {
+        match self.inbox.dir.entries() {
             Ok(entries) => {
                 let mut names: Vec<OsString> = entries.flatten().map(|e| e.file_name()).collect();
                 names.sort();
@@ -421,7 +418,7 @@ impl Host<'_> {
             }
             Err(e) => self.log(
                 Level::Error,
-                &format!("cannot list {}: {e}", self.inbox.display()),
+                &format!("cannot list {}: {e}", self.inbox.path.display()),
             ),
         }
     }
@@ -429,15 +426,16 @@ impl Host<'_> {
     fn claim_and_run(&self, name: &OsStr) {
         // The commit time: when the `.md` appeared (a rename sets its ctime); read before
         // the claim's own rename changes it.
-        let committed = std::fs::symlink_metadata(self.inbox.join(name))
+        let committed = self
+            .inbox
+            .dir
+            .symlink_metadata(name)
             .ok()
             .map(|m| ctime(&m));
         match self.claims.claim(name) {
             Ok(true) => {}
             Ok(false) => {
-                if self.claims.path().join(name).symlink_metadata().is_ok()
-                    && self.inbox.join(name).symlink_metadata().is_ok()
-                {
+                if exists(&self.claims.dir().dir, name) && exists(&self.inbox.dir, name) {
                     // Same name still claimed here (its earlier request is retrying).
                     self.lock().rescan = true;
                 }
@@ -474,7 +472,7 @@ impl Host<'_> {
             );
             return self.quarantine(&claimed, vec![reason], None);
         };
-        match path.symlink_metadata() {
+        match self.claims.dir().dir.symlink_metadata(name) {
             Ok(m) if m.is_file() => {}
             Ok(_) => {
                 let reason = Reason::new(
@@ -512,7 +510,7 @@ impl Host<'_> {
             }
         }
         let inputs = InputsRoot::beside_named(&path, &inputs_name);
-        let results = ResultsRoot::named(&self.results);
+        let results = ResultsRoot::named(&self.results.path);
         match self.pipeline.run(&plan, &inputs, &results) {
             Ok(summary) => {
                 let latency = claimed
@@ -546,72 +544,59 @@ impl Host<'_> {
     }
 
     fn file_done(&self, claimed: &Retry, mut handled: Handled) {
-        let name = claimed.name.as_os_str();
-        let judgement = Judgement {
-            kind: Some(DocKind::ToolRequest),
-            verdict: Verdict::Accept,
-            reasons: Vec::new(),
-            notes: Vec::new(),
-        };
-        let companions = self.claims.companions(name);
-        match place(
-            self.claims.path(),
-            name,
-            &companions,
-            &self.done,
-            &judgement,
-            None,
-        ) {
-            Ok((doc, _)) => {
-                handled.moved_to = Some(format!("done/{doc}"));
-                self.observer.handled(&handled);
-            }
-            Err(e) => {
-                // The result is published; the retry finds it and files the request.
-                let reason = Reason::new(
-                    "serve.file",
-                    format!("cannot move the request into {}: {e}", self.done.display()),
-                    None,
-                );
-                self.retry_later(claimed.clone(), vec![reason]);
-            }
+        let judgement = request_judgement(Verdict::Accept, Vec::new());
+        if let Some(moved) = self.file(claimed, (&self.done, "done"), &judgement, None, false) {
+            handled.moved_to = Some(moved);
+            self.observer.handled(&handled);
         }
     }
 
     fn quarantine(&self, claimed: &Retry, reasons: Vec<Reason>, text: Option<&str>) {
-        let name = claimed.name.as_os_str();
-        let judgement = Judgement {
-            kind: Some(DocKind::ToolRequest),
-            verdict: Verdict::Reject,
-            reasons: reasons.clone(),
-            notes: Vec::new(),
-        };
-        let companions = self.claims.companions(name);
-        let placed = place(
-            self.claims.path(),
-            name,
-            &companions,
-            &self.quarantine,
-            &judgement,
-            text,
-        )
-        .and_then(|placed| crate::gate::moves::sync_dir(&self.quarantine).map(|()| placed));
-        match placed {
-            Ok((doc, _)) => self.observer.handled(&Handled {
+        let judgement = request_judgement(Verdict::Reject, reasons.clone());
+        let dest = (&self.quarantine, "quarantine");
+        if let Some(moved) = self.file(claimed, dest, &judgement, text, true) {
+            self.observer.handled(&Handled {
                 reasons,
-                moved_to: Some(format!("quarantine/{doc}")),
-                ..Handled::new(name, "REJECT")
-            }),
+                moved_to: Some(moved),
+                ..Handled::new(&claimed.name, "REJECT")
+            });
+        }
+    }
+
+    /// Files the claimed request with its companions into `dest` (`done` or quarantine,
+    /// with its name in `moved_to`) the way the gate files a document; with `sync`, makes
+    /// the filing durable before saying so. Returns where it went (`done/NAME`); when it
+    /// cannot be filed, it stays claimed and is retried (a published result is found by
+    /// the retry, which files the request without running it).
+    fn file(
+        &self,
+        claimed: &Retry,
+        dest: (&HeldDir, &str),
+        judgement: &Judgement,
+        text: Option<&str>,
+        sync: bool,
+    ) -> Option<String> {
+        let (dest, label) = dest;
+        let name = claimed.name.as_os_str();
+        let companions = self.claims.companions(name);
+        let placed = Filer::new(self.claims.dir())
+            .place(name, &companions, &dest.dir, judgement, text)
+            .and_then(|(doc, _)| {
+                if sync {
+                    sync_dir(&dest.dir)?;
+                }
+                Ok(doc)
+            });
+        match placed {
+            Ok(doc) => Some(format!("{label}/{doc}")),
             Err(e) => {
                 let reason = Reason::new(
                     "serve.file",
-                    format!(
-                        "cannot move the request into {}: {e}",
-                        self.quarantine.display()
-                    ),
+                    format!("cannot move the request into {}: {e}", dest.path.display()),
                     None,
                 );
                 self.retry_later(claimed.clone(), vec![reason]);
+                None
             }
         }
     }
@@ -666,7 +651,7 @@ impl Host<'_> {
         'dead: for dead in claim::dead_claims(&self.inbox, self.claims.path()) {
             let mut settled = 0;
             for dest in [&self.done, &self.quarantine] {
-                match recover_intents(&dead.path, dest) {
+                match recover_intents(dead.dir(), &dest.dir) {
                     Ok(n) => settled += n,
                     Err(e) => {
                         // Not durable yet: leave this claim for the next recovery pass.
@@ -674,14 +659,14 @@ impl Host<'_> {
                             Level::Warn,
                             &format!(
                                 "cannot settle the interrupted moves of {} into {}: {e}; trying again later",
-                                dead.path.display(),
-                                dest.display()
+                                dead.path().display(),
+                                dest.path.display()
                             ),
                         );
                         continue 'dead;
                     }
                 }
-                remove_temporaries(dest);
+                remove_temporaries(&dest.dir);
             }
             let requests = dead.requests();
             for name in &requests {
@@ -697,7 +682,7 @@ impl Host<'_> {
                     &format!(
                         "recovered {} claimed request(s) of a host that stopped ({})",
                         requests.len(),
-                        dead.path.display()
+                        dead.path().display()
                     ),
                 );
             }
@@ -705,35 +690,29 @@ impl Host<'_> {
     }
 
     fn recover_one(&self, dead: &claim::DeadClaims, name: &OsStr) {
-        let path = dead.path.join(name);
+        let path = dead.path().join(name);
         let published = self.pipeline.judge(&path).ok().and_then(|plan| {
             let sha = crate::lock::text_sha256_tagged(&plan.request_text);
             claim::published_result(&self.results, plan.approved.request_id(), &sha)
         });
         let Some(doc) = published else {
-            if let Err(e) = dead.give_back(&self.inbox, name) {
+            if let Err(e) = dead.give_back(&self.inbox.dir, name) {
                 self.log(
                     Level::Warn,
                     &format!(
                         "cannot give {} back to the inbox: {e}; it stays in {}",
                         shown(name),
-                        dead.path.display()
+                        dead.path().display()
                     ),
                 );
             }
             return;
         };
-        let judgement = Judgement {
-            kind: Some(DocKind::ToolRequest),
-            verdict: Verdict::Accept,
-            reasons: Vec::new(),
-            notes: Vec::new(),
-        };
-        match place(
-            &dead.path,
+        let judgement = request_judgement(Verdict::Accept, Vec::new());
+        match Filer::new(dead.dir()).place(
             name,
             &dead.companions(name),
-            &self.done,
+            &self.done.dir,
             &judgement,
             None,
         ) {
@@ -748,8 +727,8 @@ impl Host<'_> {
                 &format!(
                     "cannot move {} into {}: {e}; it stays in {}",
                     shown(name),
-                    self.done.display(),
-                    dead.path.display()
+                    self.done.path.display(),
+                    dead.path().display()
                 ),
             ),
         }
@@ -770,6 +749,16 @@ impl Handled {
             latency_sec: None,
             recovered: false,
         }
+    }
+}
+
+/// The gate's judgement of a request the host files: its verdict and its reasons.
+fn request_judgement(verdict: Verdict, reasons: Vec<Reason>) -> Judgement {
+    Judgement {
+        kind: Some(DocKind::ToolRequest),
+        verdict,
+        reasons,
+        notes: Vec::new(),
     }
 }
 
@@ -798,7 +787,7 @@ pub(crate) fn is_refusal(e: &RunError) -> bool {
     )
 }
 
-fn ctime(meta: &std::fs::Metadata) -> SystemTime {
+fn ctime(meta: &cap_std::fs::Metadata) -> SystemTime {
     let secs = u64::try_from(meta.ctime()).unwrap_or(0);
     let nanos = u32::try_from(meta.ctime_nsec()).unwrap_or(0);
     SystemTime::UNIX_EPOCH + Duration::new(secs, nanos)

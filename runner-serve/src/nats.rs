@@ -41,10 +41,11 @@ use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use async_nats::jetstream::{self, AckKind, consumer::pull, object_store, stream};
 use base64::Engine as _;
+use cap_std::fs::Dir;
 use futures_util::StreamExt;
 use serde::Serialize;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -475,7 +476,13 @@ impl Host<'_> {
             request_sha256: sha,
             reasons,
         };
-        let dir = match tempfile::Builder::new().prefix("runner-nats-").tempdir() {
+        // The run's scratch directory, held: the request, its inputs and its result are
+        // written and read through the handle.
+        let created = tempfile::Builder::new()
+            .prefix("runner-nats-")
+            .tempdir()
+            .and_then(|d| runner_sandbox::host::open_dir(d.path()).map(|run| (d, run)));
+        let (dir, run) = match created {
             Ok(d) => d,
             Err(e) => {
                 let r = Reason::new(
@@ -487,7 +494,7 @@ impl Host<'_> {
             }
         };
         let request_path = dir.path().join("request.md");
-        let mut written = std::fs::write(&request_path, body);
+        let mut written = run.write("request.md", body);
         if let Some(sig) = message
             .headers
             .as_ref()
@@ -495,8 +502,7 @@ impl Host<'_> {
         {
             match base64::engine::general_purpose::STANDARD.decode(sig.as_str().trim()) {
                 Ok(bytes) => {
-                    written = written
-                        .and_then(|()| std::fs::write(dir.path().join("request.md.sig"), bytes));
+                    written = written.and_then(|()| run.write("request.md.sig", bytes));
                 }
                 Err(e) => {
                     let r = Reason::new(
@@ -544,7 +550,10 @@ impl Host<'_> {
             return failed(Some(id), sha, vec![r]);
         }
         let inputs_dir = dir.path().join("inputs");
-        match self.rt.block_on(self.fetch_inputs(&plan, &inputs_dir)) {
+        match self
+            .rt
+            .block_on(self.fetch_inputs(&plan, &run, &inputs_dir))
+        {
             Ok(Ok(())) => {}
             Ok(Err(refused)) => return self.reject(Some(&plan), sha, refused, delivery),
             Err(e) => {
@@ -579,10 +588,17 @@ impl Host<'_> {
             reused: false,
             delivery,
         };
-        match self
-            .rt
-            .block_on(self.store_result(&results_dir, &result_id, &key, &mut out))
-        {
+        let stored = run
+            .open_dir("results")
+            .map_err(|e| format!("listing the result in {}: {e}", results_dir.display()));
+        match stored.and_then(|results| {
+            self.rt.block_on(self.store_result(
+                (&results, &results_dir),
+                &result_id,
+                &key,
+                &mut out,
+            ))
+        }) {
             Ok(()) => Disposition::Answered(out),
             Err(e) => {
                 let r = Reason::new("nats.results_bucket", e, None);
@@ -650,20 +666,22 @@ impl Host<'_> {
             .map_err(|e| format!("{name} in {RESULTS_BUCKET} is not JSON: {e}"))
     }
 
-    /// Fetches every declared input into `dir` by its sha256 and checks its bytes.
-    /// `Ok(Err(reasons))`: refused (missing or mismatched objects); `Err`: the store
-    /// failed.
+    /// Fetches every declared input into `inputs/` of the run directory `run` (at
+    /// `shown`, for messages) by its sha256 and checks its bytes. `Ok(Err(reasons))`:
+    /// refused (missing or mismatched objects); `Err`: the store failed.
     async fn fetch_inputs(
         &self,
         plan: &RunPlan,
-        dir: &Path,
+        run: &Dir,
+        shown: &Path,
     ) -> Result<Result<(), Vec<Reason>>, String> {
         let mut refused = Vec::new();
         for input in plan.approved.inputs() {
-            let target = dir.join(input.relative());
+            let relative = Path::new("inputs").join(input.relative());
+            let target = shown.join(input.relative());
             let io = |e: std::io::Error| format!("writing {}: {e}", target.display());
-            if let Some(parent) = target.parent() {
-                tokio::fs::create_dir_all(parent).await.map_err(io)?;
+            if let Some(parent) = relative.parent() {
+                run.create_dir_all(parent).map_err(io)?;
             }
             let mut object = match self.inputs.get(&input.sha256).await {
                 Ok(o) => o,
@@ -702,7 +720,7 @@ impl Host<'_> {
                 ));
                 continue;
             }
-            tokio::fs::write(&target, &bytes).await.map_err(io)?;
+            run.write(&relative, &bytes).map_err(io)?;
         }
         Ok(if refused.is_empty() {
             Ok(())
@@ -712,19 +730,22 @@ impl Host<'_> {
     }
 
     /// Uploads a result's files, then its summary as `index/<key>` (the commit point).
+    /// `results` is the run's results directory, held, and where it is (for messages).
     async fn store_result(
         &self,
-        results_dir: &Path,
+        results: (&Dir, &Path),
         result_id: &str,
         key: &str,
         summary: &mut NatsSummary,
     ) -> Result<(), String> {
-        let files = result_files(results_dir, result_id)
-            .map_err(|e| format!("listing the result in {}: {e}", results_dir.display()))?;
-        for (name, path) in files {
-            let mut file = tokio::fs::File::open(&path)
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+        let (dir, shown) = results;
+        let files = result_files(dir, result_id)
+            .map_err(|e| format!("listing the result in {}: {e}", shown.display()))?;
+        for name in files {
+            let mut file = dir
+                .open(&name)
+                .map(|f| tokio::fs::File::from_std(f.into_std()))
+                .map_err(|e| format!("{}: {e}", shown.join(&name).display()))?;
             self.results
                 .put(name.as_str(), &mut file)
                 .await
@@ -786,34 +807,34 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
     }
 }
 
-/// The files of result `id` in `dir`, as (object name, path): `id.*` beside the document
-/// and everything under `id/`, names relative to `dir`, in name order.
-fn result_files(dir: &Path, id: &str) -> std::io::Result<Vec<(String, PathBuf)>> {
+/// The files of result `id` in `dir`, as object names: `id.*` beside the document and
+/// everything under `id/`, names relative to `dir`, in name order.
+fn result_files(dir: &Dir, id: &str) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
     let dotted = format!("{id}.");
-    for entry in std::fs::read_dir(dir)? {
+    for entry in dir.entries()? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let kind = entry.file_type()?;
         if kind.is_file() && name.starts_with(&dotted) {
-            out.push((name, entry.path()));
+            out.push(name);
         } else if kind.is_dir() && name == id {
-            walk(&entry.path(), &name, &mut out)?;
+            walk(&entry.open_dir()?, &name, &mut out)?;
         }
     }
     out.sort();
     Ok(out)
 }
 
-fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
+fn walk(dir: &Dir, prefix: &str, out: &mut Vec<String>) -> std::io::Result<()> {
+    for entry in dir.entries()? {
         let entry = entry?;
         let name = format!("{prefix}/{}", entry.file_name().to_string_lossy());
         let kind = entry.file_type()?;
         if kind.is_dir() {
-            walk(&entry.path(), &name, out)?;
+            walk(&entry.open_dir()?, &name, out)?;
         } else if kind.is_file() {
-            out.push((name, entry.path()));
+            out.push(name);
         }
     }
     Ok(())

@@ -6,6 +6,8 @@
 //! arbitrary moment. Child processes (the sandbox workers) start with an empty mask: the
 //! standard library resets it when it spawns them.
 
+use crate::gate::inbox::HeldDir;
+use cap_std::fs::Dir;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
@@ -13,7 +15,6 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What one wait gave.
@@ -51,18 +52,16 @@ pub fn unblock_signals() -> io::Result<()> {
 }
 
 pub struct Watcher {
-    inbox: PathBuf,
+    inbox: Dir,
     inotify: Inotify,
     signals: SignalFd,
 }
 
 impl Watcher {
     /// Blocks SIGTERM and SIGINT in the calling thread (call it before starting any
-    /// thread) and watches `inbox`.
-    ///
-    /// # Ambient authority
-    /// Watches the inbox directory the operator named.
-    pub fn new(inbox: &Path) -> io::Result<Self> {
+    /// thread) and watches `inbox` (inotify names it by its canonical path; what a
+    /// wake-up names is looked at through the held directory).
+    pub fn new(inbox: &HeldDir) -> io::Result<Self> {
         block_signals()?;
         let signals = SignalFd::with_flags(
             &stop_signals(),
@@ -76,14 +75,14 @@ impl Watcher {
         // its writer is done, so a half-written one is not read.
         inotify
             .add_watch(
-                inbox,
+                &inbox.path,
                 AddWatchFlags::IN_MOVED_TO
                     | AddWatchFlags::IN_CLOSE_WRITE
                     | AddWatchFlags::IN_CREATE,
             )
             .map_err(io::Error::from)?;
         Ok(Self {
-            inbox: inbox.to_owned(),
+            inbox: inbox.dir.try_clone()?,
             inotify,
             signals,
         })
@@ -127,7 +126,10 @@ impl Watcher {
                 // Only a non-regular entry is taken at creation; a regular file waits
                 // for its IN_CLOSE_WRITE.
                 if in_place_file
-                    && std::fs::symlink_metadata(self.inbox.join(&name)).is_ok_and(|m| m.is_file())
+                    && self
+                        .inbox
+                        .symlink_metadata(&name)
+                        .is_ok_and(|m| m.is_file())
                 {
                     continue;
                 }

@@ -279,6 +279,69 @@ pub fn sha256_node(node: &Node, what: &str, r: &mut Reasons) -> Option<String> {
     }
 }
 
+/// A file a section lists: its path, the sha256 written beside it, and its line.
+pub type Listed = (String, Option<String>, usize);
+
+/// A reason code and its message, worded from a path.
+pub type Worded<'w> = (&'static str, &'w dyn Fn(&str) -> String);
+/// A reason code and its message, worded from a path, the sha256 listed and the one
+/// declared.
+pub type WordedMismatch<'w> = (&'static str, &'w dyn Fn(&str, &str, &str) -> String);
+
+/// How [`cross_check_listing`] words what it finds for one section (the request's
+/// `## Input Files`, a result's `## Outputs`): a reason code and a message for each way
+/// the listing and the front matter disagree.
+pub struct ListingWords<'w> {
+    /// A declared file the section does not list (its path).
+    pub not_listed: Worded<'w>,
+    /// A listed file with no sha256 beside it (its path); `None` for a section whose
+    /// listings always carry one (the caller lists only lines with a sha256).
+    pub hash_missing: Option<Worded<'w>>,
+    /// A listed sha256 that is not the declared one (path, listed, declared).
+    pub hash_mismatch: WordedMismatch<'w>,
+    /// A listed file the front matter does not declare (its path).
+    pub undeclared: Worded<'w>,
+}
+
+/// The cross-check of a section that lists files against the front matter that declares
+/// them, shared by the request validator and the tool-result gate: every `declared`
+/// file (path, sha256) is listed in `section`, with its sha256; every listed file is one
+/// `is_declared` knows.
+pub fn cross_check_listing<'d>(
+    section: &Section<'_>,
+    listed: &[Listed],
+    declared: impl IntoIterator<Item = (&'d str, &'d str)>,
+    is_declared: &dyn Fn(&str) -> bool,
+    words: &ListingWords<'_>,
+    r: &mut Reasons,
+) {
+    for (path, sha256) in declared {
+        match listed.iter().find(|(p, _, _)| p == path) {
+            None => r.add(
+                words.not_listed.0,
+                (words.not_listed.1)(path),
+                section.heading_line,
+            ),
+            Some((_, None, line)) => {
+                if let Some((code, message)) = words.hash_missing {
+                    r.add(code, message(path), *line);
+                }
+            }
+            Some((_, Some(sha), line)) if sha != sha256 => r.add(
+                words.hash_mismatch.0,
+                (words.hash_mismatch.1)(path, sha, sha256),
+                *line,
+            ),
+            Some(_) => {}
+        }
+    }
+    for (path, _, line) in listed {
+        if !is_declared(path) {
+            r.add(words.undeclared.0, (words.undeclared.1)(path), *line);
+        }
+    }
+}
+
 /// The hash a section line lists beside a path: the first of its `tokens` that is 64
 /// hex digits, bare or written `sha256:<hex>` or `sha256=<hex>`.
 pub fn listed_sha256<'t>(tokens: &[&'t str]) -> Option<&'t str> {

@@ -132,16 +132,11 @@ pub fn load(text: &str, first_line: usize, budget: Budget) -> Result<Node, Vec<L
     }
 }
 
-enum Frame {
-    Seq {
-        items: Vec<Node>,
-        line: usize,
-    },
-    Map {
-        entries: Vec<Entry>,
-        line: usize,
-        pending_key: Option<(String, usize)>,
-    },
+/// A sequence or mapping being loaded: its node so far and, for a mapping, the key
+/// whose value comes next.
+struct Frame {
+    node: Node,
+    pending_key: Option<(String, usize)>,
 }
 
 struct Loader {
@@ -187,30 +182,25 @@ impl Loader {
                 })
             }
             Event::SequenceStart(anchor, tag) => {
-                self.check_anchor_and_tag(anchor, tag.is_some(), line)?;
-                self.open(line)?;
-                self.stack.push(Frame::Seq {
-                    items: Vec::new(),
-                    line,
-                });
-                Ok(())
+                let items = Vec::new();
+                self.open(anchor, tag.is_some(), Node::Seq { items, line })
             }
             Event::MappingStart(anchor, tag) => {
-                self.check_anchor_and_tag(anchor, tag.is_some(), line)?;
-                self.open(line)?;
-                self.stack.push(Frame::Map {
-                    entries: Vec::new(),
-                    line,
-                    pending_key: None,
-                });
-                Ok(())
+                let entries = Vec::new();
+                self.open(anchor, tag.is_some(), Node::Map { entries, line })
             }
             Event::SequenceEnd => match self.stack.pop() {
-                Some(Frame::Seq { items, line }) => self.push(Node::Seq { items, line }),
+                Some(Frame {
+                    node: node @ Node::Seq { .. },
+                    ..
+                }) => self.push(node),
                 _ => Err(fatal("yaml.syntax", "unbalanced sequence".into())),
             },
             Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Map { entries, line, .. }) => self.push(Node::Map { entries, line }),
+                Some(Frame {
+                    node: node @ Node::Map { .. },
+                    ..
+                }) => self.push(node),
                 _ => Err(fatal("yaml.syntax", "unbalanced mapping".into())),
             },
         }
@@ -254,7 +244,10 @@ impl Loader {
         Ok(())
     }
 
-    fn open(&mut self, line: usize) -> Result<(), LoadError> {
+    /// Starts loading `node`, an empty sequence or mapping.
+    fn open(&mut self, anchor: usize, tagged: bool, node: Node) -> Result<(), LoadError> {
+        let line = node.line();
+        self.check_anchor_and_tag(anchor, tagged, line)?;
         self.count(line)?;
         if self.stack.len() >= self.budget.max_depth {
             return Err(LoadError {
@@ -266,12 +259,20 @@ impl Loader {
                 line,
             });
         }
+        self.stack.push(Frame {
+            node,
+            pending_key: None,
+        });
         Ok(())
     }
 
     /// Attaches a finished node to its parent (or makes it the root).
     fn push(&mut self, node: Node) -> Result<(), LoadError> {
-        match self.stack.last_mut() {
+        match self
+            .stack
+            .last_mut()
+            .map(|f| (&mut f.node, &mut f.pending_key))
+        {
             None => {
                 if !matches!(node, Node::Map { .. }) {
                     return Err(LoadError {
@@ -286,15 +287,17 @@ impl Loader {
                 self.root = Some(node);
                 Ok(())
             }
-            Some(Frame::Seq { items, .. }) => {
+            Some((Node::Seq { items, .. }, _)) => {
                 items.push(node);
                 Ok(())
             }
-            Some(Frame::Map {
-                entries,
-                pending_key,
-                ..
-            }) => match pending_key.take() {
+            // A frame is a sequence or a mapping; a scalar never is one.
+            Some((Node::Scalar { line, .. }, _)) => Err(LoadError {
+                code: "yaml.syntax",
+                message: "a value inside a scalar".into(),
+                line: *line,
+            }),
+            Some((Node::Map { entries, .. }, pending_key)) => match pending_key.take() {
                 None => match node {
                     Node::Scalar { value, line, .. } => {
                         if let Some(first) = entries.iter().find(|e| e.key == value) {

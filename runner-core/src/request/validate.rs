@@ -780,7 +780,7 @@ pub fn trim_path_token(token: &str) -> &str {
 }
 
 fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
-    let mut named: Vec<(String, Option<String>, usize)> = Vec::new();
+    let mut named: Vec<document::Listed> = Vec::new();
     for line in s.content_lines() {
         let tokens: Vec<&str> = path_tokens(line.text).collect();
         let path = tokens
@@ -797,41 +797,40 @@ fn input_files_section(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {
             );
         }
     }
-    for input in &fm.inputs {
-        match named.iter().find(|(p, _, _)| *p == input.path) {
-            None => r.add(
-                "inputs.section_missing_file",
-                format!(
-                    "input `{}` is declared in the front matter but not listed in `## Input Files`",
-                    input.path
-                ),
-                s.heading_line,
-            ),
-            Some((_, None, line)) => r.add(
-                "inputs.section_hash_missing",
-                format!("`## Input Files` lists `{}` without its sha256", input.path),
-                *line,
-            ),
-            Some((_, Some(sha), line)) if *sha != input.sha256 => r.add(
-                "inputs.section_hash_mismatch",
-                format!(
-                    "`## Input Files` gives sha256 {sha} for `{}`, the front matter {}",
-                    input.path, input.sha256
-                ),
-                *line,
-            ),
-            Some(_) => {}
-        }
-    }
-    for (path, _, line) in &named {
-        if !fm.declared_paths.iter().any(|p| p == path) {
-            let line_hint = fm
-                .inputs_line
-                .map(|l| format!(" (front matter `inputs` on line {l})"))
-                .unwrap_or_default();
-            r.add("inputs.section_undeclared_file", format!("`## Input Files` lists `{path}`, which the front matter `inputs` does not declare{line_hint}"), *line);
-        }
-    }
+    let line_hint = fm
+        .inputs_line
+        .map(|l| format!(" (front matter `inputs` on line {l})"))
+        .unwrap_or_default();
+    let words = document::ListingWords {
+        not_listed: ("inputs.section_missing_file", &|path| {
+            format!(
+                "input `{path}` is declared in the front matter but not listed in `## Input Files`"
+            )
+        }),
+        hash_missing: Some(("inputs.section_hash_missing", &|path| {
+            format!("`## Input Files` lists `{path}` without its sha256")
+        })),
+        hash_mismatch: ("inputs.section_hash_mismatch", &|path, listed, declared| {
+            format!(
+                "`## Input Files` gives sha256 {listed} for `{path}`, the front matter {declared}"
+            )
+        }),
+        undeclared: ("inputs.section_undeclared_file", &|path| {
+            format!(
+                "`## Input Files` lists `{path}`, which the front matter `inputs` does not declare{line_hint}"
+            )
+        }),
+    };
+    document::cross_check_listing(
+        s,
+        &named,
+        fm.inputs
+            .iter()
+            .map(|i| (i.path.as_str(), i.sha256.as_str())),
+        &|path| fm.declared_paths.iter().any(|p| p == path),
+        &words,
+        r,
+    );
 }
 
 fn output_paths(s: &Section<'_>, r: &mut Reasons) -> Vec<String> {

@@ -57,7 +57,7 @@ impl ManCommand {
                 }
             };
         };
-        if let Err(e) = std::fs::create_dir_all(&dir) {
+        if let Err(e) = runner_sandbox::host::create_dir_all(&dir) {
             output::error(format!("cannot create {}: {e}", dir.display()));
             return exit_codes::IO;
         }

@@ -2,8 +2,6 @@
 //! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
 
 pub mod approve;
-// reason: writes man pages into --dir
-#[allow(clippy::disallowed_methods)]
 pub mod docs;
 pub mod env;
 pub mod exec;
@@ -14,8 +12,6 @@ pub mod output;
 pub mod policy;
 pub mod replay;
 pub mod request;
-// reason: reads and writes the committed schema files
-#[allow(clippy::disallowed_methods)]
 pub mod schemas;
 pub mod serve;
 pub mod validate;

@@ -103,9 +103,11 @@ impl SchemasCommand {
         let schemas = all();
         if self.check {
             let mut code = exit_codes::OK;
+            let dir = runner_sandbox::host::open_dir(&self.dir).ok();
             for (name, text) in &schemas {
                 let path = self.dir.join(name);
-                if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                let committed = dir.as_ref().and_then(|d| d.read_to_string(name).ok());
+                if committed.as_deref() != Some(text.as_str()) {
                     output::error(format!(
                         "{} is not current: run `just schemas`",
                         path.display()
@@ -115,7 +117,7 @@ impl SchemasCommand {
             }
             return code;
         }
-        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+        if let Err(e) = runner_sandbox::host::create_dir_all(&self.dir) {
             output::error(format!("cannot create {}: {e}", self.dir.display()));
             return exit_codes::IO;
         }
