@@ -26,6 +26,9 @@ pub mod worker;
 /// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
 /// and the result document record them.
 pub use runner_core::run::{Limits, OutcomeKind, Usage};
+/// The capability types the sandbox hands out ([`host`], [`cache`]), for the crates that
+/// hold them.
+pub use cap_std;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -26,7 +26,7 @@
 
 use super::confine;
 use super::engine::{
-    CpuBudget, CpuClock, GuestSetup, RunOptions, engine_name, ensure_compiled, load_module,
+    CpuBudget, CpuClock, GuestSetup, ModuleCache, RunOptions, engine_name, load_module,
     new_engine, run_set_up_guest, worker_address_space_limit,
 };
 use super::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// File name of the worker binary, looked for next to the runner's own.
@@ -51,7 +51,7 @@ const STARTUP_ALLOWANCE: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerRequest {
     pub spec: SandboxSpec<GuestProgram>,
-    /// The precompiled guest module (from [`ensure_compiled`]); the worker checks it
+    /// The precompiled guest module (from [`ModuleCache::ensure_compiled`]); the worker checks it
     /// again before mapping it.
     pub module: PathBuf,
 }
@@ -217,18 +217,24 @@ fn serve(
 // Runner side
 // ---------------------------------------------------------------------------------
 
+/// The ERA worker binary: where it is found and how it is built.
+pub const ERA_WORKER: WorkerBinary = WorkerBinary {
+    env: WORKER_EXE_ENV,
+    bin: WORKER_BIN,
+    what: "ERA worker",
+    build: "cargo build --release --workspace --ignore-rust-version",
+};
+
 /// The ERA backend: wasmtime with the CPython-for-WASI guest, run in a confined worker
 /// process per request.
 pub struct WasmtimeBackend {
     engine: ::wasmtime::Engine,
     cache_dir: PathBuf,
-    worker_exe: Option<PathBuf>,
-    grace: Duration,
+    /// The cache directory, opened (and created) at the first [`WasmtimeBackend::prepare`].
+    cache: OnceLock<ModuleCache>,
+    workers: Workers,
     /// Guest sha256 → precompiled module verified by this process.
     prepared: Mutex<HashMap<String, PathBuf>>,
-    /// Warm workers ([`WasmtimeBackend::with_pool`]); they preload the first guest
-    /// module this backend prepares (the host's default guest).
-    pool: Option<WorkerPool>,
 }
 
 impl WasmtimeBackend {
@@ -238,10 +244,9 @@ impl WasmtimeBackend {
         Ok(Self {
             engine: new_engine()?,
             cache_dir: cache_dir.into(),
-            worker_exe: None,
-            grace: DEFAULT_GRACE,
+            cache: OnceLock::new(),
+            workers: Workers::new(ERA_WORKER, STARTUP_ALLOWANCE, engine_name()),
             prepared: Mutex::new(HashMap::new()),
-            pool: None,
         })
     }
 
@@ -249,33 +254,26 @@ impl WasmtimeBackend {
     /// first guest module this backend prepares loaded and verified (see
     /// `runner_sandbox::worker::WorkerPool`); `counters` count what they did. A run takes
     /// one when there is one, else starts one cold; every worker still serves one
-    /// request. Call after [`WasmtimeBackend::with_worker_exe`].
+    /// request. Call after [`WasmtimeBackend::with_workers`] names another binary.
     pub fn with_pool(
         mut self,
         size: usize,
         counters: std::sync::Arc<PoolCounters>,
     ) -> Result<Self, BackendError> {
-        let exe = self.worker_exe()?;
-        self.pool = Some(WorkerPool::new(exe, size, counters));
+        self.workers = self.workers.with_pool(size, counters, None)?;
         Ok(self)
+    }
+
+    /// The same backend with its workers changed by `change` (another binary, another
+    /// grace: [`Workers::with_worker_exe`], [`Workers::with_grace`]).
+    pub fn with_workers(mut self, change: impl FnOnce(Workers) -> Workers) -> Self {
+        self.workers = change(self.workers);
+        self
     }
 
     /// The warm workers, when there are.
     pub fn pool(&self) -> Option<&WorkerPool> {
-        self.pool.as_ref()
-    }
-
-    /// Run workers from `exe` instead of `$RUNNER_WORKER_EXE` or [`WORKER_BIN`] next to
-    /// the runner's own binary.
-    pub fn with_worker_exe(mut self, exe: impl Into<PathBuf>) -> Self {
-        self.worker_exe = Some(exe.into());
-        self
-    }
-
-    /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
-    pub fn with_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
+        self.workers.pool()
     }
 
     pub fn engine(&self) -> &::wasmtime::Engine {
@@ -297,21 +295,29 @@ impl WasmtimeBackend {
         if let Some(path) = self.prepared_path(&guest.wasm_sha256) {
             return Ok(path);
         }
-        let path = ensure_compiled(
+        let path = self.cache()?.ensure_compiled(
             &self.engine,
             &guest.wasm_path,
             &guest.wasm_sha256,
-            &self.cache_dir,
             progress,
         )?;
         self.lock_prepared()
             .insert(guest.wasm_sha256.clone(), path.clone());
-        if let Some(pool) = &self.pool
+        if let Some(pool) = self.workers.pool()
             && !pool.configured()
         {
             pool.configure(vec![PRELOAD_ARG.to_owned(), path.display().to_string()]);
         }
         Ok(path)
+    }
+
+    /// The module cache, opened once.
+    fn cache(&self) -> Result<&ModuleCache, BackendError> {
+        if let Some(cache) = self.cache.get() {
+            return Ok(cache);
+        }
+        let opened = ModuleCache::create(&self.cache_dir)?;
+        Ok(self.cache.get_or_init(|| opened))
     }
 
     fn prepared_path(&self, sha256: &str) -> Option<PathBuf> {
@@ -332,13 +338,27 @@ impl WasmtimeBackend {
     ///
     /// Reads `$RUNNER_WORKER_EXE` and the path of the running executable.
     pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        locate_worker_exe(
-            self.worker_exe.as_deref(),
-            WORKER_EXE_ENV,
-            WORKER_BIN,
-            "ERA worker",
-            "cargo build --release --workspace --ignore-rust-version",
-        )
+        self.workers.exe()
+    }
+
+    /// Runs `spec` with the precompiled module prepared for its guest: on a warm worker
+    /// (`warm`) when there is one, else on one started now.
+    fn supervise(
+        &self,
+        spec: &SandboxSpec<GuestProgram>,
+        warm: bool,
+    ) -> Result<Supervised, BackendError> {
+        let request = WorkerRequest {
+            spec: spec.clone(),
+            module: self.prepare(&spec.program, |_| {})?,
+        };
+        let payload = serde_json::to_vec(&request)
+            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+        if warm {
+            self.workers.run(&payload, spec)
+        } else {
+            self.workers.run_cold(&payload, spec)
+        }
     }
 }
 
@@ -346,70 +366,28 @@ impl Backend for WasmtimeBackend {
     type Program = GuestProgram;
 
     fn run(&self, spec: &SandboxSpec<GuestProgram>) -> Result<Outcome, BackendError> {
-        let guest = &spec.program;
-        let exe = self.worker_exe()?;
-        let module = self.prepare(guest, |_| {})?;
-        let request = WorkerRequest {
-            spec: spec.clone(),
-            module,
+        self.worker_exe()?;
+        let reason = match self.supervise(spec, true)? {
+            Supervised::Outcome(outcome) => return Ok(outcome),
+            Supervised::NotDelivered(why) => return Err(BackendError::Worker(why)),
+            Supervised::ModuleRejected(reason) => reason,
         };
-        let warm = self.pool.as_ref().and_then(WorkerPool::take);
-        let first = match supervise(&exe, &request, self.grace, warm)? {
-            Supervised::NotDelivered(_) => {
-                if let Some(pool) = &self.pool {
-                    pool.note_retried_cold();
-                }
-                supervise(&exe, &request, self.grace, None)?
-            }
-            other => other,
-        };
-        match first {
+        // Any doubt about precompiled code means compiling again, once.
+        self.lock_prepared().remove(&spec.program.wasm_sha256);
+        match self.supervise(spec, false)? {
             Supervised::Outcome(outcome) => Ok(outcome),
             Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
-            Supervised::ModuleRejected(reason) => {
-                // Any doubt about precompiled code means compiling again, once.
-                self.lock_prepared().remove(&guest.wasm_sha256);
-                let module = self.prepare(guest, |_| {})?;
-                let request = WorkerRequest {
-                    spec: spec.clone(),
-                    module,
-                };
-                match supervise(&exe, &request, self.grace, None)? {
-                    Supervised::Outcome(outcome) => Ok(outcome),
-                    Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
-                    Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
-                        "precompiled module rejected twice: {reason}; then {again}"
-                    ))),
-                }
-            }
+            Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
+                "precompiled module rejected twice: {reason}; then {again}"
+            ))),
         }
     }
 }
 
-/// Run the wasmtime worker (`runner-era-worker`) on `request`.
-fn supervise(
-    exe: &Path,
-    request: &WorkerRequest,
-    grace: Duration,
-    warm: Option<std::process::Child>,
-) -> Result<Supervised, BackendError> {
-    let payload = serde_json::to_vec(request)
-        .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
-    supervise_worker(WorkerJob {
-        exe,
-        args: &[],
-        payload,
-        spec: &request.spec,
-        startup_allowance: STARTUP_ALLOWANCE,
-        grace,
-        engine: engine_name(),
-        oom_exit_code: None,
-        warm,
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::OutcomeKind;
@@ -437,11 +415,16 @@ mod tests {
     }
 
     fn backend() -> WasmtimeBackend {
+        backend_with(worker_exe())
+    }
+
+    /// The test backend running workers from `exe`.
+    fn backend_with(exe: impl Into<PathBuf>) -> WasmtimeBackend {
         // Compile once per test process (shared with the in-process tests).
         let _ = shared();
         WasmtimeBackend::new(test_cache_dir())
             .expect("backend")
-            .with_worker_exe(worker_exe())
+            .with_workers(|w| w.with_worker_exe(exe))
     }
 
     /// A fake worker: a shell script.
@@ -755,7 +738,7 @@ mod tests {
         for (script, wanted) in cases {
             let sandbox = Sandbox::python("print(1)", limits());
             let exe = fake_worker(sandbox.root.path(), script);
-            let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
+            let outcome = backend_with(exe).run(&sandbox.spec).unwrap();
             assert_eq!(outcome.kind, OutcomeKind::Trapped, "{script}: {outcome:?}");
             let detail = outcome.detail.unwrap_or_default();
             assert!(
@@ -772,9 +755,8 @@ mod tests {
         let sandbox = Sandbox::python("print(1)", l);
         let exe = fake_worker(sandbox.root.path(), "exec sleep 100");
         let started = Instant::now();
-        let outcome = backend()
-            .with_worker_exe(exe)
-            .with_grace(Duration::from_millis(200))
+        let outcome = backend_with(exe)
+            .with_workers(|w| w.with_grace(Duration::from_millis(200)))
             .run(&sandbox.spec)
             .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
@@ -792,8 +774,7 @@ mod tests {
             sandbox.root.path(),
             "cat > /dev/null; echo '{\"status\":\"error\",\"message\":\"no luck\"}'; exit 1",
         );
-        let err = backend()
-            .with_worker_exe(exe)
+        let err = backend_with(exe)
             .run(&sandbox.spec)
             .unwrap_err();
         assert!(err.to_string().contains("no luck"), "{err}");
@@ -802,8 +783,7 @@ mod tests {
     #[test]
     fn missing_worker_program_is_a_backend_error() {
         let sandbox = Sandbox::python("print(1)", limits());
-        let err = backend()
-            .with_worker_exe("/nonexistent/worker")
+        let err = backend_with("/nonexistent/worker")
             .run(&sandbox.spec)
             .unwrap_err();
         assert!(
@@ -819,7 +799,7 @@ mod tests {
         let cache = dir.path().join("cache");
         let backend = WasmtimeBackend::new(&cache)
             .unwrap()
-            .with_worker_exe(worker_exe());
+            .with_workers(|w| w.with_worker_exe(worker_exe()));
         // Seed this cache with the shared module, then let the backend verify it.
         fs::create_dir(&cache).unwrap();
         fs::set_permissions(&cache, fs::Permissions::from_mode(0o700)).unwrap();
