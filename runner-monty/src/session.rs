@@ -516,30 +516,51 @@ mod tests {
         );
     }
 
+    /// Code that ends by itself: its exit code, its stdout, and what its stderr holds
+    /// (nothing at all when no text is named).
     #[test]
-    fn uncaught_exception_is_exit_1_with_a_traceback() {
+    fn how_code_that_ends_by_itself_exits() {
         let d = Dirs::new();
-        let o = d.run(
-            "def f():\n    raise ValueError('bad')\nf()",
-            None,
-            &limits(),
-        );
-        assert_eq!(o.kind, OutcomeKind::Completed, "{o:?}");
-        assert_eq!(o.exit_code, 1);
-        let err = text(&o.stderr);
-        assert!(
-            err.contains("Traceback") && err.contains("ValueError: bad"),
-            "{err}"
-        );
-        let o = d.run("print('bye')\nraise SystemExit", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 0), "{o:?}");
-        assert!(o.stderr.is_empty(), "{o:?}");
-        let o = d.run("raise SystemExit('stopping')", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-        assert_eq!(text(&o.stderr), "stopping\n");
-        let o = d.run("x = (", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-        assert!(text(&o.stderr).contains("SyntaxError"), "{o:?}");
+        let cases: [(&str, i32, &str, &[&str]); 7] = [
+            (
+                "def f():\n    raise ValueError('bad')\nf()",
+                1,
+                "",
+                &["Traceback", "ValueError: bad"],
+            ),
+            ("print('bye')\nraise SystemExit", 0, "bye\n", &[]),
+            ("raise SystemExit('stopping')", 1, "", &["stopping\n"]),
+            ("x = (", 1, "", &["SyntaxError"]),
+            // A faked limit message is just an exception.
+            (
+                "raise TimeoutError('feed time limit exceeded: 1s > 0s')",
+                1,
+                "",
+                &["TimeoutError"],
+            ),
+            // An undefined call is a catchable NameError.
+            (
+                "try:\n    foo(1)\nexcept NameError as e:\n    print('caught', e)",
+                0,
+                "caught name 'foo' is not defined\n",
+                &[],
+            ),
+            (
+                "print('before')\nfoo()\nprint('after')",
+                1,
+                "before\n",
+                &["Traceback", "NameError: name 'foo' is not defined"],
+            ),
+        ];
+        for (code, exit_code, stdout, stderr) in cases {
+            let o = d.run(code, None, &limits());
+            let ended = (o.kind, o.exit_code);
+            assert_eq!(ended, (OutcomeKind::Completed, exit_code), "{code}: {o:?}");
+            assert_eq!(text(&o.stdout), stdout, "{code}");
+            let err = text(&o.stderr);
+            assert_eq!(err.is_empty(), stderr.is_empty(), "{code}: {err}");
+            assert!(stderr.iter().all(|s| err.contains(s)), "{code}: {err}");
+        }
     }
 
     #[test]
@@ -625,37 +646,6 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
         assert_eq!(o.kind, OutcomeKind::TimedOut, "{o:?}");
         assert!(o.runtime_sec < 1.0, "{}", o.runtime_sec);
         assert!(!text(&o.stdout).contains("caught"));
-    }
-
-    #[test]
-    fn faked_limit_messages_are_just_exceptions() {
-        let d = Dirs::new();
-        let o = d.run(
-            "raise TimeoutError('feed time limit exceeded: 1s > 0s')",
-            None,
-            &limits(),
-        );
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-    }
-
-    #[test]
-    fn an_undefined_call_is_a_catchable_name_error() {
-        let d = Dirs::new();
-        let o = d.run(
-            "try:\n    foo(1)\nexcept NameError as e:\n    print('caught', e)",
-            None,
-            &limits(),
-        );
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 0), "{o:?}");
-        assert_eq!(text(&o.stdout), "caught name 'foo' is not defined\n");
-        let o = d.run("print('before')\nfoo()\nprint('after')", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-        assert_eq!(text(&o.stdout), "before\n");
-        let err = text(&o.stderr);
-        assert!(
-            err.contains("Traceback") && err.contains("NameError: name 'foo' is not defined"),
-            "{err}"
-        );
     }
 
     #[test]

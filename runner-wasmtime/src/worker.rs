@@ -564,27 +564,32 @@ mod tests {
         assert!((40..64).contains(&opened), "{out}");
     }
 
-    #[test]
-    fn stdout_flood_via_worker() {
+    /// Runs `code` on a worker under [`limits`] with `caps` applied; the run must end
+    /// `output_limit`.
+    fn output_limit_run(code: &str, caps: impl FnOnce(&mut crate::Limits)) -> (Sandbox, Outcome) {
         let mut l = limits();
-        l.stdout_bytes = 100 << 10;
-        let sandbox = Sandbox::python("while True: print('y' * 999)", l);
+        caps(&mut l);
+        let sandbox = Sandbox::python(code, l);
         let outcome = backend().run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        (sandbox, outcome)
+    }
+
+    #[test]
+    fn stdout_flood_via_worker() {
+        let (_, outcome) = output_limit_run("while True: print('y' * 999)", |l| {
+            l.stdout_bytes = 100 << 10;
+        });
         assert!(outcome.stdout_capped);
         assert_eq!(outcome.stdout.len(), 100 << 10);
     }
 
     #[test]
     fn out_byte_flood_is_output_limit_when_polled() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        let sandbox = Sandbox::python(
+        let (sandbox, outcome) = output_limit_run(
             "f = open('/out/big', 'wb')\nwhile True: f.write(b'z' * 65536)",
-            l,
+            |l| l.out_bytes = 1 << 20,
         );
-        let outcome = backend().run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         assert!(has_layer(&outcome, "out_poll"));
         // RLIMIT_FSIZE stopped the file one byte past the cap; the runner cut that
         // byte off again.
@@ -600,16 +605,14 @@ mod tests {
 
     #[test]
     fn out_file_flood_is_output_limit_when_polled() {
-        let mut l = limits();
-        l.out_files = 10;
-        l.wall = Duration::from_secs(10);
-        let sandbox = Sandbox::python(
-            "import time\nfor i in range(100000):\n    open(f'/out/f{i}', 'w').close()\n    time.sleep(0.001)",
-            l,
-        );
         let started = Instant::now();
-        let outcome = backend().run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        let (_, outcome) = output_limit_run(
+            "import time\nfor i in range(100000):\n    open(f'/out/f{i}', 'w').close()\n    time.sleep(0.001)",
+            |l| {
+                l.out_files = 10;
+                l.wall = Duration::from_secs(10);
+            },
+        );
         // The poll killed it long before it finished or timed out.
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -621,17 +624,13 @@ mod tests {
 
     #[test]
     fn sparse_out_file_is_output_limit() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        let sandbox = Sandbox::python(
-            "import os\nf = open('/out/sparse', 'wb')\ntry:\n    f.truncate(1 << 40)\nexcept OSError as e:\n    print('truncate', e.errno)\nf.seek(2 << 20)\ntry:\n    f.write(b'x')\n    f.flush()\nexcept OSError as e:\n    print('write', e.errno)",
-            l,
-        );
-        let outcome = backend().run(&sandbox.spec).unwrap();
         // RLIMIT_FSIZE refuses both (EFBIG): nothing is over on disk, but the worker
-        // recorded the refusals (SIGXFSZ), and the guest swallowing them changes
+        // records the refusals (SIGXFSZ), and the guest swallowing them changes
         // nothing.
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        let (sandbox, outcome) = output_limit_run(
+            "import os\nf = open('/out/sparse', 'wb')\ntry:\n    f.truncate(1 << 40)\nexcept OSError as e:\n    print('truncate', e.errno)\nf.seek(2 << 20)\ntry:\n    f.write(b'x')\n    f.flush()\nexcept OSError as e:\n    print('write', e.errno)",
+            |l| l.out_bytes = 1 << 20,
+        );
         // WASI's EFBIG is 22.
         assert_eq!(text(&outcome.stdout), "truncate 22\nwrite 22\n");
         assert!(
