@@ -494,6 +494,13 @@ mod tests {
                 Arm::None,
             )
         }
+
+        /// Runs `code` (no inputs) under [`limits`] with `caps` applied.
+        fn run_with(&self, code: &str, caps: impl FnOnce(&mut Limits)) -> Outcome {
+            let mut l = limits();
+            caps(&mut l);
+            self.run(code, None, &l)
+        }
     }
 
     fn text(bytes: &[u8]) -> String {
@@ -610,20 +617,16 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
 
     #[test]
     fn out_write_limit_is_an_output_limit() {
-        let d = Dirs::new();
-        let mut l = limits();
-        l.out_bytes = 1000;
-        let o = d.run("open('/out/big', 'w').write('x' * 5000)", None, &l);
+        let code = "open('/out/big', 'w').write('x' * 5000)";
+        let o = Dirs::new().run_with(code, |l| l.out_bytes = 1000);
         assert_eq!(o.kind, OutcomeKind::OutputLimit, "{o:?}");
         assert!(o.detail.unwrap().contains("write limit"));
     }
 
     #[test]
     fn stdout_cap_is_an_output_limit() {
-        let d = Dirs::new();
-        let mut l = limits();
-        l.stdout_bytes = 10;
-        let o = d.run("for i in range(100):\n    print(i)", None, &l);
+        let code = "for i in range(100):\n    print(i)";
+        let o = Dirs::new().run_with(code, |l| l.stdout_bytes = 10);
         assert_eq!(o.kind, OutcomeKind::OutputLimit, "{o:?}");
         assert_eq!(o.stdout.len(), 10);
         assert!(o.stdout_capped);

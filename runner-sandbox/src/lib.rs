@@ -23,12 +23,12 @@ pub mod read;
 pub mod runtime;
 pub mod worker;
 
-/// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
-/// and the result document record them.
-pub use runner_core::run::{Limits, OutcomeKind, Usage};
 /// The capability types the sandbox hands out ([`host`], [`cache`]), for the crates that
 /// hold them.
 pub use cap_std;
+/// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
+/// and the result document record them.
+pub use runner_core::run::{Limits, OutcomeKind, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -21,6 +21,9 @@
 
 use super::{BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec};
 use crate::digest;
+use cap_std::fs::{Dir, DirBuilderExt, OpenOptionsExt};
+use runner_sandbox::cache::{PrivateDirError, check_private};
+use runner_sandbox::cap_std;
 pub use runner_sandbox::cpu::{CpuClock, cpu_time};
 use runner_sandbox::determinism::VirtualTime;
 pub use runner_sandbox::runtime::{
@@ -28,9 +31,6 @@ pub use runner_sandbox::runtime::{
 };
 use runner_sandbox::worker::truncate;
 use sha2::{Digest, Sha256};
-use cap_std::fs::{Dir, DirBuilderExt, OpenOptionsExt};
-use runner_sandbox::cache::{PrivateDirError, check_private};
-use runner_sandbox::cap_std;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -692,7 +692,10 @@ impl Scratch {
         builder.mode(0o700);
         runner_sandbox::host::open_dir(&spec.out_dir)
             .and_then(|out| out.create_dir_with(SCRATCH_IN_OUT, &builder).map(|()| out))
-            .map(|out| Self { out, path: path.clone() })
+            .map(|out| Self {
+                out,
+                path: path.clone(),
+            })
             .map_err(|e| {
                 BackendError::Worker(format!("cannot create scratch {}: {e}", path.display()))
             })
@@ -1119,6 +1122,22 @@ pub(crate) mod testkit {
         path
     }
 
+    /// Runs `run` (a guest that prints `stdout`), says how long it took `how`, and
+    /// checks that it completed with exit code 0 and printed just that.
+    pub fn hello(how: &str, stdout: &str, run: impl FnOnce() -> Outcome) -> Outcome {
+        let started = std::time::Instant::now();
+        let outcome = run();
+        eprintln!(
+            "hello world {how}: {:.3} s wall (guest {:.3} s)",
+            started.elapsed().as_secs_f64(),
+            outcome.runtime_sec
+        );
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 0);
+        assert_eq!(text(&outcome.stdout), stdout);
+        outcome
+    }
+
     /// `target/<profile>/`, from the test binary's own path (`target/<profile>/deps/…`).
     pub fn target_profile_dir() -> PathBuf {
         let exe = std::env::current_exe().expect("test binary path");
@@ -1329,28 +1348,62 @@ mod tests {
         }
     }
 
+    /// How each reactor fixture ends: `_initialize` then `run`, its `host` import
+    /// answered by the stub ([`NO_HOST`]) or refused, a missing `run`, wasm exceptions.
     #[test]
-    fn reactor_runs_initialize_then_run_and_host_call_answers_no_host() {
-        let outcome = run_fixture("reactor-init-then-run.wasm", reactor()).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        // 10 * 7 (set by _initialize) + -1 (NO_HOST).
-        assert_eq!(outcome.exit_code, 69);
-    }
-
-    #[test]
-    fn reactor_host_import_is_refused_unless_stubbed() {
+    fn reactor_fixtures_end_as_their_runtime_says() {
         let refuse = GuestRuntime {
             host_imports: HostImports::Refuse,
             ..reactor()
         };
-        let outcome = run_fixture("reactor-init-then-run.wasm", refuse).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        let detail = outcome.detail.unwrap_or_default();
-        assert!(
-            detail.contains("host") && detail.contains("call"),
-            "{detail}"
-        );
+        // (fixture, runtime, how it ends, its exit code when checked, what the detail names)
+        let cases: [(&str, GuestRuntime, OutcomeKind, Option<i32>, &[&str]); 4] = [
+            // 10 * 7 (set by _initialize) + -1 (NO_HOST).
+            (
+                "reactor-init-then-run.wasm",
+                reactor(),
+                OutcomeKind::Completed,
+                Some(69),
+                &[],
+            ),
+            (
+                "reactor-init-then-run.wasm",
+                refuse,
+                OutcomeKind::Trapped,
+                None,
+                &["host", "call"],
+            ),
+            (
+                "reactor-without-run.wasm",
+                reactor(),
+                OutcomeKind::Trapped,
+                None,
+                &["`run`"],
+            ),
+            (
+                "reactor-throws-and-catches.wasm",
+                reactor(),
+                OutcomeKind::Completed,
+                Some(5),
+                &[],
+            ),
+        ];
+        for (fixture, runtime, kind, exit_code, named) in cases {
+            let outcome = run_fixture(fixture, runtime).unwrap();
+            assert_eq!(outcome.kind, kind, "{fixture}: {outcome:?}");
+            if let Some(code) = exit_code {
+                assert_eq!(outcome.exit_code, code, "{fixture}");
+            }
+            let detail = outcome.detail.unwrap_or_default();
+            assert!(
+                named.iter().all(|n| detail.contains(n)),
+                "{fixture}: {detail}"
+            );
+        }
+    }
 
+    #[test]
+    fn reactor_host_import_not_returning_one_i32_cannot_be_stubbed() {
         let err = run_fixture("reactor-host-import-returns-i64.wasm", reactor())
             .unwrap_err()
             .to_string();
@@ -1358,21 +1411,6 @@ mod tests {
             err.contains("host::call") && err.contains("not one i32"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn reactor_without_run_is_trapped_naming_run() {
-        let outcome = run_fixture("reactor-without-run.wasm", reactor()).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        let detail = outcome.detail.unwrap_or_default();
-        assert!(detail.contains("`run`"), "{detail}");
-    }
-
-    #[test]
-    fn reactor_with_wasm_exceptions_loads_and_catches() {
-        let outcome = run_fixture("reactor-throws-and-catches.wasm", reactor()).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 5);
     }
 
     /// The runtime hooks on the real (3.12) guest: argv[0] replaced, extra environment,
@@ -1447,16 +1485,7 @@ mod tests {
     #[test]
     fn hello_world_prints() {
         let sandbox = Sandbox::python("print('hello from the guest')", limits());
-        let started = Instant::now();
-        let outcome = sandbox.run();
-        eprintln!(
-            "hello world in-process: {:.3} s wall (guest {:.3} s)",
-            started.elapsed().as_secs_f64(),
-            outcome.runtime_sec
-        );
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 0);
-        assert_eq!(text(&outcome.stdout), "hello from the guest\n");
+        let outcome = testkit::hello("in-process", "hello from the guest\n", || sandbox.run());
         assert!(outcome.stderr.is_empty(), "{}", text(&outcome.stderr));
         assert!(!outcome.stdout_capped);
         assert_eq!(
@@ -1981,8 +2010,9 @@ mod tests {
         let chmod = |path: &Path, mode| {
             fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
         };
-        // (what was done to a good cache, how, what the refusal says)
-        let cases: [(&str, &dyn Fn(&Seeded), &str); 5] = [
+        // What was done to a good cache, how, and what the refusal says.
+        type Tamper<'a> = (&'a str, &'a dyn Fn(&Seeded), &'a str);
+        let cases: [Tamper; 5] = [
             (
                 "a flipped byte",
                 &|s| {
@@ -2024,7 +2054,13 @@ mod tests {
         // A world-writable cache dir is refused outright, also to compile into.
         chmod(&seeded.dir, 0o777);
         let guest = Path::new("/nonexistent");
-        let err = ensure_compiled(&shared.engine, guest, testkit::GUEST_SHA256, &seeded.dir, |_| {});
+        let err = ensure_compiled(
+            &shared.engine,
+            guest,
+            testkit::GUEST_SHA256,
+            &seeded.dir,
+            |_| {},
+        );
         let err = err.unwrap_err().to_string();
         assert!(err.contains("writable"), "{err}");
     }

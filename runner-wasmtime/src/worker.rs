@@ -26,8 +26,8 @@
 
 use super::confine;
 use super::engine::{
-    CpuBudget, CpuClock, GuestSetup, ModuleCache, RunOptions, engine_name, load_module,
-    new_engine, run_set_up_guest, worker_address_space_limit,
+    CpuBudget, CpuClock, GuestSetup, ModuleCache, RunOptions, engine_name, load_module, new_engine,
+    run_set_up_guest, worker_address_space_limit,
 };
 use super::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
 // The protocol and the supervision are the sandbox's, shared with the Monty worker.
@@ -392,7 +392,7 @@ mod tests {
     use super::*;
     use crate::OutcomeKind;
     use crate::engine::testkit::{
-        Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
+        self, Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
     };
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
@@ -444,16 +444,9 @@ mod tests {
         let backend = backend();
         let sandbox = Sandbox::python("print('hello from the worker')", limits());
         backend.prepare(sandbox.guest(), |_| {}).unwrap();
-        let started = Instant::now();
-        let outcome = backend.run(&sandbox.spec).unwrap();
-        eprintln!(
-            "hello world via worker: {:.3} s wall (guest {:.3} s)",
-            started.elapsed().as_secs_f64(),
-            outcome.runtime_sec
-        );
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 0);
-        assert_eq!(text(&outcome.stdout), "hello from the worker\n");
+        let outcome = testkit::hello("via worker", "hello from the worker\n", || {
+            backend.run(&sandbox.spec).unwrap()
+        });
         assert_eq!(
             fs::read(sandbox.host("capture/stdout")).unwrap(),
             outcome.stdout
@@ -640,10 +633,19 @@ mod tests {
         assert!(fs::metadata(sandbox.host("out/sparse")).unwrap().len() <= 1 << 20);
     }
 
-    /// Runs a sandbox from a thread with its own mount namespace, with a tmpfs on
-    /// `/out`: the worker (spawned from that thread) writes into the tmpfs.
-    fn run_with_tmpfs(sandbox: Sandbox) -> Option<(Outcome, Vec<String>)> {
-        std::thread::spawn(move || {
+    /// Runs `code` under [`limits`] with `caps` applied from a thread with its own mount
+    /// namespace, with a tmpfs on `/out`: the worker (spawned from that thread) writes
+    /// into the tmpfs. The run must end as `kind`; the outcome and the names left in
+    /// `/out`.
+    fn run_on_tmpfs(
+        code: &str,
+        caps: impl FnOnce(&mut crate::Limits),
+        kind: OutcomeKind,
+    ) -> (Outcome, Vec<String>) {
+        let mut l = limits();
+        caps(&mut l);
+        let sandbox = Sandbox::python(code, l);
+        let ran = std::thread::spawn(move || {
             let mount = confine::mount_tmpfs_in_thread_namespace(
                 &sandbox.spec.out_dir,
                 &sandbox.spec.limits,
@@ -658,22 +660,24 @@ mod tests {
             Some((outcome, listing))
         })
         .join()
-        .unwrap()
+        .unwrap();
+        let Some((outcome, listing)) = ran else {
+            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        };
+        assert_eq!(outcome.kind, kind, "{outcome:?}");
+        (outcome, listing)
     }
 
     #[test]
     fn out_byte_flood_on_tmpfs_is_output_limit() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        l.out_files = 4;
-        let sandbox = Sandbox::python(
+        let (outcome, listing) = run_on_tmpfs(
             "import sys\nf = open('/out/big', 'wb')\ntry:\n    while True:\n        f.write(b'z' * 65536)\n        f.flush()\nexcept OSError as e:\n    print('stopped', e.errno)\n    sys.exit(0)",
-            l,
+            |l| {
+                l.out_bytes = 1 << 20;
+                l.out_files = 4;
+            },
+            OutcomeKind::OutputLimit,
         );
-        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
-            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
-        };
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         assert!(
             has_layer(&outcome, "out_tmpfs"),
             "{:?}",
@@ -689,16 +693,11 @@ mod tests {
 
     #[test]
     fn out_file_flood_on_tmpfs_is_output_limit() {
-        let mut l = limits();
-        l.out_files = 10;
-        let sandbox = Sandbox::python(
+        let (outcome, listing) = run_on_tmpfs(
             "import sys\nn = 0\ntry:\n    for i in range(1000):\n        open(f'/out/f{i}', 'w').close()\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n    sys.exit(0)",
-            l,
+            |l| l.out_files = 10,
+            OutcomeKind::OutputLimit,
         );
-        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
-            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
-        };
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         // The kernel lets one entry past the cap through (that is how the runner
         // tells "reached" from "went past"), then ENOSPC.
         assert!(
@@ -711,14 +710,12 @@ mod tests {
 
     #[test]
     fn writing_within_the_tmpfs_caps_completes() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        l.out_files = 4;
-        let sandbox = Sandbox::python("open('/out/small', 'w').write('ok')", l);
-        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
-            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        let caps = |l: &mut crate::Limits| {
+            l.out_bytes = 1 << 20;
+            l.out_files = 4;
         };
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        let code = "open('/out/small', 'w').write('ok')";
+        let (_, listing) = run_on_tmpfs(code, caps, OutcomeKind::Completed);
         assert_eq!(listing, vec!["small".to_owned()]);
     }
 
@@ -773,9 +770,7 @@ mod tests {
             sandbox.root.path(),
             "cat > /dev/null; echo '{\"status\":\"error\",\"message\":\"no luck\"}'; exit 1",
         );
-        let err = backend_with(exe)
-            .run(&sandbox.spec)
-            .unwrap_err();
+        let err = backend_with(exe).run(&sandbox.spec).unwrap_err();
         assert!(err.to_string().contains("no luck"), "{err}");
     }
 

@@ -166,7 +166,8 @@ mod tests {
     #[test]
     fn missing_worker_says_how_to_build_it() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = MontyBackend::new().with_workers(|w| w.with_worker_exe(dir.path().join("nope")));
+        let backend =
+            MontyBackend::new().with_workers(|w| w.with_worker_exe(dir.path().join("nope")));
         let err = backend.worker_exe().unwrap_err().to_string();
         assert!(err.contains("--ignore-rust-version"), "{err}");
     }
@@ -181,7 +182,8 @@ mod tests {
         );
         let outcome = MontyBackend::new()
             .with_workers(|w| w.with_worker_exe(exe))
-            .run(&spec).unwrap();
+            .run(&spec)
+            .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
         assert_eq!(outcome.exit_code, 137);
         assert!(outcome.detail.unwrap().contains("exceeds the memory limit"));
@@ -195,13 +197,17 @@ mod tests {
         let exe = fake_worker(dir.path(), "cat >/dev/null; kill -ABRT $$");
         let outcome = MontyBackend::new()
             .with_workers(|w| w.with_worker_exe(exe))
-            .run(&spec).unwrap();
+            .run(&spec)
+            .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
         assert!(outcome.detail.unwrap().contains("SIGABRT"));
 
         let exe = fake_worker(dir.path(), "exec sleep 30");
         let outcome = MontyBackend::new()
-            .with_workers(|w| w.with_worker_exe(exe).with_grace(Duration::from_millis(100)))
+            .with_workers(|w| {
+                w.with_worker_exe(exe)
+                    .with_grace(Duration::from_millis(100))
+            })
             .run(&spec)
             .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");

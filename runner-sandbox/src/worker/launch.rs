@@ -4,8 +4,8 @@
 //! `MontyBackend` each hold a [`Workers`] and hand it their request's bytes; every
 //! worker process of the runner starts through here ([`super::spawn_worker`]).
 
-use super::{Supervised, WorkerJob, WorkerPool, locate_worker_exe, supervise_worker};
 use super::{DEFAULT_GRACE, PoolCounters};
+use super::{Supervised, WorkerJob, WorkerPool, locate_worker_exe, supervise_worker};
 use crate::{BackendError, SandboxSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,7 +111,11 @@ impl Workers {
     /// Runs `payload` (the request) for `spec` on a warm worker when the pool has one,
     /// else on one started now; a warm worker that ended before it read the request is
     /// counted and the request runs again on a cold one, once.
-    pub fn run<P>(&self, payload: &[u8], spec: &SandboxSpec<P>) -> Result<Supervised, BackendError> {
+    pub fn run<P>(
+        &self,
+        payload: &[u8],
+        spec: &SandboxSpec<P>,
+    ) -> Result<Supervised, BackendError> {
         let warm = self.pool.as_ref().and_then(|pool| pool.take());
         match self.supervise(payload, spec, warm)? {
             Supervised::NotDelivered(_) => {

@@ -486,6 +486,14 @@ mod tests {
         (pool, counters, dir)
     }
 
+    /// [`waiting_pool`], configured, with its `size` workers started.
+    fn ready_pool(size: usize) -> (WorkerPool, Arc<PoolCounters>, tempfile::TempDir) {
+        let (pool, counters, dir) = waiting_pool(size);
+        pool.configure(Vec::new());
+        wait_ready(&pool, size);
+        (pool, counters, dir)
+    }
+
     /// Ends a worker the test took.
     fn end(mut child: Child) {
         child.kill().unwrap();
@@ -519,11 +527,9 @@ mod tests {
 
     #[test]
     fn a_pool_limited_to_one_start_starts_one_worker_and_no_other() {
-        let (pool, counters, _dir) = waiting_pool(1);
         // Configured first (as the Monty backend's pool is), limited after its first
         // start: that start counts.
-        pool.configure(Vec::new());
-        wait_ready(&pool, 1);
+        let (pool, counters, _dir) = ready_pool(1);
         pool.limit_starts(1);
         let taken = pool.take().unwrap();
         // The refill thread would start the next one at once (a few ms); it must not.
@@ -554,9 +560,7 @@ mod tests {
 
     #[test]
     fn a_worker_dead_while_idle_is_replaced_not_handed_out() {
-        let (pool, counters, _dir) = waiting_pool(1);
-        pool.configure(Vec::new());
-        wait_ready(&pool, 1);
+        let (pool, counters, _dir) = ready_pool(1);
         let victim = pool.idle_pids()[0];
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(i32::try_from(victim).unwrap()),
@@ -593,9 +597,7 @@ mod tests {
 
     #[test]
     fn dropping_the_pool_ends_its_idle_workers() {
-        let (pool, counters, _dir) = waiting_pool(2);
-        pool.configure(Vec::new());
-        wait_ready(&pool, 2);
+        let (pool, counters, _dir) = ready_pool(2);
         let pids = pool.idle_pids();
         drop(pool);
         for pid in pids {
