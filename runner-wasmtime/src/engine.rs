@@ -1122,6 +1122,14 @@ pub(crate) mod testkit {
         path
     }
 
+    /// Checks that `outcome` ended as `kind`, its detail naming each of `named`
+    /// (`case` says which case of a table it is).
+    pub fn assert_ended(outcome: &Outcome, kind: OutcomeKind, named: &[&str], case: &str) {
+        assert_eq!(outcome.kind, kind, "{case}: {outcome:?}");
+        let detail = outcome.detail.as_deref().unwrap_or_default();
+        assert!(named.iter().all(|n| detail.contains(n)), "{case}: {detail}");
+    }
+
     /// Runs `run` (a guest that prints `stdout`), says how long it took `how`, and
     /// checks that it completed with exit code 0 and printed just that.
     pub fn hello(how: &str, stdout: &str, run: impl FnOnce() -> Outcome) -> Outcome {
@@ -1390,15 +1398,10 @@ mod tests {
         ];
         for (fixture, runtime, kind, exit_code, named) in cases {
             let outcome = run_fixture(fixture, runtime).unwrap();
-            assert_eq!(outcome.kind, kind, "{fixture}: {outcome:?}");
+            testkit::assert_ended(&outcome, kind, named, fixture);
             if let Some(code) = exit_code {
                 assert_eq!(outcome.exit_code, code, "{fixture}");
             }
-            let detail = outcome.detail.unwrap_or_default();
-            assert!(
-                named.iter().all(|n| detail.contains(n)),
-                "{fixture}: {detail}"
-            );
         }
     }
 

@@ -735,12 +735,7 @@ mod tests {
             let sandbox = Sandbox::python("print(1)", limits());
             let exe = fake_worker(sandbox.root.path(), script);
             let outcome = backend_with(exe).run(&sandbox.spec).unwrap();
-            assert_eq!(outcome.kind, OutcomeKind::Trapped, "{script}: {outcome:?}");
-            let detail = outcome.detail.unwrap_or_default();
-            assert!(
-                wanted.iter().all(|w| detail.contains(w)),
-                "{script}: {detail}"
-            );
+            testkit::assert_ended(&outcome, OutcomeKind::Trapped, wanted, script);
         }
     }
 
