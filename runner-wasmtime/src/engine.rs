@@ -1364,8 +1364,16 @@ mod tests {
             host_imports: HostImports::Refuse,
             ..reactor()
         };
-        // (fixture, runtime, how it ends, its exit code when checked, what the detail names)
-        let cases: [(&str, GuestRuntime, OutcomeKind, Option<i32>, &[&str]); 4] = [
+        // The fixture, its runtime, how it ends, its exit code when checked, and what the
+        // detail names.
+        type Case<'a> = (
+            &'a str,
+            GuestRuntime,
+            OutcomeKind,
+            Option<i32>,
+            &'a [&'a str],
+        );
+        let cases: [Case; 4] = [
             // 10 * 7 (set by _initialize) + -1 (NO_HOST).
             (
                 "reactor-init-then-run.wasm",
