@@ -1130,6 +1130,15 @@ pub(crate) mod testkit {
         assert!(named.iter().all(|n| detail.contains(n)), "{case}: {detail}");
     }
 
+    /// Checks that `outcome` was stopped by its wall-clock limit (exit code 124) after
+    /// `runtime` seconds of guest time.
+    pub fn assert_timed_out(outcome: &Outcome, runtime: std::ops::Range<f64>) {
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 124);
+        let took = outcome.runtime_sec;
+        assert!(runtime.contains(&took), "{took} s, not in {runtime:?}");
+    }
+
     /// Runs `run` (a guest that prints `stdout`), says how long it took `how`, and
     /// checks that it completed with exit code 0 and printed just that.
     pub fn hello(how: &str, stdout: &str, run: impl FnOnce() -> Outcome) -> Outcome {
@@ -1812,13 +1821,7 @@ mod tests {
         let mut l = limits();
         l.wall = Duration::from_secs(2);
         let outcome = Sandbox::python("print('start', flush=True)\nwhile True: pass", l).run();
-        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 124);
-        assert!(
-            (1.9..3.0).contains(&outcome.runtime_sec),
-            "{}",
-            outcome.runtime_sec
-        );
+        testkit::assert_timed_out(&outcome, 1.9..3.0);
         // Output written before the stop is kept.
         assert_eq!(text(&outcome.stdout), "start\n");
     }
@@ -1828,12 +1831,7 @@ mod tests {
         let mut l = limits();
         l.wall = Duration::from_secs(2);
         let outcome = Sandbox::python("import time; time.sleep(30)", l).run();
-        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
-        assert!(
-            (1.9..2.6).contains(&outcome.runtime_sec),
-            "{}",
-            outcome.runtime_sec
-        );
+        testkit::assert_timed_out(&outcome, 1.9..2.6);
     }
 
     #[test]
