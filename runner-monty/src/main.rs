@@ -13,8 +13,6 @@
 
 mod capture;
 mod inputs;
-// reason: the worker side of the network exchange directory
-#[allow(clippy::disallowed_methods)]
 mod net;
 mod session;
 
@@ -83,10 +81,15 @@ fn serve(
     // The network door (`/out/.net`, made by the runner, served by its broker): the
     // worker writes the code's requests there, so under its own uid it must own it too.
     let exchange = spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
-    let net = program.network.then(|| {
-        fs.write.push(exchange.clone());
-        net::Door::new(exchange)
-    });
+    let net = if program.network {
+        let door = net::Door::open(&exchange).map_err(|e| {
+            BackendError::Worker(format!("cannot open {}: {e}", exchange.display()))
+        })?;
+        fs.write.push(exchange);
+        Some(door)
+    } else {
+        None
+    };
     // Everything that needs ambient authority happens before confinement: the mounts
     // open their directories here and work relative to them afterwards.
     let mounts =

@@ -13,7 +13,8 @@
 
 use monty_types::unstable::MontyNode;
 use monty_types::{CallArgs, ExcType, MontyException, MontyObject, ObjectRef};
-use std::path::PathBuf;
+use runner_sandbox::cap_std::fs::Dir;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The name Monty code calls.
@@ -50,15 +51,23 @@ struct Request {
 /// The exchange directory, and how many requests were written to it.
 #[derive(Debug)]
 pub struct Door {
-    dir: PathBuf,
+    dir: Dir,
     sent: u64,
 }
 
 impl Door {
-    /// The door on `dir` (the host path of `/out/.net`), opened by path after
-    /// confinement: Landlock grants the worker `/out` and all below it.
-    pub fn new(dir: PathBuf) -> Self {
-        Self { dir, sent: 0 }
+    /// The door on `dir` (the host path of `/out/.net`), opened before confinement as
+    /// the mounts are; every request and answer is a name in it. Landlock grants the
+    /// worker `/out` and all below it.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Opens `dir`.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            dir: runner_sandbox::host::open_dir(dir)?,
+            sent: 0,
+        })
     }
 
     /// Answers one `fetch(...)` call.
@@ -100,19 +109,20 @@ impl Door {
         let mut bytes = head.to_string().into_bytes();
         bytes.push(b'\n');
         bytes.extend_from_slice(&request.body);
-        let tmp = self.dir.join(format!("{n}.req.tmp"));
-        std::fs::write(&tmp, &bytes)
-            .and_then(|()| std::fs::rename(&tmp, self.dir.join(format!("{n}.req"))))
+        let tmp = format!("{n}.req.tmp");
+        self.dir
+            .write(&tmp, &bytes)
+            .and_then(|()| self.dir.rename(&tmp, &self.dir, format!("{n}.req")))
             .map_err(|e| {
                 Failure::raise(
                     ExcType::OSError,
                     format!("network.bad_request: cannot hand the request to the broker: {e}"),
                 )
             })?;
-        let answer = self.dir.join(format!("{n}.resp"));
+        let answer = format!("{n}.resp");
         let mut delay = Duration::from_micros(500);
         let raw = loop {
-            match std::fs::read(&answer) {
+            match self.dir.read(&answer) {
                 Ok(raw) => break raw,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -129,7 +139,7 @@ impl Door {
             std::thread::sleep(delay.min(left));
             delay = (delay * 2).min(MAX_POLL);
         };
-        let _ = std::fs::remove_file(&answer);
+        let _ = self.dir.remove_file(&answer);
         parse_answer(&raw)
     }
 }

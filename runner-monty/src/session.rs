@@ -494,6 +494,13 @@ mod tests {
                 Arm::None,
             )
         }
+
+        /// Runs `code` (no inputs) under [`limits`] with `caps` applied.
+        fn run_with(&self, code: &str, caps: impl FnOnce(&mut Limits)) -> Outcome {
+            let mut l = limits();
+            caps(&mut l);
+            self.run(code, None, &l)
+        }
     }
 
     fn text(bytes: &[u8]) -> String {
@@ -516,30 +523,51 @@ mod tests {
         );
     }
 
+    /// Code that ends by itself: its exit code, its stdout, and what its stderr holds
+    /// (nothing at all when no text is named).
     #[test]
-    fn uncaught_exception_is_exit_1_with_a_traceback() {
+    fn how_code_that_ends_by_itself_exits() {
         let d = Dirs::new();
-        let o = d.run(
-            "def f():\n    raise ValueError('bad')\nf()",
-            None,
-            &limits(),
-        );
-        assert_eq!(o.kind, OutcomeKind::Completed, "{o:?}");
-        assert_eq!(o.exit_code, 1);
-        let err = text(&o.stderr);
-        assert!(
-            err.contains("Traceback") && err.contains("ValueError: bad"),
-            "{err}"
-        );
-        let o = d.run("print('bye')\nraise SystemExit", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 0), "{o:?}");
-        assert!(o.stderr.is_empty(), "{o:?}");
-        let o = d.run("raise SystemExit('stopping')", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-        assert_eq!(text(&o.stderr), "stopping\n");
-        let o = d.run("x = (", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-        assert!(text(&o.stderr).contains("SyntaxError"), "{o:?}");
+        let cases: [(&str, i32, &str, &[&str]); 7] = [
+            (
+                "def f():\n    raise ValueError('bad')\nf()",
+                1,
+                "",
+                &["Traceback", "ValueError: bad"],
+            ),
+            ("print('bye')\nraise SystemExit", 0, "bye\n", &[]),
+            ("raise SystemExit('stopping')", 1, "", &["stopping\n"]),
+            ("x = (", 1, "", &["SyntaxError"]),
+            // A faked limit message is just an exception.
+            (
+                "raise TimeoutError('feed time limit exceeded: 1s > 0s')",
+                1,
+                "",
+                &["TimeoutError"],
+            ),
+            // An undefined call is a catchable NameError.
+            (
+                "try:\n    foo(1)\nexcept NameError as e:\n    print('caught', e)",
+                0,
+                "caught name 'foo' is not defined\n",
+                &[],
+            ),
+            (
+                "print('before')\nfoo()\nprint('after')",
+                1,
+                "before\n",
+                &["Traceback", "NameError: name 'foo' is not defined"],
+            ),
+        ];
+        for (code, exit_code, stdout, stderr) in cases {
+            let o = d.run(code, None, &limits());
+            let ended = (o.kind, o.exit_code);
+            assert_eq!(ended, (OutcomeKind::Completed, exit_code), "{code}: {o:?}");
+            assert_eq!(text(&o.stdout), stdout, "{code}");
+            let err = text(&o.stderr);
+            assert_eq!(err.is_empty(), stderr.is_empty(), "{code}: {err}");
+            assert!(stderr.iter().all(|s| err.contains(s)), "{code}: {err}");
+        }
     }
 
     #[test]
@@ -589,20 +617,16 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
 
     #[test]
     fn out_write_limit_is_an_output_limit() {
-        let d = Dirs::new();
-        let mut l = limits();
-        l.out_bytes = 1000;
-        let o = d.run("open('/out/big', 'w').write('x' * 5000)", None, &l);
+        let code = "open('/out/big', 'w').write('x' * 5000)";
+        let o = Dirs::new().run_with(code, |l| l.out_bytes = 1000);
         assert_eq!(o.kind, OutcomeKind::OutputLimit, "{o:?}");
         assert!(o.detail.unwrap().contains("write limit"));
     }
 
     #[test]
     fn stdout_cap_is_an_output_limit() {
-        let d = Dirs::new();
-        let mut l = limits();
-        l.stdout_bytes = 10;
-        let o = d.run("for i in range(100):\n    print(i)", None, &l);
+        let code = "for i in range(100):\n    print(i)";
+        let o = Dirs::new().run_with(code, |l| l.stdout_bytes = 10);
         assert_eq!(o.kind, OutcomeKind::OutputLimit, "{o:?}");
         assert_eq!(o.stdout.len(), 10);
         assert!(o.stdout_capped);
@@ -625,37 +649,6 @@ attempt('overwrite-in', lambda: open('/in/data.txt', 'w').write('x'))
         assert_eq!(o.kind, OutcomeKind::TimedOut, "{o:?}");
         assert!(o.runtime_sec < 1.0, "{}", o.runtime_sec);
         assert!(!text(&o.stdout).contains("caught"));
-    }
-
-    #[test]
-    fn faked_limit_messages_are_just_exceptions() {
-        let d = Dirs::new();
-        let o = d.run(
-            "raise TimeoutError('feed time limit exceeded: 1s > 0s')",
-            None,
-            &limits(),
-        );
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-    }
-
-    #[test]
-    fn an_undefined_call_is_a_catchable_name_error() {
-        let d = Dirs::new();
-        let o = d.run(
-            "try:\n    foo(1)\nexcept NameError as e:\n    print('caught', e)",
-            None,
-            &limits(),
-        );
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 0), "{o:?}");
-        assert_eq!(text(&o.stdout), "caught name 'foo' is not defined\n");
-        let o = d.run("print('before')\nfoo()\nprint('after')", None, &limits());
-        assert_eq!((o.kind, o.exit_code), (OutcomeKind::Completed, 1), "{o:?}");
-        assert_eq!(text(&o.stdout), "before\n");
-        let err = text(&o.stderr);
-        assert!(
-            err.contains("Traceback") && err.contains("NameError: name 'foo' is not defined"),
-            "{err}"
-        );
     }
 
     #[test]

@@ -32,9 +32,9 @@ pub mod reuse;
 /// The forbidden rules' compiled patterns (in `runner-core`).
 pub use runner_core::rule_pattern;
 pub mod sign;
+pub mod stage;
 /// What the guest and environment stores share (a `Dir`, staging, publishing).
 pub(crate) mod store;
-pub mod stage;
 
 /// The runner's own version, recorded in every result's Provenance.
 pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");

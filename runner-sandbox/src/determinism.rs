@@ -123,13 +123,18 @@ mod tests {
     use super::*;
     use rand_core::Rng;
 
-    #[test]
-    fn the_clock_steps_per_read_and_both_clocks_share_the_count() {
-        let t = VirtualTime::new(VirtualClock {
+    /// A clock that starts at 1 s past the epoch and steps 1 µs per read.
+    fn clock() -> VirtualTime {
+        VirtualTime::new(VirtualClock {
             start_unix_us: 1_000_000,
             step_ns: 1_000,
             sleeps_advance: true,
-        });
+        })
+    }
+
+    #[test]
+    fn the_clock_steps_per_read_and_both_clocks_share_the_count() {
+        let t = clock();
         assert_eq!(t.wall_ns(), 1_000_000_000);
         assert_eq!(t.monotonic_ns(), 1_000);
         assert_eq!(t.wall_ns(), 1_000_002_000);
@@ -139,11 +144,7 @@ mod tests {
 
     #[test]
     fn a_sleep_moves_both_clocks_by_what_it_asked() {
-        let t = VirtualTime::new(VirtualClock {
-            start_unix_us: 1_000_000,
-            step_ns: 1_000,
-            sleeps_advance: true,
-        });
+        let t = clock();
         assert_eq!(t.monotonic_ns(), 0);
         t.sleep_relative(5_000_000);
         assert_eq!(t.peek_monotonic_ns(), 5_001_000, "not a read");

@@ -26,6 +26,9 @@ pub mod runtime;
 pub mod store_root;
 pub mod worker;
 
+/// The capability types the sandbox hands out ([`host`], [`cache`]), for the crates that
+/// hold them.
+pub use cap_std;
 /// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
 /// and the result document record them.
 pub use runner_core::run::{Limits, OutcomeKind, Usage};

@@ -32,7 +32,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod launch;
 mod pool;
+pub use launch::{WorkerBinary, Workers};
 pub use pool::{
     PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe, spawn_worker,
 };

@@ -21,6 +21,9 @@
 
 use super::{BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec};
 use crate::digest;
+use cap_std::fs::{Dir, DirBuilderExt, OpenOptionsExt};
+use runner_sandbox::cache::{PrivateDirError, check_private};
+use runner_sandbox::cap_std;
 pub use runner_sandbox::cpu::{CpuClock, cpu_time};
 use runner_sandbox::determinism::VirtualTime;
 pub use runner_sandbox::runtime::{
@@ -28,9 +31,8 @@ pub use runner_sandbox::runtime::{
 };
 use runner_sandbox::worker::truncate;
 use sha2::{Digest, Sha256};
-use std::fs::{self, File, Metadata, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -172,27 +174,33 @@ pub fn engine_fingerprint(engine: &Engine) -> String {
     full[..16].to_owned()
 }
 
-/// Where the precompiled form of the guest with `wasm_sha256` lives for `engine`.
-pub fn precompiled_path(engine: &Engine, cache_dir: &Path, wasm_sha256: &str) -> PathBuf {
-    cache_dir.join(format!(
+/// The file name of the precompiled form of the guest with `wasm_sha256` for `engine`.
+fn precompiled_name(engine: &Engine, wasm_sha256: &str) -> String {
+    format!(
         "{wasm_sha256}-wasmtime-{}-{}.cwasm",
         crate::WASMTIME_VERSION,
         engine_fingerprint(engine)
-    ))
+    )
 }
 
-fn sidecar_path(cwasm: &Path) -> PathBuf {
-    let mut name = cwasm.as_os_str().to_owned();
-    name.push(".sha256");
-    PathBuf::from(name)
+/// Where the precompiled form of the guest with `wasm_sha256` lives for `engine`.
+pub fn precompiled_path(engine: &Engine, cache_dir: &Path, wasm_sha256: &str) -> PathBuf {
+    cache_dir.join(precompiled_name(engine, wasm_sha256))
+}
+
+/// The sidecar holding a module's sha256, beside it.
+const SIDECAR: &str = ".sha256";
+/// The record of a module's last full verification, beside it
+/// ([`ModuleCache::open_verified`]).
+const VERIFIED: &str = ".verified";
+
+/// `name` with `suffix` appended ([`SIDECAR`], [`VERIFIED`]).
+fn suffixed(name: &str, suffix: &str) -> String {
+    format!("{name}{suffix}")
 }
 
 /// Make sure a verified precompiled module for the guest exists in `cache_dir` and
-/// return its path. A cache hit costs one hash of the precompiled file; a miss (or any
-/// doubt: wrong owner, wrong mode, a symlink, a missing or different sidecar hash)
-/// compiles the guest again, which takes seconds; `progress` hears about it first.
-///
-/// The guest bytes are checked against `wasm_sha256` before compiling.
+/// return its path: [`ModuleCache::create`], then [`ModuleCache::ensure_compiled`].
 ///
 /// # Ambient Authority
 ///
@@ -202,79 +210,37 @@ pub fn ensure_compiled(
     wasm_path: &Path,
     wasm_sha256: &str,
     cache_dir: &Path,
-    mut progress: impl FnMut(&str),
+    progress: impl FnMut(&str),
 ) -> Result<PathBuf, BackendError> {
-    if !digest::is_sha256_hex(wasm_sha256) {
-        return Err(BackendError::Module(format!(
-            "guest sha256 {wasm_sha256:?} is not 64 lowercase hex digits"
-        )));
-    }
-    prepare_cache_dir(cache_dir)?;
-    let cwasm = precompiled_path(engine, cache_dir, wasm_sha256);
-    match open_verified(&cwasm) {
-        Ok(_) => return Ok(cwasm),
-        Err(reason) if reason.kind() == io::ErrorKind::NotFound => {}
-        Err(reason) => progress(&format!(
-            "discarding cached module {}: {reason}",
-            cwasm.display()
-        )),
-    }
-
-    // Measured here on 2 cores: the 26 MB CPython 3.12 guest in about 10 s, the 99 MB
-    // scientific guest in 1.5-3 minutes with about 2.2 GB of memory.
-    let estimate = match fs::metadata(wasm_path).map(|m| m.len()) {
-        Ok(size) if size > 50 << 20 => "a few minutes and gigabytes of memory",
-        _ => "about 10 s",
-    };
-    progress(&format!(
-        "compiling guest {} for {} (one time, {estimate})",
-        wasm_path.display(),
-        engine_name()
-    ));
-    let wasm = fs::read(wasm_path).map_err(|e| {
-        BackendError::Module(format!("cannot read guest {}: {e}", wasm_path.display()))
-    })?;
-    let actual = digest::sha256_hex(&wasm);
-    if actual != wasm_sha256 {
-        return Err(BackendError::Module(format!(
-            "guest {} has sha256 {actual}, expected {wasm_sha256}",
-            wasm_path.display()
-        )));
-    }
-    let started = Instant::now();
-    let compiled = engine.precompile_module(&wasm).map_err(|e| {
-        BackendError::Module(format!(
-            "cannot compile guest {}: {e:#}",
-            wasm_path.display()
-        ))
-    })?;
-    progress(&format!(
-        "compiled guest in {:.1} s ({} bytes)",
-        started.elapsed().as_secs_f64(),
-        compiled.len()
-    ));
-    let sum = digest::sha256_hex(&compiled);
-    write_atomically(
-        cache_dir,
-        &sidecar_path(&cwasm),
-        format!("{sum}\n").as_bytes(),
-    )?;
-    write_atomically(cache_dir, &cwasm, &compiled)?;
-    Ok(cwasm)
+    ModuleCache::create(cache_dir)?.ensure_compiled(engine, wasm_path, wasm_sha256, progress)
 }
 
-/// Load a precompiled module written by [`ensure_compiled`]. The file is opened once
-/// without following symlinks, its owner, mode and sidecar sha256 are checked on that
-/// open descriptor, and the same descriptor is mapped; any failed check is an error
-/// (the caller recompiles with [`ensure_compiled`]).
+/// Load a precompiled module written by [`ModuleCache::ensure_compiled`]. Its directory
+/// is opened without following a symlink and checked (ours, not group/world writable);
+/// the file is opened once without following symlinks, its owner, mode and sidecar
+/// sha256 are checked on that open descriptor, and the same descriptor is mapped; any
+/// failed check is an error (the caller recompiles).
 ///
 /// # Ambient Authority
 ///
-/// Opens `cwasm_path`.
+/// Opens the directory of `cwasm_path`.
 pub fn load_module(engine: &Engine, cwasm_path: &Path) -> Result<Module, BackendError> {
-    let file = open_verified(cwasm_path).map_err(|e| {
+    let fail = |e: String| {
         BackendError::Module(format!("precompiled module {}: {e}", cwasm_path.display()))
+    };
+    let name = cwasm_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| fail("names no file".into()))?;
+    let parent = match cwasm_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let cache = ModuleCache::open(parent).map_err(|e| match e {
+        PrivateDirError::NotPrivate(reason) => fail(format!("its directory {reason}")),
+        other => fail(other.to_string()),
     })?;
+    let file = cache.open_verified(name).map_err(|e| fail(e.to_string()))?;
     deserialize_verified(engine, file).map_err(|e| {
         BackendError::Module(format!(
             "cannot load precompiled module {}: {e:#}",
@@ -296,137 +262,213 @@ fn deserialize_verified(engine: &Engine, file: File) -> wasmtime::Result<Module>
     unsafe { Module::deserialize_open_file(engine, file) }
 }
 
-/// Create `dir` (0700) if missing and check it is a directory, not a symlink, owned by
-/// our euid and not group/world writable.
-fn prepare_cache_dir(dir: &Path) -> Result<(), BackendError> {
-    let err = |what: String| BackendError::Module(format!("cache dir {}: {what}", dir.display()));
-    match fs::symlink_metadata(dir) {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if let Some(parent) = dir.parent() {
-                fs::create_dir_all(parent)
-                    .map_err(|e| err(format!("cannot create parent: {e}")))?;
-            }
-            match fs::DirBuilder::new().mode(0o700).create(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(err(format!("cannot create: {e}"))),
-            }
+/// The precompiled-module cache: one private directory (ours, mode 0700, not group or
+/// world writable), opened once through the sandbox (`runner_sandbox::cache`); every
+/// read, write and rename of the modules, their sidecar hashes and verification stamps
+/// is relative to it.
+#[derive(Debug)]
+pub struct ModuleCache {
+    dir: Dir,
+    /// Where it is, for messages and for the module paths handed to the worker.
+    path: PathBuf,
+}
+
+impl ModuleCache {
+    /// The cache at `path`, created (0700, with its parents) when missing; refused
+    /// when it is a symlink, not ours, or group/world writable.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Creates and opens `path`.
+    pub fn create(path: &Path) -> Result<Self, BackendError> {
+        let dir = runner_sandbox::cache::create_private_dir(path)
+            .map_err(|e| BackendError::Module(format!("cache dir {}: {e}", path.display())))?;
+        Ok(Self {
+            dir,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The existing cache at `path` (the worker's side: it never creates one).
+    ///
+    /// # Ambient Authority
+    ///
+    /// Opens `path`.
+    fn open(path: &Path) -> Result<Self, PrivateDirError> {
+        Ok(Self {
+            dir: runner_sandbox::cache::open_private_dir(path)?,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Make sure a verified precompiled module for the guest exists here and return its
+    /// path. A cache hit costs one hash of the precompiled file; a miss (or any doubt:
+    /// wrong owner, wrong mode, a symlink, a missing or different sidecar hash) compiles
+    /// the guest again, which takes seconds; `progress` hears about it first.
+    ///
+    /// The guest bytes are checked against `wasm_sha256` before compiling.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Reads `wasm_path`.
+    pub fn ensure_compiled(
+        &self,
+        engine: &Engine,
+        wasm_path: &Path,
+        wasm_sha256: &str,
+        mut progress: impl FnMut(&str),
+    ) -> Result<PathBuf, BackendError> {
+        if !digest::is_sha256_hex(wasm_sha256) {
+            return Err(BackendError::Module(format!(
+                "guest sha256 {wasm_sha256:?} is not 64 lowercase hex digits"
+            )));
         }
-        Err(e) => return Err(err(e.to_string())),
-    }
-    let meta = fs::symlink_metadata(dir).map_err(|e| err(e.to_string()))?;
-    check_private(&meta, true).map_err(err)
-}
+        let name = precompiled_name(engine, wasm_sha256);
+        let cwasm = self.path.join(&name);
+        match self.open_verified(&name) {
+            Ok(_) => return Ok(cwasm),
+            Err(reason) if reason.kind() == io::ErrorKind::NotFound => {}
+            Err(reason) => progress(&format!(
+                "discarding cached module {}: {reason}",
+                cwasm.display()
+            )),
+        }
 
-/// A file or directory we trust: the right type (symlinks never), owned by our euid,
-/// not writable by group or others.
-fn check_private(meta: &Metadata, want_dir: bool) -> Result<(), String> {
-    let ft = meta.file_type();
-    if ft.is_symlink() {
-        return Err("is a symlink".into());
-    }
-    if want_dir && !ft.is_dir() {
-        return Err("is not a directory".into());
-    }
-    if !want_dir && !ft.is_file() {
-        return Err("is not a regular file".into());
-    }
-    let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != euid {
-        return Err(format!(
-            "is owned by uid {}, not by us ({euid})",
-            meta.uid()
+        // The guest file, opened where the guest store keeps it.
+        let guest = runner_sandbox::host::open_parent(wasm_path)
+            .and_then(|(dir, name)| dir.open(name).map(cap_std::fs::File::into_std));
+        // Measured here on 2 cores: the 26 MB CPython 3.12 guest in about 10 s, the 99 MB
+        // scientific guest in 1.5-3 minutes with about 2.2 GB of memory.
+        let estimate = match guest.as_ref().map(|f| f.metadata().map(|m| m.len())) {
+            Ok(Ok(size)) if size > 50 << 20 => "a few minutes and gigabytes of memory",
+            _ => "about 10 s",
+        };
+        progress(&format!(
+            "compiling guest {} for {} (one time, {estimate})",
+            wasm_path.display(),
+            engine_name()
         ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "has mode {:o}: group or world writable",
-            meta.mode() & 0o7777
+        let mut wasm = Vec::new();
+        guest
+            .and_then(|mut file| file.read_to_end(&mut wasm))
+            .map_err(|e| {
+                BackendError::Module(format!("cannot read guest {}: {e}", wasm_path.display()))
+            })?;
+        let actual = digest::sha256_hex(&wasm);
+        if actual != wasm_sha256 {
+            return Err(BackendError::Module(format!(
+                "guest {} has sha256 {actual}, expected {wasm_sha256}",
+                wasm_path.display()
+            )));
+        }
+        let started = Instant::now();
+        let compiled = engine.precompile_module(&wasm).map_err(|e| {
+            BackendError::Module(format!(
+                "cannot compile guest {}: {e:#}",
+                wasm_path.display()
+            ))
+        })?;
+        progress(&format!(
+            "compiled guest in {:.1} s ({} bytes)",
+            started.elapsed().as_secs_f64(),
+            compiled.len()
         ));
+        let sum = digest::sha256_hex(&compiled);
+        self.write_atomically(&suffixed(&name, SIDECAR), format!("{sum}\n").as_bytes())?;
+        self.write_atomically(&name, &compiled)?;
+        Ok(cwasm)
     }
-    Ok(())
-}
 
-fn open_private(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)?;
-    let meta = file.metadata()?;
-    check_private(&meta, false).map_err(io::Error::other)?;
-    Ok(file)
-}
+    /// Opens `name` here without following a symlink, as a regular file we trust
+    /// ([`check_private`]).
+    fn open_private(&self, name: &str) -> io::Result<File> {
+        let file = self
+            .dir
+            .open_with(
+                name,
+                cap_std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()),
+            )?
+            .into_std();
+        let meta = file.metadata()?;
+        check_private(&meta, false).map_err(io::Error::other)?;
+        Ok(file)
+    }
 
-/// Where the record of the last full verification of `cwasm` lives (see [`open_verified`]).
-fn verified_stamp_path(cwasm: &Path) -> PathBuf {
-    let mut name = cwasm.as_os_str().to_owned();
-    name.push(".verified");
-    PathBuf::from(name)
-}
-
-/// Open the precompiled module and check it against its sidecar hash. The returned
-/// descriptor is the one that was checked.
-///
-/// Hashing the module costs about 1 ms per MB (27 MB for the 3.12 guest), on every
-/// run. So a full check records the stamp of the version it hashed ([`digest::file_stamp`] of
-/// this descriptor, with the sidecar hash) in `CWASM.verified`, and a later open whose
-/// descriptor has the same stamp and whose sidecar names the same hash skips the
-/// re-hash. A tampered module has a different stamp (its change time moved) and is
-/// hashed again, so it is still never executed. What the stamp cannot see is storage
-/// corruption that bypasses the file system (bit rot under an unchanged inode); a
-/// removed `CWASM.verified` brings the full check back. Anyone able to rewrite the
-/// stamp file could equally rewrite the sidecar: both sit in the same private directory.
-fn open_verified(cwasm: &Path) -> io::Result<File> {
-    if let Some(dir) = cwasm.parent() {
-        let meta = fs::symlink_metadata(dir)?;
-        check_private(&meta, true).map_err(|r| io::Error::other(format!("its directory {r}")))?;
-    }
-    let mut file = open_private(cwasm)?;
-    let mut sidecar = String::new();
-    open_private(&sidecar_path(cwasm))
-        .map_err(|e| io::Error::new(e.kind(), format!("sidecar hash: {e}")))?
-        .take(200)
-        .read_to_string(&mut sidecar)?;
-    let expected = sidecar.trim();
-    if !digest::is_sha256_hex(expected) {
-        return Err(io::Error::other("sidecar hash is not a sha256"));
-    }
-    let record = format!("{expected} {}\n", digest::file_stamp(&file.metadata()?));
-    let stamp_path = verified_stamp_path(cwasm);
-    let mut recorded = String::new();
-    if let Ok(stamp) = open_private(&stamp_path) {
-        let _ = stamp.take(400).read_to_string(&mut recorded);
-    }
-    if recorded == record {
-        return Ok(file);
-    }
-    let actual = digest::sha256_reader(&mut file)?;
-    if actual != expected {
-        return Err(io::Error::other(format!(
-            "sha256 {actual} differs from the sidecar's {expected}"
-        )));
-    }
-    if let Some(dir) = cwasm.parent() {
+    /// Open the precompiled module `name` and check it against its sidecar hash. The
+    /// returned descriptor is the one that was checked.
+    ///
+    /// Hashing the module costs about 1 ms per MB (27 MB for the 3.12 guest), on every
+    /// run. So a full check records the stamp of the version it hashed
+    /// ([`digest::file_stamp`] of this descriptor, with the sidecar hash) in
+    /// `NAME.verified`, and a later open whose descriptor has the same stamp and whose
+    /// sidecar names the same hash skips the re-hash. A tampered module has a different
+    /// stamp (its change time moved) and is hashed again, so it is still never executed.
+    /// What the stamp cannot see is storage corruption that bypasses the file system
+    /// (bit rot under an unchanged inode); a removed `NAME.verified` brings the full
+    /// check back. Anyone able to rewrite the stamp file could equally rewrite the
+    /// sidecar: both sit in the same private directory.
+    fn open_verified(&self, name: &str) -> io::Result<File> {
+        let mut file = self.open_private(name)?;
+        let mut sidecar = String::new();
+        self.open_private(&suffixed(name, SIDECAR))
+            .map_err(|e| io::Error::new(e.kind(), format!("sidecar hash: {e}")))?
+            .take(200)
+            .read_to_string(&mut sidecar)?;
+        let expected = sidecar.trim();
+        if !digest::is_sha256_hex(expected) {
+            return Err(io::Error::other("sidecar hash is not a sha256"));
+        }
+        let record = format!("{expected} {}\n", digest::file_stamp(&file.metadata()?));
+        let stamp = suffixed(name, VERIFIED);
+        let mut recorded = String::new();
+        if let Ok(file) = self.open_private(&stamp) {
+            let _ = file.take(400).read_to_string(&mut recorded);
+        }
+        if recorded == record {
+            return Ok(file);
+        }
+        let actual = digest::sha256_reader(&mut file)?;
+        if actual != expected {
+            return Err(io::Error::other(format!(
+                "sha256 {actual} differs from the sidecar's {expected}"
+            )));
+        }
         // Best effort: without the record the next open simply hashes again.
-        let _ = write_atomically(dir, &stamp_path, record.as_bytes());
+        let _ = self.write_atomically(&stamp, record.as_bytes());
+        Ok(file)
     }
-    Ok(file)
-}
 
-/// Write `bytes` to `dest` (inside `dir`) through a private temporary file and a rename,
-/// so readers see the old file or the complete new one, never a torn one.
-fn write_atomically(dir: &Path, dest: &Path, bytes: &[u8]) -> Result<(), BackendError> {
-    let err = |e: io::Error| BackendError::Module(format!("cannot write {}: {e}", dest.display()));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(err)?;
-    tmp.write_all(bytes).map_err(err)?;
-    tmp.as_file().sync_all().map_err(err)?;
-    tmp.persist(dest).map_err(|e| err(e.error))?;
-    Ok(())
+    /// Write `bytes` to `name` here through a private temporary file (0600) and a
+    /// rename, so readers see the old file or the complete new one, never a torn one.
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<(), BackendError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let tmp = format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true).mode(0o600);
+        let written = self
+            .dir
+            .open_with(&tmp, &options)
+            .and_then(|mut file| {
+                file.write_all(bytes)?;
+                file.sync_all()
+            })
+            .and_then(|()| self.dir.rename(&tmp, &self.dir, name));
+        if written.is_err() {
+            let _ = self.dir.remove_file(&tmp);
+        }
+        written.map_err(|e| {
+            BackendError::Module(format!(
+                "cannot write {}: {e}",
+                self.path.join(name).display()
+            ))
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -631,20 +673,47 @@ fn guest_argv(guest: &GuestProgram) -> Vec<String> {
     argv
 }
 
-/// Creates the run's scratch directory inside `/out` (see [`GuestRuntime::scratch`]).
-///
-/// # Ambient Authority
-///
-/// Creates a directory under `spec.out_dir`.
-fn create_scratch(spec: &SandboxSpec<GuestProgram>) -> Result<PathBuf, BackendError> {
-    let dir = spec.out_dir.join(SCRATCH_IN_OUT);
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| {
-            BackendError::Worker(format!("cannot create scratch {}: {e}", dir.display()))
-        })?;
-    Ok(dir)
+/// The run's scratch directory inside `/out` (see [`GuestRuntime::scratch`]), with the
+/// `/out` it was made in, to remove it through when the guest is done.
+pub struct Scratch {
+    out: Dir,
+    path: PathBuf,
+}
+
+impl Scratch {
+    /// Creates the scratch directory (0700) in `spec.out_dir`.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Opens `spec.out_dir`.
+    fn create(spec: &SandboxSpec<GuestProgram>) -> Result<Self, BackendError> {
+        let path = spec.out_dir.join(SCRATCH_IN_OUT);
+        let mut builder = cap_std::fs::DirBuilder::new();
+        builder.mode(0o700);
+        runner_sandbox::host::open_dir(&spec.out_dir)
+            .and_then(|out| out.create_dir_with(SCRATCH_IN_OUT, &builder).map(|()| out))
+            .map(|out| Self {
+                out,
+                path: path.clone(),
+            })
+            .map_err(|e| {
+                BackendError::Worker(format!("cannot create scratch {}: {e}", path.display()))
+            })
+    }
+
+    /// Its host path, for the guest's preopen.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes it: scratch is not an output. A guest may have replaced the directory
+    /// with a file or a symlink; neither is followed.
+    pub fn remove(self) {
+        let _ = self
+            .out
+            .remove_dir_all(SCRATCH_IN_OUT)
+            .or_else(|_| self.out.remove_file(SCRATCH_IN_OUT));
+    }
 }
 
 fn build_wasi(
@@ -768,7 +837,7 @@ pub struct GuestSetup {
     clock: Option<VirtualTime>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
-    scratch: Option<PathBuf>,
+    scratch: Option<Scratch>,
 }
 
 impl GuestSetup {
@@ -786,10 +855,11 @@ impl GuestSetup {
         let stdout = MemoryOutputPipe::new(to_usize(limits.stdout_bytes));
         let stderr = MemoryOutputPipe::new(to_usize(limits.stderr_bytes));
         let scratch = match guest.runtime.scratch {
-            Some(_) => Some(create_scratch(spec)?),
+            Some(_) => Some(Scratch::create(spec)?),
             None => None,
         };
-        let (wasi, clock) = build_wasi(guest, spec, scratch.as_deref(), &stdout, &stderr)?;
+        let scratch_path = scratch.as_ref().map(Scratch::path);
+        let (wasi, clock) = build_wasi(guest, spec, scratch_path, &stdout, &stderr)?;
         Ok(Self {
             wasi,
             clock,
@@ -801,7 +871,7 @@ impl GuestSetup {
 
     /// The scratch directory (under `/out`), when the guest has one.
     pub fn scratch(&self) -> Option<&Path> {
-        self.scratch.as_deref()
+        self.scratch.as_ref().map(Scratch::path)
     }
 }
 
@@ -895,10 +965,8 @@ pub fn run_set_up_guest(
     let out_full = scratch.is_some()
         && runner_sandbox::confine::out_caps_enforced(&spec.out_dir, limits)
         && runner_sandbox::confine::tmpfs_full(&spec.out_dir);
-    if let Some(dir) = &scratch {
-        // Scratch is not an output. A guest may have replaced the directory with a
-        // file or a symlink: remove_dir_all does not follow links.
-        let _ = fs::remove_dir_all(dir).or_else(|_| fs::remove_file(dir));
+    if let Some(scratch) = scratch {
+        scratch.remove();
     }
 
     let (kind, exit_code, mut details) = classify(result, limits);
@@ -1029,8 +1097,11 @@ fn join_details(details: Vec<String>) -> Option<String> {
 /// cache under `target/`, and throwaway sandboxes.
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 pub(crate) mod testkit {
     use super::*;
+    use std::fs;
     use std::sync::OnceLock;
 
     /// Where the guest is unless `RUNNER_TEST_GUEST` says otherwise.
@@ -1049,6 +1120,39 @@ pub(crate) mod testkit {
             path.display()
         );
         path
+    }
+
+    /// Checks that `outcome` ended as `kind`, its detail naming each of `named`
+    /// (`case` says which case of a table it is).
+    pub fn assert_ended(outcome: &Outcome, kind: OutcomeKind, named: &[&str], case: &str) {
+        assert_eq!(outcome.kind, kind, "{case}: {outcome:?}");
+        let detail = outcome.detail.as_deref().unwrap_or_default();
+        assert!(named.iter().all(|n| detail.contains(n)), "{case}: {detail}");
+    }
+
+    /// Checks that `outcome` was stopped by its wall-clock limit (exit code 124) after
+    /// `runtime` seconds of guest time.
+    pub fn assert_timed_out(outcome: &Outcome, runtime: std::ops::Range<f64>) {
+        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 124);
+        let took = outcome.runtime_sec;
+        assert!(runtime.contains(&took), "{took} s, not in {runtime:?}");
+    }
+
+    /// Runs `run` (a guest that prints `stdout`), says how long it took `how`, and
+    /// checks that it completed with exit code 0 and printed just that.
+    pub fn hello(how: &str, stdout: &str, run: impl FnOnce() -> Outcome) -> Outcome {
+        let started = std::time::Instant::now();
+        let outcome = run();
+        eprintln!(
+            "hello world {how}: {:.3} s wall (guest {:.3} s)",
+            started.elapsed().as_secs_f64(),
+            outcome.runtime_sec
+        );
+        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        assert_eq!(outcome.exit_code, 0);
+        assert_eq!(text(&outcome.stdout), stdout);
+        outcome
     }
 
     /// `target/<profile>/`, from the test binary's own path (`target/<profile>/deps/…`).
@@ -1185,9 +1289,13 @@ pub(crate) mod testkit {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::testkit::{Sandbox, json_line, limits, shared, text};
     use super::*;
+    use std::fs::{self, OpenOptions};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     /// Python that tries each `(label, expression)` and prints which succeeded, as JSON:
     /// `{"label": "ok: <repr>" | "err: <exception>"}`.
@@ -1257,28 +1365,65 @@ mod tests {
         }
     }
 
+    /// How each reactor fixture ends: `_initialize` then `run`, its `host` import
+    /// answered by the stub ([`NO_HOST`]) or refused, a missing `run`, wasm exceptions.
     #[test]
-    fn reactor_runs_initialize_then_run_and_host_call_answers_no_host() {
-        let outcome = run_fixture("reactor-init-then-run.wasm", reactor()).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        // 10 * 7 (set by _initialize) + -1 (NO_HOST).
-        assert_eq!(outcome.exit_code, 69);
-    }
-
-    #[test]
-    fn reactor_host_import_is_refused_unless_stubbed() {
+    fn reactor_fixtures_end_as_their_runtime_says() {
         let refuse = GuestRuntime {
             host_imports: HostImports::Refuse,
             ..reactor()
         };
-        let outcome = run_fixture("reactor-init-then-run.wasm", refuse).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        let detail = outcome.detail.unwrap_or_default();
-        assert!(
-            detail.contains("host") && detail.contains("call"),
-            "{detail}"
+        // The fixture, its runtime, how it ends, its exit code when checked, and what the
+        // detail names.
+        type Case<'a> = (
+            &'a str,
+            GuestRuntime,
+            OutcomeKind,
+            Option<i32>,
+            &'a [&'a str],
         );
+        let cases: [Case; 4] = [
+            // 10 * 7 (set by _initialize) + -1 (NO_HOST).
+            (
+                "reactor-init-then-run.wasm",
+                reactor(),
+                OutcomeKind::Completed,
+                Some(69),
+                &[],
+            ),
+            (
+                "reactor-init-then-run.wasm",
+                refuse,
+                OutcomeKind::Trapped,
+                None,
+                &["host", "call"],
+            ),
+            (
+                "reactor-without-run.wasm",
+                reactor(),
+                OutcomeKind::Trapped,
+                None,
+                &["`run`"],
+            ),
+            (
+                "reactor-throws-and-catches.wasm",
+                reactor(),
+                OutcomeKind::Completed,
+                Some(5),
+                &[],
+            ),
+        ];
+        for (fixture, runtime, kind, exit_code, named) in cases {
+            let outcome = run_fixture(fixture, runtime).unwrap();
+            testkit::assert_ended(&outcome, kind, named, fixture);
+            if let Some(code) = exit_code {
+                assert_eq!(outcome.exit_code, code, "{fixture}");
+            }
+        }
+    }
 
+    #[test]
+    fn reactor_host_import_not_returning_one_i32_cannot_be_stubbed() {
         let err = run_fixture("reactor-host-import-returns-i64.wasm", reactor())
             .unwrap_err()
             .to_string();
@@ -1286,21 +1431,6 @@ mod tests {
             err.contains("host::call") && err.contains("not one i32"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn reactor_without_run_is_trapped_naming_run() {
-        let outcome = run_fixture("reactor-without-run.wasm", reactor()).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
-        let detail = outcome.detail.unwrap_or_default();
-        assert!(detail.contains("`run`"), "{detail}");
-    }
-
-    #[test]
-    fn reactor_with_wasm_exceptions_loads_and_catches() {
-        let outcome = run_fixture("reactor-throws-and-catches.wasm", reactor()).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 5);
     }
 
     /// The runtime hooks on the real (3.12) guest: argv[0] replaced, extra environment,
@@ -1375,16 +1505,7 @@ mod tests {
     #[test]
     fn hello_world_prints() {
         let sandbox = Sandbox::python("print('hello from the guest')", limits());
-        let started = Instant::now();
-        let outcome = sandbox.run();
-        eprintln!(
-            "hello world in-process: {:.3} s wall (guest {:.3} s)",
-            started.elapsed().as_secs_f64(),
-            outcome.runtime_sec
-        );
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 0);
-        assert_eq!(text(&outcome.stdout), "hello from the guest\n");
+        let outcome = testkit::hello("in-process", "hello from the guest\n", || sandbox.run());
         assert!(outcome.stderr.is_empty(), "{}", text(&outcome.stderr));
         assert!(!outcome.stdout_capped);
         assert_eq!(
@@ -1700,13 +1821,7 @@ mod tests {
         let mut l = limits();
         l.wall = Duration::from_secs(2);
         let outcome = Sandbox::python("print('start', flush=True)\nwhile True: pass", l).run();
-        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 124);
-        assert!(
-            (1.9..3.0).contains(&outcome.runtime_sec),
-            "{}",
-            outcome.runtime_sec
-        );
+        testkit::assert_timed_out(&outcome, 1.9..3.0);
         // Output written before the stop is kept.
         assert_eq!(text(&outcome.stdout), "start\n");
     }
@@ -1716,12 +1831,7 @@ mod tests {
         let mut l = limits();
         l.wall = Duration::from_secs(2);
         let outcome = Sandbox::python("import time; time.sleep(30)", l).run();
-        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
-        assert!(
-            (1.9..2.6).contains(&outcome.runtime_sec),
-            "{}",
-            outcome.runtime_sec
-        );
+        testkit::assert_timed_out(&outcome, 1.9..2.6);
     }
 
     #[test]
@@ -1842,83 +1952,125 @@ mod tests {
         assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
     }
 
-    /// A cache at `cache` seeded with the shared precompiled module and its sidecar
-    /// (instead of compiling again): the module's path, bytes and sha256.
-    fn seed_cache(shared: &testkit::Shared, cache: &Path) -> (PathBuf, Vec<u8>, String) {
-        prepare_cache_dir(cache).unwrap();
-        let cwasm = precompiled_path(&shared.engine, cache, testkit::GUEST_SHA256);
-        let bytes = fs::read(&shared.cwasm).unwrap();
-        let started = Instant::now();
-        let sum = digest::sha256_hex(&bytes);
-        eprintln!(
-            "sidecar sha256 of {} bytes of precompiled module: {:.1} ms",
-            bytes.len(),
-            started.elapsed().as_secs_f64() * 1e3
-        );
-        write_atomically(cache, &sidecar_path(&cwasm), format!("{sum}\n").as_bytes()).unwrap();
-        write_atomically(cache, &cwasm, &bytes).unwrap();
-        (cwasm, bytes, sum)
+    /// A cache seeded with the shared precompiled module and its sidecar (instead of
+    /// compiling again).
+    struct Seeded {
+        /// Holds the cache directory.
+        _root: tempfile::TempDir,
+        dir: PathBuf,
+        cache: ModuleCache,
+        name: String,
+        cwasm: PathBuf,
+        bytes: Vec<u8>,
+        sum: String,
+    }
+
+    impl Seeded {
+        fn new(shared: &testkit::Shared) -> Self {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().join("cache");
+            let cache = ModuleCache::create(&dir).unwrap();
+            let name = precompiled_name(&shared.engine, testkit::GUEST_SHA256);
+            let bytes = fs::read(&shared.cwasm).unwrap();
+            let started = Instant::now();
+            let sum = digest::sha256_hex(&bytes);
+            eprintln!(
+                "sidecar sha256 of {} bytes of precompiled module: {:.1} ms",
+                bytes.len(),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            cache
+                .write_atomically(&suffixed(&name, SIDECAR), format!("{sum}\n").as_bytes())
+                .unwrap();
+            cache.write_atomically(&name, &bytes).unwrap();
+            Self {
+                cwasm: dir.join(&name),
+                _root: root,
+                dir,
+                cache,
+                name,
+                bytes,
+                sum,
+            }
+        }
+
+        fn load(&self) -> Result<Module, BackendError> {
+            load_module(&shared().engine, &self.cwasm)
+        }
+
+        fn beside(&self, suffix: &str) -> PathBuf {
+            self.dir.join(suffixed(&self.name, suffix))
+        }
     }
 
     #[test]
-    fn cache_rejects_tampering_and_recompiles() {
+    fn cache_rejects_tampering() {
         let shared = shared();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        let (cwasm, bytes, _) = seed_cache(shared, &cache);
-        assert_eq!(
-            fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
-
+        let seeded = Seeded::new(shared);
+        let mode = fs::metadata(&seeded.dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
         let started = Instant::now();
-        let module = load_module(&shared.engine, &cwasm).unwrap();
+        drop(seeded.load().unwrap());
         eprintln!(
             "load precompiled module (verify + map): {:.1} ms",
             started.elapsed().as_secs_f64() * 1e3
         );
-        drop(module);
 
-        // A flipped byte: rejected.
-        let mut bad = bytes.clone();
-        let mid = bad.len() / 2;
-        bad[mid] ^= 1;
-        write_atomically(&cache, &cwasm, &bad).unwrap();
-        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
-        assert!(err.contains("differs from the sidecar"), "{err}");
+        let chmod = |path: &Path, mode| {
+            fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+        };
+        // What was done to a good cache, how, and what the refusal says.
+        type Tamper<'a> = (&'a str, &'a dyn Fn(&Seeded), &'a str);
+        let cases: [Tamper; 5] = [
+            (
+                "a flipped byte",
+                &|s| {
+                    let mut bad = s.bytes.clone();
+                    bad[s.bytes.len() / 2] ^= 1;
+                    s.cache.write_atomically(&s.name, &bad).unwrap();
+                },
+                "differs from the sidecar",
+            ),
+            ("group-writable", &|s| chmod(&s.cwasm, 0o620), "writable"),
+            (
+                "a symlink to a good file",
+                &|s| {
+                    let elsewhere = s.dir.with_file_name("elsewhere.cwasm");
+                    fs::write(&elsewhere, &s.bytes).unwrap();
+                    fs::remove_file(&s.cwasm).unwrap();
+                    std::os::unix::fs::symlink(&elsewhere, &s.cwasm).unwrap();
+                },
+                "symbolic links",
+            ),
+            (
+                "no sidecar",
+                &|s| fs::remove_file(s.beside(SIDECAR)).unwrap(),
+                "sidecar hash",
+            ),
+            (
+                "a world-writable cache dir",
+                &|s| chmod(&s.dir, 0o777),
+                "its directory has mode 777",
+            ),
+        ];
+        for (what, tamper, wanted) in cases {
+            let seeded = Seeded::new(shared);
+            tamper(&seeded);
+            let err = seeded.load().unwrap_err().to_string();
+            assert!(err.contains(wanted), "{what}: {err}");
+        }
 
-        // Group-writable: rejected.
-        write_atomically(&cache, &cwasm, &bytes).unwrap();
-        fs::set_permissions(&cwasm, fs::Permissions::from_mode(0o620)).unwrap();
-        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
-        assert!(err.contains("writable"), "{err}");
-
-        // A symlink to a good file: rejected.
-        fs::remove_file(&cwasm).unwrap();
-        let elsewhere = dir.path().join("elsewhere.cwasm");
-        fs::write(&elsewhere, &bytes).unwrap();
-        std::os::unix::fs::symlink(&elsewhere, &cwasm).unwrap();
-        assert!(load_module(&shared.engine, &cwasm).is_err());
-
-        // Missing sidecar: rejected.
-        fs::remove_file(&cwasm).unwrap();
-        write_atomically(&cache, &cwasm, &bytes).unwrap();
-        fs::remove_file(sidecar_path(&cwasm)).unwrap();
-        assert!(load_module(&shared.engine, &cwasm).is_err());
-
-        // A world-writable cache dir: refused outright.
-        fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).unwrap();
-        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
-        assert!(err.contains("directory"), "{err}");
+        // A world-writable cache dir is refused outright, also to compile into.
+        chmod(&seeded.dir, 0o777);
+        let guest = Path::new("/nonexistent");
         let err = ensure_compiled(
             &shared.engine,
-            Path::new("/nonexistent"),
+            guest,
             testkit::GUEST_SHA256,
-            &cache,
+            &seeded.dir,
             |_| {},
-        )
-        .unwrap_err()
-        .to_string();
+        );
+        let err = err.unwrap_err().to_string();
         assert!(err.contains("writable"), "{err}");
     }
 
@@ -1927,21 +2079,26 @@ mod tests {
         use nix::sys::stat::{UtimensatFlags, utimensat};
         use nix::sys::time::TimeSpec;
         use std::io::{Seek, SeekFrom};
-        let shared = shared();
-        let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        let (cwasm, bytes, sum) = seed_cache(shared, &cache);
-        let stamp = verified_stamp_path(&cwasm);
+        let Seeded {
+            cache,
+            name,
+            cwasm,
+            bytes,
+            sum,
+            ..
+        } = &Seeded::new(shared());
+        let load = || load_module(&shared().engine, cwasm);
+        let stamp = cwasm.with_file_name(suffixed(name, VERIFIED));
         assert!(!stamp.exists());
 
         // The first load hashes and records what it verified.
         let started = Instant::now();
-        drop(load_module(&shared.engine, &cwasm).unwrap());
+        drop(load().unwrap());
         let hashed = started.elapsed();
         let record = fs::read_to_string(&stamp).unwrap();
         assert!(record.starts_with(&format!("{sum} dev=")), "{record}");
         let started = Instant::now();
-        drop(load_module(&shared.engine, &cwasm).unwrap());
+        drop(load().unwrap());
         eprintln!(
             "load with a full hash {:.1} ms, with the stamp {:.1} ms",
             hashed.as_secs_f64() * 1e3,
@@ -1951,36 +2108,38 @@ mod tests {
 
         // A byte changed in place, its modification time put back: the change time
         // moved, so the stamp no longer matches, the file is hashed and refused.
-        let before = fs::metadata(&cwasm).unwrap();
-        let mut file = OpenOptions::new().write(true).open(&cwasm).unwrap();
+        let before = fs::metadata(cwasm).unwrap();
+        let mut file = OpenOptions::new().write(true).open(cwasm).unwrap();
         file.seek(SeekFrom::Start(bytes.len() as u64 / 2)).unwrap();
         file.write_all(&[bytes[bytes.len() / 2] ^ 1]).unwrap();
         drop(file);
         let mtime = TimeSpec::new(before.mtime(), before.mtime_nsec());
         utimensat(
             nix::fcntl::AT_FDCWD,
-            &cwasm,
+            cwasm,
             &mtime,
             &mtime,
             UtimensatFlags::NoFollowSymlink,
         )
         .unwrap();
-        assert_eq!(fs::metadata(&cwasm).unwrap().mtime(), before.mtime());
-        let err = load_module(&shared.engine, &cwasm).unwrap_err().to_string();
+        assert_eq!(fs::metadata(cwasm).unwrap().mtime(), before.mtime());
+        let err = load().unwrap_err().to_string();
         assert!(err.contains("differs from the sidecar"), "{err}");
 
         // A stamp record naming another hash than the sidecar is not trusted either.
-        write_atomically(&cache, &cwasm, &bytes).unwrap();
-        drop(load_module(&shared.engine, &cwasm).unwrap());
+        cache.write_atomically(name, bytes).unwrap();
+        drop(load().unwrap());
         let record = fs::read_to_string(&stamp).unwrap();
-        let forged = record.replacen(&sum, &"0".repeat(64), 1);
-        write_atomically(&cache, &stamp, forged.as_bytes()).unwrap();
+        let forged = record.replacen(sum.as_str(), &"0".repeat(64), 1);
+        cache
+            .write_atomically(&suffixed(name, VERIFIED), forged.as_bytes())
+            .unwrap();
         let mut bad = bytes.clone();
         bad[7] ^= 1;
-        let mut file = OpenOptions::new().write(true).open(&cwasm).unwrap();
+        let mut file = OpenOptions::new().write(true).open(cwasm).unwrap();
         file.write_all(&bad[..8]).unwrap();
         drop(file);
-        assert!(load_module(&shared.engine, &cwasm).is_err());
+        assert!(load().is_err());
     }
 
     #[test]
@@ -1988,16 +2147,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let wasm = dir.path().join("g.wasm");
         fs::write(&wasm, b"\0asm\x01\0\0\0").unwrap();
-        let engine = &shared().engine;
-        let wrong = "0".repeat(64);
-        let err = ensure_compiled(engine, &wasm, &wrong, &dir.path().join("c"), |_| {})
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("expected"), "{err}");
-        let err = ensure_compiled(engine, &wasm, "../../etc", &dir.path().join("c"), |_| {})
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("hex"), "{err}");
+        let cache = ModuleCache::create(&dir.path().join("c")).unwrap();
+        for (sha256, wanted) in [(&*"0".repeat(64), "expected"), ("../../etc", "hex")] {
+            let err = cache.ensure_compiled(&shared().engine, &wasm, sha256, |_| {});
+            let err = err.unwrap_err().to_string();
+            assert!(err.contains(wanted), "{sha256}: {err}");
+        }
     }
 
     #[test]

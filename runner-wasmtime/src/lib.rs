@@ -11,12 +11,8 @@
 //! this crate adds only what needs wasmtime, so the worker binary links nothing else of
 //! the runner.
 
-// reason: the precompiled-module cache and the guest file, by path
-#[allow(clippy::disallowed_methods)]
 pub mod engine;
 pub mod wasi_determinism;
-// reason: finds the worker ($RUNNER_WORKER_EXE); its tests build run directories
-#[allow(clippy::disallowed_methods)]
 pub mod worker;
 
 pub use runner_sandbox::{

@@ -701,7 +701,8 @@ pub fn rewrite(wasm: &[u8], loc: &Located, step_ns: u64) -> Result<Vec<u8>, Back
         })?;
     let out = module.finish();
     if let Some(path) = runner_sandbox::env::non_empty("RUNNER_PREINIT_DUMP") {
-        let _ = std::fs::write(path, &out);
+        let _ = runner_sandbox::host::open_parent(std::path::Path::new(&path))
+            .and_then(|(dir, name)| dir.write(name, &out));
     }
     wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
         .validate_all(&out)
@@ -833,8 +834,8 @@ pub fn build(
             .await
     });
     drop(ticker);
-    if let Some(dir) = &scratch {
-        let _ = std::fs::remove_dir_all(dir);
+    if let Some(scratch) = scratch {
+        scratch.remove();
     }
     let text = |p: &wasmtime_wasi::p2::pipe::MemoryOutputPipe| {
         String::from_utf8_lossy(&p.contents()).into_owned()
@@ -896,13 +897,16 @@ pub fn boot_handles(argv: &[String], in_file: impl Fn(&str) -> Option<std::path:
 /// A regular file that does not start with a .pyc magic number's tag and holds no zip
 /// end-of-central-directory record.
 fn plain_source_file(path: &std::path::Path) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    let Ok((dir, name)) = runner_sandbox::host::open_parent(path) else {
+        return false;
+    };
+    let Ok(meta) = dir.symlink_metadata(&name) else {
         return false;
     };
     if !meta.file_type().is_file() {
         return false;
     }
-    let Ok(bytes) = std::fs::read(path) else {
+    let Ok(bytes) = dir.read(&name) else {
         return false;
     };
     // CPython's maybe_pyc_file compares the first two bytes with the magic number's.
@@ -915,6 +919,8 @@ fn plain_source_file(path: &std::path::Path) -> bool {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::super::testkit::{Sandbox, limits, shared, test_cache_dir, text};
     use super::super::{RunOptions, ensure_compiled, load_module, run_guest};

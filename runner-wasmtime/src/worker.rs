@@ -26,8 +26,8 @@
 
 use super::confine;
 use super::engine::{
-    CpuBudget, CpuClock, GuestSetup, RunOptions, engine_name, ensure_compiled, load_module,
-    new_engine, run_set_up_guest, worker_address_space_limit,
+    CpuBudget, CpuClock, GuestSetup, ModuleCache, RunOptions, engine_name, load_module, new_engine,
+    run_set_up_guest, worker_address_space_limit,
 };
 use super::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
 // The protocol and the supervision are the sandbox's, shared with the Monty worker.
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// File name of the worker binary, looked for next to the runner's own.
@@ -51,7 +51,7 @@ const STARTUP_ALLOWANCE: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkerRequest {
     pub spec: SandboxSpec<GuestProgram>,
-    /// The precompiled guest module (from [`ensure_compiled`]); the worker checks it
+    /// The precompiled guest module (from [`ModuleCache::ensure_compiled`]); the worker checks it
     /// again before mapping it.
     pub module: PathBuf,
 }
@@ -217,18 +217,24 @@ fn serve(
 // Runner side
 // ---------------------------------------------------------------------------------
 
+/// The ERA worker binary: where it is found and how it is built.
+pub const ERA_WORKER: WorkerBinary = WorkerBinary {
+    env: WORKER_EXE_ENV,
+    bin: WORKER_BIN,
+    what: "ERA worker",
+    build: "cargo build --release --workspace --ignore-rust-version",
+};
+
 /// The ERA backend: wasmtime with the CPython-for-WASI guest, run in a confined worker
 /// process per request.
 pub struct WasmtimeBackend {
     engine: ::wasmtime::Engine,
     cache_dir: PathBuf,
-    worker_exe: Option<PathBuf>,
-    grace: Duration,
+    /// The cache directory, opened (and created) at the first [`WasmtimeBackend::prepare`].
+    cache: OnceLock<ModuleCache>,
+    workers: Workers,
     /// Guest sha256 → precompiled module verified by this process.
     prepared: Mutex<HashMap<String, PathBuf>>,
-    /// Warm workers ([`WasmtimeBackend::with_pool`]); they preload the first guest
-    /// module this backend prepares (the host's default guest).
-    pool: Option<WorkerPool>,
 }
 
 impl WasmtimeBackend {
@@ -238,10 +244,9 @@ impl WasmtimeBackend {
         Ok(Self {
             engine: new_engine()?,
             cache_dir: cache_dir.into(),
-            worker_exe: None,
-            grace: DEFAULT_GRACE,
+            cache: OnceLock::new(),
+            workers: Workers::new(ERA_WORKER, STARTUP_ALLOWANCE, engine_name()),
             prepared: Mutex::new(HashMap::new()),
-            pool: None,
         })
     }
 
@@ -249,33 +254,26 @@ impl WasmtimeBackend {
     /// first guest module this backend prepares loaded and verified (see
     /// `runner_sandbox::worker::WorkerPool`); `counters` count what they did. A run takes
     /// one when there is one, else starts one cold; every worker still serves one
-    /// request. Call after [`WasmtimeBackend::with_worker_exe`].
+    /// request. Call after [`WasmtimeBackend::with_workers`] names another binary.
     pub fn with_pool(
         mut self,
         size: usize,
         counters: std::sync::Arc<PoolCounters>,
     ) -> Result<Self, BackendError> {
-        let exe = self.worker_exe()?;
-        self.pool = Some(WorkerPool::new(exe, size, counters));
+        self.workers = self.workers.with_pool(size, counters, None)?;
         Ok(self)
+    }
+
+    /// The same backend with its workers changed by `change` (another binary, another
+    /// grace: [`Workers::with_worker_exe`], [`Workers::with_grace`]).
+    pub fn with_workers(mut self, change: impl FnOnce(Workers) -> Workers) -> Self {
+        self.workers = change(self.workers);
+        self
     }
 
     /// The warm workers, when there are.
     pub fn pool(&self) -> Option<&WorkerPool> {
-        self.pool.as_ref()
-    }
-
-    /// Run workers from `exe` instead of `$RUNNER_WORKER_EXE` or [`WORKER_BIN`] next to
-    /// the runner's own binary.
-    pub fn with_worker_exe(mut self, exe: impl Into<PathBuf>) -> Self {
-        self.worker_exe = Some(exe.into());
-        self
-    }
-
-    /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
-    pub fn with_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
+        self.workers.pool()
     }
 
     pub fn engine(&self) -> &::wasmtime::Engine {
@@ -297,21 +295,29 @@ impl WasmtimeBackend {
         if let Some(path) = self.prepared_path(&guest.wasm_sha256) {
             return Ok(path);
         }
-        let path = ensure_compiled(
+        let path = self.cache()?.ensure_compiled(
             &self.engine,
             &guest.wasm_path,
             &guest.wasm_sha256,
-            &self.cache_dir,
             progress,
         )?;
         self.lock_prepared()
             .insert(guest.wasm_sha256.clone(), path.clone());
-        if let Some(pool) = &self.pool
+        if let Some(pool) = self.workers.pool()
             && !pool.configured()
         {
             pool.configure(vec![PRELOAD_ARG.to_owned(), path.display().to_string()]);
         }
         Ok(path)
+    }
+
+    /// The module cache, opened once.
+    fn cache(&self) -> Result<&ModuleCache, BackendError> {
+        if let Some(cache) = self.cache.get() {
+            return Ok(cache);
+        }
+        let opened = ModuleCache::create(&self.cache_dir)?;
+        Ok(self.cache.get_or_init(|| opened))
     }
 
     fn prepared_path(&self, sha256: &str) -> Option<PathBuf> {
@@ -332,13 +338,27 @@ impl WasmtimeBackend {
     ///
     /// Reads `$RUNNER_WORKER_EXE` and the path of the running executable.
     pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        locate_worker_exe(
-            self.worker_exe.as_deref(),
-            WORKER_EXE_ENV,
-            WORKER_BIN,
-            "ERA worker",
-            "cargo build --release --workspace --ignore-rust-version",
-        )
+        self.workers.exe()
+    }
+
+    /// Runs `spec` with the precompiled module prepared for its guest: on a warm worker
+    /// (`warm`) when there is one, else on one started now.
+    fn supervise(
+        &self,
+        spec: &SandboxSpec<GuestProgram>,
+        warm: bool,
+    ) -> Result<Supervised, BackendError> {
+        let request = WorkerRequest {
+            spec: spec.clone(),
+            module: self.prepare(&spec.program, |_| {})?,
+        };
+        let payload = serde_json::to_vec(&request)
+            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+        if warm {
+            self.workers.run(&payload, spec)
+        } else {
+            self.workers.run_cold(&payload, spec)
+        }
     }
 }
 
@@ -346,75 +366,33 @@ impl Backend for WasmtimeBackend {
     type Program = GuestProgram;
 
     fn run(&self, spec: &SandboxSpec<GuestProgram>) -> Result<Outcome, BackendError> {
-        let guest = &spec.program;
-        let exe = self.worker_exe()?;
-        let module = self.prepare(guest, |_| {})?;
-        let request = WorkerRequest {
-            spec: spec.clone(),
-            module,
+        self.worker_exe()?;
+        let reason = match self.supervise(spec, true)? {
+            Supervised::Outcome(outcome) => return Ok(outcome),
+            Supervised::NotDelivered(why) => return Err(BackendError::Worker(why)),
+            Supervised::ModuleRejected(reason) => reason,
         };
-        let warm = self.pool.as_ref().and_then(WorkerPool::take);
-        let first = match supervise(&exe, &request, self.grace, warm)? {
-            Supervised::NotDelivered(_) => {
-                if let Some(pool) = &self.pool {
-                    pool.note_retried_cold();
-                }
-                supervise(&exe, &request, self.grace, None)?
-            }
-            other => other,
-        };
-        match first {
+        // Any doubt about precompiled code means compiling again, once.
+        self.lock_prepared().remove(&spec.program.wasm_sha256);
+        match self.supervise(spec, false)? {
             Supervised::Outcome(outcome) => Ok(outcome),
             Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
-            Supervised::ModuleRejected(reason) => {
-                // Any doubt about precompiled code means compiling again, once.
-                self.lock_prepared().remove(&guest.wasm_sha256);
-                let module = self.prepare(guest, |_| {})?;
-                let request = WorkerRequest {
-                    spec: spec.clone(),
-                    module,
-                };
-                match supervise(&exe, &request, self.grace, None)? {
-                    Supervised::Outcome(outcome) => Ok(outcome),
-                    Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
-                    Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
-                        "precompiled module rejected twice: {reason}; then {again}"
-                    ))),
-                }
-            }
+            Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
+                "precompiled module rejected twice: {reason}; then {again}"
+            ))),
         }
     }
 }
 
-/// Run the wasmtime worker (`runner-era-worker`) on `request`.
-fn supervise(
-    exe: &Path,
-    request: &WorkerRequest,
-    grace: Duration,
-    warm: Option<std::process::Child>,
-) -> Result<Supervised, BackendError> {
-    let payload = serde_json::to_vec(request)
-        .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
-    supervise_worker(WorkerJob {
-        exe,
-        args: &[],
-        payload,
-        spec: &request.spec,
-        startup_allowance: STARTUP_ALLOWANCE,
-        grace,
-        engine: engine_name(),
-        oom_exit_code: None,
-        warm,
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::OutcomeKind;
     use crate::engine::testkit::{
-        Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
+        self, Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
     };
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
@@ -437,11 +415,16 @@ mod tests {
     }
 
     fn backend() -> WasmtimeBackend {
+        backend_with(worker_exe())
+    }
+
+    /// The test backend running workers from `exe`.
+    fn backend_with(exe: impl Into<PathBuf>) -> WasmtimeBackend {
         // Compile once per test process (shared with the in-process tests).
         let _ = shared();
         WasmtimeBackend::new(test_cache_dir())
             .expect("backend")
-            .with_worker_exe(worker_exe())
+            .with_workers(|w| w.with_worker_exe(exe))
     }
 
     /// A fake worker: a shell script.
@@ -461,16 +444,9 @@ mod tests {
         let backend = backend();
         let sandbox = Sandbox::python("print('hello from the worker')", limits());
         backend.prepare(sandbox.guest(), |_| {}).unwrap();
-        let started = Instant::now();
-        let outcome = backend.run(&sandbox.spec).unwrap();
-        eprintln!(
-            "hello world via worker: {:.3} s wall (guest {:.3} s)",
-            started.elapsed().as_secs_f64(),
-            outcome.runtime_sec
-        );
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 0);
-        assert_eq!(text(&outcome.stdout), "hello from the worker\n");
+        let outcome = testkit::hello("via worker", "hello from the worker\n", || {
+            backend.run(&sandbox.spec).unwrap()
+        });
         assert_eq!(
             fs::read(sandbox.host("capture/stdout")).unwrap(),
             outcome.stdout
@@ -514,14 +490,8 @@ mod tests {
         let sandbox = Sandbox::python("import time\nprint('zz', flush=True)\ntime.sleep(30)", l);
         let started = Instant::now();
         let outcome = backend().run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
-        assert_eq!(outcome.exit_code, 124);
         // Stopped by the worker itself, not by the runner's kill: output kept.
-        assert!(
-            (1.9..2.6).contains(&outcome.runtime_sec),
-            "{}",
-            outcome.runtime_sec
-        );
+        testkit::assert_timed_out(&outcome, 1.9..2.6);
         assert!(started.elapsed() < Duration::from_secs(3));
         assert_eq!(text(&outcome.stdout), "zz\n");
     }
@@ -581,27 +551,32 @@ mod tests {
         assert!((40..64).contains(&opened), "{out}");
     }
 
-    #[test]
-    fn stdout_flood_via_worker() {
+    /// Runs `code` on a worker under [`limits`] with `caps` applied; the run must end
+    /// `output_limit`.
+    fn output_limit_run(code: &str, caps: impl FnOnce(&mut crate::Limits)) -> (Sandbox, Outcome) {
         let mut l = limits();
-        l.stdout_bytes = 100 << 10;
-        let sandbox = Sandbox::python("while True: print('y' * 999)", l);
+        caps(&mut l);
+        let sandbox = Sandbox::python(code, l);
         let outcome = backend().run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        (sandbox, outcome)
+    }
+
+    #[test]
+    fn stdout_flood_via_worker() {
+        let (_, outcome) = output_limit_run("while True: print('y' * 999)", |l| {
+            l.stdout_bytes = 100 << 10;
+        });
         assert!(outcome.stdout_capped);
         assert_eq!(outcome.stdout.len(), 100 << 10);
     }
 
     #[test]
     fn out_byte_flood_is_output_limit_when_polled() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        let sandbox = Sandbox::python(
+        let (sandbox, outcome) = output_limit_run(
             "f = open('/out/big', 'wb')\nwhile True: f.write(b'z' * 65536)",
-            l,
+            |l| l.out_bytes = 1 << 20,
         );
-        let outcome = backend().run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         assert!(has_layer(&outcome, "out_poll"));
         // RLIMIT_FSIZE stopped the file one byte past the cap; the runner cut that
         // byte off again.
@@ -617,16 +592,14 @@ mod tests {
 
     #[test]
     fn out_file_flood_is_output_limit_when_polled() {
-        let mut l = limits();
-        l.out_files = 10;
-        l.wall = Duration::from_secs(10);
-        let sandbox = Sandbox::python(
-            "import time\nfor i in range(100000):\n    open(f'/out/f{i}', 'w').close()\n    time.sleep(0.001)",
-            l,
-        );
         let started = Instant::now();
-        let outcome = backend().run(&sandbox.spec).unwrap();
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        let (_, outcome) = output_limit_run(
+            "import time\nfor i in range(100000):\n    open(f'/out/f{i}', 'w').close()\n    time.sleep(0.001)",
+            |l| {
+                l.out_files = 10;
+                l.wall = Duration::from_secs(10);
+            },
+        );
         // The poll killed it long before it finished or timed out.
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -638,17 +611,13 @@ mod tests {
 
     #[test]
     fn sparse_out_file_is_output_limit() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        let sandbox = Sandbox::python(
-            "import os\nf = open('/out/sparse', 'wb')\ntry:\n    f.truncate(1 << 40)\nexcept OSError as e:\n    print('truncate', e.errno)\nf.seek(2 << 20)\ntry:\n    f.write(b'x')\n    f.flush()\nexcept OSError as e:\n    print('write', e.errno)",
-            l,
-        );
-        let outcome = backend().run(&sandbox.spec).unwrap();
         // RLIMIT_FSIZE refuses both (EFBIG): nothing is over on disk, but the worker
-        // recorded the refusals (SIGXFSZ), and the guest swallowing them changes
+        // records the refusals (SIGXFSZ), and the guest swallowing them changes
         // nothing.
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
+        let (sandbox, outcome) = output_limit_run(
+            "import os\nf = open('/out/sparse', 'wb')\ntry:\n    f.truncate(1 << 40)\nexcept OSError as e:\n    print('truncate', e.errno)\nf.seek(2 << 20)\ntry:\n    f.write(b'x')\n    f.flush()\nexcept OSError as e:\n    print('write', e.errno)",
+            |l| l.out_bytes = 1 << 20,
+        );
         // WASI's EFBIG is 22.
         assert_eq!(text(&outcome.stdout), "truncate 22\nwrite 22\n");
         assert!(
@@ -658,10 +627,19 @@ mod tests {
         assert!(fs::metadata(sandbox.host("out/sparse")).unwrap().len() <= 1 << 20);
     }
 
-    /// Runs a sandbox from a thread with its own mount namespace, with a tmpfs on
-    /// `/out`: the worker (spawned from that thread) writes into the tmpfs.
-    fn run_with_tmpfs(sandbox: Sandbox) -> Option<(Outcome, Vec<String>)> {
-        std::thread::spawn(move || {
+    /// Runs `code` under [`limits`] with `caps` applied from a thread with its own mount
+    /// namespace, with a tmpfs on `/out`: the worker (spawned from that thread) writes
+    /// into the tmpfs. The run must end as `kind`; the outcome and the names left in
+    /// `/out`.
+    fn run_on_tmpfs(
+        code: &str,
+        caps: impl FnOnce(&mut crate::Limits),
+        kind: OutcomeKind,
+    ) -> (Outcome, Vec<String>) {
+        let mut l = limits();
+        caps(&mut l);
+        let sandbox = Sandbox::python(code, l);
+        let ran = std::thread::spawn(move || {
             let mount = confine::mount_tmpfs_in_thread_namespace(
                 &sandbox.spec.out_dir,
                 &sandbox.spec.limits,
@@ -676,22 +654,24 @@ mod tests {
             Some((outcome, listing))
         })
         .join()
-        .unwrap()
+        .unwrap();
+        let Some((outcome, listing)) = ran else {
+            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        };
+        assert_eq!(outcome.kind, kind, "{outcome:?}");
+        (outcome, listing)
     }
 
     #[test]
     fn out_byte_flood_on_tmpfs_is_output_limit() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        l.out_files = 4;
-        let sandbox = Sandbox::python(
+        let (outcome, listing) = run_on_tmpfs(
             "import sys\nf = open('/out/big', 'wb')\ntry:\n    while True:\n        f.write(b'z' * 65536)\n        f.flush()\nexcept OSError as e:\n    print('stopped', e.errno)\n    sys.exit(0)",
-            l,
+            |l| {
+                l.out_bytes = 1 << 20;
+                l.out_files = 4;
+            },
+            OutcomeKind::OutputLimit,
         );
-        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
-            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
-        };
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         assert!(
             has_layer(&outcome, "out_tmpfs"),
             "{:?}",
@@ -707,16 +687,11 @@ mod tests {
 
     #[test]
     fn out_file_flood_on_tmpfs_is_output_limit() {
-        let mut l = limits();
-        l.out_files = 10;
-        let sandbox = Sandbox::python(
+        let (outcome, listing) = run_on_tmpfs(
             "import sys\nn = 0\ntry:\n    for i in range(1000):\n        open(f'/out/f{i}', 'w').close()\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n    sys.exit(0)",
-            l,
+            |l| l.out_files = 10,
+            OutcomeKind::OutputLimit,
         );
-        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
-            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
-        };
-        assert_eq!(outcome.kind, OutcomeKind::OutputLimit, "{outcome:?}");
         // The kernel lets one entry past the cap through (that is how the runner
         // tells "reached" from "went past"), then ENOSPC.
         assert!(
@@ -729,14 +704,12 @@ mod tests {
 
     #[test]
     fn writing_within_the_tmpfs_caps_completes() {
-        let mut l = limits();
-        l.out_bytes = 1 << 20;
-        l.out_files = 4;
-        let sandbox = Sandbox::python("open('/out/small', 'w').write('ok')", l);
-        let Some((outcome, listing)) = run_with_tmpfs(sandbox) else {
-            panic!("this test needs root and mount namespaces (CAP_SYS_ADMIN)");
+        let caps = |l: &mut crate::Limits| {
+            l.out_bytes = 1 << 20;
+            l.out_files = 4;
         };
-        assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
+        let code = "open('/out/small', 'w').write('ok')";
+        let (_, listing) = run_on_tmpfs(code, caps, OutcomeKind::Completed);
         assert_eq!(listing, vec!["small".to_owned()]);
     }
 
@@ -755,13 +728,8 @@ mod tests {
         for (script, wanted) in cases {
             let sandbox = Sandbox::python("print(1)", limits());
             let exe = fake_worker(sandbox.root.path(), script);
-            let outcome = backend().with_worker_exe(exe).run(&sandbox.spec).unwrap();
-            assert_eq!(outcome.kind, OutcomeKind::Trapped, "{script}: {outcome:?}");
-            let detail = outcome.detail.unwrap_or_default();
-            assert!(
-                wanted.iter().all(|w| detail.contains(w)),
-                "{script}: {detail}"
-            );
+            let outcome = backend_with(exe).run(&sandbox.spec).unwrap();
+            testkit::assert_ended(&outcome, OutcomeKind::Trapped, wanted, script);
         }
     }
 
@@ -772,9 +740,8 @@ mod tests {
         let sandbox = Sandbox::python("print(1)", l);
         let exe = fake_worker(sandbox.root.path(), "exec sleep 100");
         let started = Instant::now();
-        let outcome = backend()
-            .with_worker_exe(exe)
-            .with_grace(Duration::from_millis(200))
+        let outcome = backend_with(exe)
+            .with_workers(|w| w.with_grace(Duration::from_millis(200)))
             .run(&sandbox.spec)
             .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");
@@ -792,18 +759,14 @@ mod tests {
             sandbox.root.path(),
             "cat > /dev/null; echo '{\"status\":\"error\",\"message\":\"no luck\"}'; exit 1",
         );
-        let err = backend()
-            .with_worker_exe(exe)
-            .run(&sandbox.spec)
-            .unwrap_err();
+        let err = backend_with(exe).run(&sandbox.spec).unwrap_err();
         assert!(err.to_string().contains("no luck"), "{err}");
     }
 
     #[test]
     fn missing_worker_program_is_a_backend_error() {
         let sandbox = Sandbox::python("print(1)", limits());
-        let err = backend()
-            .with_worker_exe("/nonexistent/worker")
+        let err = backend_with("/nonexistent/worker")
             .run(&sandbox.spec)
             .unwrap_err();
         assert!(
@@ -819,7 +782,7 @@ mod tests {
         let cache = dir.path().join("cache");
         let backend = WasmtimeBackend::new(&cache)
             .unwrap()
-            .with_worker_exe(worker_exe());
+            .with_workers(|w| w.with_worker_exe(worker_exe()));
         // Seed this cache with the shared module, then let the backend verify it.
         fs::create_dir(&cache).unwrap();
         fs::set_permissions(&cache, fs::Permissions::from_mode(0o700)).unwrap();

@@ -6,8 +6,6 @@
 //!
 //! The validator, staging, result writer and hashing know nothing of which backend ran.
 
-// reason: finds the worker ($RUNNER_MONTY_WORKER) and writes its request files
-#[allow(clippy::disallowed_methods)]
 pub mod monty;
 
 // The wasmtime backend is a crate of its own (`runner-wasmtime`, with the small

@@ -18,7 +18,7 @@
 //! `capture_dir/stdout` and `capture_dir/stderr`, exactly as with the wasmtime worker.
 //! This crate does not depend on `monty`: the worker binary does.
 
-use super::worker::{self, PoolCounters, Supervised, WorkerJob, WorkerPool};
+use super::worker::{PoolCounters, Supervised, WorkerBinary, WorkerPool, Workers};
 // The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
 // not this crate.
 use super::{Backend, BackendError, MontyProgram, Outcome, SandboxSpec};
@@ -35,15 +35,20 @@ pub const MONTY_WORKER_BIN: &str = "runner-monty-worker";
 pub const STARTUP_ALLOWANCE: Duration = Duration::from_millis(250);
 /// Time past the wall-clock limit before the runner SIGKILLs the worker. The worker's
 /// own time limit (Monty's) normally ends the run first, in order, output kept.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+pub const DEFAULT_GRACE: Duration = super::worker::DEFAULT_GRACE;
+
+/// The Monty worker binary: where it is found and how it is built.
+pub const MONTY_WORKER: WorkerBinary = WorkerBinary {
+    env: MONTY_WORKER_ENV,
+    bin: MONTY_WORKER_BIN,
+    what: "Monty worker",
+    build: "cargo build --release -p runner-monty --ignore-rust-version",
+};
 
 /// The monty backend: one confined `runner-monty-worker` process per request.
 #[derive(Debug, Clone)]
 pub struct MontyBackend {
-    worker_exe: Option<PathBuf>,
-    grace: Duration,
-    /// Warm workers ([`MontyBackend::with_pool`]).
-    pool: Option<Arc<WorkerPool>>,
+    workers: Workers,
 }
 
 impl Default for MontyBackend {
@@ -55,43 +60,34 @@ impl Default for MontyBackend {
 impl MontyBackend {
     pub fn new() -> Self {
         Self {
-            worker_exe: None,
-            grace: DEFAULT_GRACE,
-            pool: None,
+            workers: Workers::new(MONTY_WORKER, STARTUP_ALLOWANCE, engine_name())
+                .with_oom_exit_code(MONTY_OOM_EXIT_CODE),
         }
     }
 
     /// Keep up to `size` workers started ahead, waiting for their request (a Monty
     /// worker has nothing else to do ahead: it starts in microseconds once running;
     /// what is saved is the process start). Every worker still serves one request.
-    /// Call after [`MontyBackend::with_worker_exe`].
+    /// Call after [`MontyBackend::with_workers`] names another binary.
     pub fn with_pool(
         mut self,
         size: usize,
         counters: Arc<PoolCounters>,
     ) -> Result<Self, BackendError> {
-        let pool = WorkerPool::new(self.worker_exe()?, size, counters);
-        pool.configure(Vec::new());
-        self.pool = Some(Arc::new(pool));
+        self.workers = self.workers.with_pool(size, counters, Some(Vec::new()))?;
         Ok(self)
+    }
+
+    /// The same backend with its workers changed by `change` (another binary, another
+    /// grace: [`Workers::with_worker_exe`], [`Workers::with_grace`]).
+    pub fn with_workers(mut self, change: impl FnOnce(Workers) -> Workers) -> Self {
+        self.workers = change(self.workers);
+        self
     }
 
     /// The warm workers, when there are.
     pub fn pool(&self) -> Option<&WorkerPool> {
-        self.pool.as_deref()
-    }
-
-    /// Run workers from `exe` instead of `$RUNNER_MONTY_WORKER` or the binary next to
-    /// the runner's own.
-    pub fn with_worker_exe(mut self, exe: impl Into<PathBuf>) -> Self {
-        self.worker_exe = Some(exe.into());
-        self
-    }
-
-    /// Time past the wall-clock limit (and the startup allowance) before SIGKILL.
-    pub fn with_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
+        self.workers.pool()
     }
 
     /// The worker binary: the one given, else `$RUNNER_MONTY_WORKER`, else
@@ -102,13 +98,7 @@ impl MontyBackend {
     ///
     /// Reads `$RUNNER_MONTY_WORKER` and the path of the running executable.
     pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        worker::locate_worker_exe(
-            self.worker_exe.as_deref(),
-            MONTY_WORKER_ENV,
-            MONTY_WORKER_BIN,
-            "Monty worker",
-            "cargo build --release -p runner-monty --ignore-rust-version",
-        )
+        self.workers.exe()
     }
 }
 
@@ -116,31 +106,9 @@ impl Backend for MontyBackend {
     type Program = MontyProgram;
 
     fn run(&self, spec: &SandboxSpec<MontyProgram>) -> Result<Outcome, BackendError> {
-        let exe = self.worker_exe()?;
         let payload = serde_json::to_vec(&MontyWorkerRequest { spec: spec.clone() })
             .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
-        let job = |warm| WorkerJob {
-            exe: &exe,
-            args: &[],
-            payload: payload.clone(),
-            spec,
-            startup_allowance: STARTUP_ALLOWANCE,
-            grace: self.grace,
-            engine: engine_name(),
-            oom_exit_code: Some(MONTY_OOM_EXIT_CODE),
-            warm,
-        };
-        let warm = self.pool.as_ref().and_then(|pool| pool.take());
-        let supervised = match worker::supervise_worker(job(warm))? {
-            Supervised::NotDelivered(_) => {
-                if let Some(pool) = &self.pool {
-                    pool.note_retried_cold();
-                }
-                worker::supervise_worker(job(None))?
-            }
-            other => other,
-        };
-        match supervised {
+        match self.workers.run(&payload, spec)? {
             Supervised::Outcome(outcome) => Ok(outcome),
             Supervised::ModuleRejected(message) | Supervised::NotDelivered(message) => {
                 Err(BackendError::Worker(message))
@@ -151,6 +119,8 @@ impl Backend for MontyBackend {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+// reason: tests build fixtures on the host filesystem.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use crate::backend::{Limits, OutcomeKind};
@@ -196,7 +166,8 @@ mod tests {
     #[test]
     fn missing_worker_says_how_to_build_it() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = MontyBackend::new().with_worker_exe(dir.path().join("nope"));
+        let backend =
+            MontyBackend::new().with_workers(|w| w.with_worker_exe(dir.path().join("nope")));
         let err = backend.worker_exe().unwrap_err().to_string();
         assert!(err.contains("--ignore-rust-version"), "{err}");
     }
@@ -209,7 +180,10 @@ mod tests {
             dir.path(),
             "cat >/dev/null; echo 'monty worker: allocation of 9 bytes exceeds the memory limit' >&2; exit 65",
         );
-        let outcome = MontyBackend::new().with_worker_exe(exe).run(&spec).unwrap();
+        let outcome = MontyBackend::new()
+            .with_workers(|w| w.with_worker_exe(exe))
+            .run(&spec)
+            .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::MemoryExceeded, "{outcome:?}");
         assert_eq!(outcome.exit_code, 137);
         assert!(outcome.detail.unwrap().contains("exceeds the memory limit"));
@@ -221,14 +195,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spec = spec(dir.path());
         let exe = fake_worker(dir.path(), "cat >/dev/null; kill -ABRT $$");
-        let outcome = MontyBackend::new().with_worker_exe(exe).run(&spec).unwrap();
+        let outcome = MontyBackend::new()
+            .with_workers(|w| w.with_worker_exe(exe))
+            .run(&spec)
+            .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::Trapped, "{outcome:?}");
         assert!(outcome.detail.unwrap().contains("SIGABRT"));
 
         let exe = fake_worker(dir.path(), "exec sleep 30");
         let outcome = MontyBackend::new()
-            .with_worker_exe(exe)
-            .with_grace(Duration::from_millis(100))
+            .with_workers(|w| {
+                w.with_worker_exe(exe)
+                    .with_grace(Duration::from_millis(100))
+            })
             .run(&spec)
             .unwrap();
         assert_eq!(outcome.kind, OutcomeKind::TimedOut, "{outcome:?}");

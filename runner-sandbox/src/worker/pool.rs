@@ -477,6 +477,29 @@ mod tests {
         path
     }
 
+    /// A pool of up to `size` workers that wait for a line on stdin, its counters, and
+    /// the directory of their script (kept as long as the pool).
+    fn waiting_pool(size: usize) -> (WorkerPool, Arc<PoolCounters>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let counters = Arc::new(PoolCounters::default());
+        let pool = WorkerPool::new(script(dir.path(), "read x"), size, Arc::clone(&counters));
+        (pool, counters, dir)
+    }
+
+    /// [`waiting_pool`], configured, with its `size` workers started.
+    fn ready_pool(size: usize) -> (WorkerPool, Arc<PoolCounters>, tempfile::TempDir) {
+        let (pool, counters, dir) = waiting_pool(size);
+        pool.configure(Vec::new());
+        wait_ready(&pool, size);
+        (pool, counters, dir)
+    }
+
+    /// Ends a worker the test took.
+    fn end(mut child: Child) {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     fn wait_ready(pool: &WorkerPool, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while pool.idle_pids().len() < n {
@@ -487,9 +510,7 @@ mod tests {
 
     #[test]
     fn nothing_starts_before_configure_then_it_fills_to_size() {
-        let dir = tempfile::tempdir().unwrap();
-        let counters = Arc::new(PoolCounters::default());
-        let pool = WorkerPool::new(script(dir.path(), "read x"), 2, Arc::clone(&counters));
+        let (pool, counters, _dir) = waiting_pool(2);
         std::thread::sleep(Duration::from_millis(100));
         assert!(pool.idle_pids().is_empty());
         pool.configure(Vec::new());
@@ -501,39 +522,30 @@ mod tests {
         assert!(taken.is_some());
         assert_eq!(counters.snapshot().warm_runs, 1);
         wait_ready(&pool, 2);
-        let mut taken = taken.unwrap();
-        taken.kill().unwrap();
-        taken.wait().unwrap();
+        end(taken.unwrap());
     }
 
     #[test]
     fn a_pool_limited_to_one_start_starts_one_worker_and_no_other() {
-        let dir = tempfile::tempdir().unwrap();
-        let counters = Arc::new(PoolCounters::default());
-        let pool = WorkerPool::new(script(dir.path(), "read x"), 1, Arc::clone(&counters));
         // Configured first (as the Monty backend's pool is), limited after its first
         // start: that start counts.
-        pool.configure(Vec::new());
-        wait_ready(&pool, 1);
+        let (pool, counters, _dir) = ready_pool(1);
         pool.limit_starts(1);
-        let mut taken = pool.take().unwrap();
+        let taken = pool.take().unwrap();
         // The refill thread would start the next one at once (a few ms); it must not.
         std::thread::sleep(Duration::from_millis(300));
         assert!(pool.idle_pids().is_empty(), "a second worker was started");
         assert!(pool.take().is_none());
         let stats = counters.snapshot();
         assert_eq!((stats.warm_runs, stats.cold_runs), (1, 1));
-        taken.kill().unwrap();
-        taken.wait().unwrap();
+        end(taken);
     }
 
     #[test]
     fn a_limited_pool_hands_out_the_worker_it_is_starting() {
-        let dir = tempfile::tempdir().unwrap();
-        let counters = Arc::new(PoolCounters::default());
         // `take` as soon as the start is under way (or done) must wait for that
         // worker rather than say "none" (the run would start a second one).
-        let pool = WorkerPool::new(script(dir.path(), "read x"), 1, Arc::clone(&counters));
+        let (pool, counters, _dir) = waiting_pool(1);
         pool.limit_starts(1);
         pool.configure(Vec::new());
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -541,19 +553,14 @@ mod tests {
             assert!(Instant::now() < deadline, "the start never began");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let mut taken = pool.take().expect("the worker being started");
+        let taken = pool.take().expect("the worker being started");
         assert_eq!(counters.snapshot().warm_runs, 1);
-        taken.kill().unwrap();
-        taken.wait().unwrap();
+        end(taken);
     }
 
     #[test]
     fn a_worker_dead_while_idle_is_replaced_not_handed_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let counters = Arc::new(PoolCounters::default());
-        let pool = WorkerPool::new(script(dir.path(), "read x"), 1, Arc::clone(&counters));
-        pool.configure(Vec::new());
-        wait_ready(&pool, 1);
+        let (pool, counters, _dir) = ready_pool(1);
         let victim = pool.idle_pids()[0];
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(i32::try_from(victim).unwrap()),
@@ -585,17 +592,12 @@ mod tests {
         assert_ne!(child.id(), victim);
         assert!(matches!(child.try_wait(), Ok(None)));
         assert!(counters.snapshot().replaced >= 1);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        end(child);
     }
 
     #[test]
     fn dropping_the_pool_ends_its_idle_workers() {
-        let dir = tempfile::tempdir().unwrap();
-        let counters = Arc::new(PoolCounters::default());
-        let pool = WorkerPool::new(script(dir.path(), "read x"), 2, Arc::clone(&counters));
-        pool.configure(Vec::new());
-        wait_ready(&pool, 2);
+        let (pool, counters, _dir) = ready_pool(2);
         let pids = pool.idle_pids();
         drop(pool);
         for pid in pids {
