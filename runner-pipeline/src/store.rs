@@ -1,6 +1,6 @@
 //! What the guest store (`guest::store`) and the environment store (`environment`)
 //! share: both are directories of content-addressed entries held as a [`cap_std`]
-//! [`Dir`], opened once from the cache (`runner_sandbox::store`), and everything below
+//! [`Dir`], opened once from the cache (`runner_sandbox::store_root`), and everything below
 //! works relative to that handle. A new entry is written under a `.partial-` name in
 //! the directory that will hold it, synced, and published by a rename that never
 //! replaces what is there ([`Staged`], [`StagedDir`]); the directory is synced after.
@@ -9,6 +9,7 @@
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, File, OpenOptions, OpenOptionsExt};
 use cap_std::fs::{MetadataExt, Permissions, PermissionsExt};
 use nix::fcntl::OFlag;
+use runner_sandbox::durable::sync_dir;
 use std::io;
 use std::path::Path;
 
@@ -44,14 +45,6 @@ pub fn open_regular(dir: &Dir, name: impl AsRef<Path>) -> io::Result<Option<File
         ));
     }
     Ok(Some(file))
-}
-
-/// Syncs the directory itself, so the renames and links in it are durable.
-pub fn sync_dir(dir: &Dir) -> io::Result<()> {
-    // The handle itself may be a path-only descriptor, which cannot be synced: the
-    // directory is opened again, for reading, through it.
-    dir.open_with(".", OpenOptions::new().read(true))?
-        .sync_all()
 }
 
 /// Creates a new entry under a fresh `.partial-` name in `dir` with `make` (which

@@ -267,7 +267,7 @@ impl Staging {
             undo(&written);
             return Err(e);
         }
-        sync_dir(&self.results)
+        runner_sandbox::durable::sync_dir(&self.results)
     }
 }
 
@@ -377,10 +377,6 @@ fn sync_all_at_once(files: &[cap_std::fs::File]) -> io::Result<()> {
                 .unwrap_or_else(|_| Err(io::Error::other("an fsync thread panicked")))
         })
     })
-}
-
-fn sync_dir(dir: &Dir) -> io::Result<()> {
-    dir.open(".")?.sync_all()
 }
 
 /// Opens every regular file and directory of a staged tree, `dir` itself included
