@@ -505,7 +505,9 @@ mod tests {
         let outcome = backend().run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::CpuExhausted, "{outcome:?}");
         assert_eq!(outcome.exit_code, 152);
-        assert!(outcome.runtime_sec < 3.0, "{}", outcome.runtime_sec);
+        // The CPU budget, not the wall clock, ended it. Not a timing bound: on two busy
+        // cores one second of CPU can take several seconds of wall time.
+        assert!(outcome.runtime_sec < 20.0, "{}", outcome.runtime_sec);
         assert!(has_layer(&outcome, "rlimit_cpu=2s"), "{outcome:?}");
         assert_eq!(text(&outcome.stdout), "spin\n");
     }
