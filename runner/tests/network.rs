@@ -462,20 +462,28 @@ fn refusals_are_clear_and_recorded() {
     assert_eq!(v["verdict"], "MATCH", "{v}");
 }
 
-/// The attacks of issue 18 item 6, one data fixture each under `tests/network/attacks/`
-/// (named after the attack, with the ending it must have): each runs on the real
-/// CPython guest against a listed loopback server and an unlisted one.
-#[test]
-fn attack_fixtures_end_as_they_say() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/attacks");
+/// The `*.json` fixtures under `tests/network/<sub>/`, in name order; at least `min` of
+/// them, so a moved directory cannot make a fixture test pass on nothing.
+fn fixture_files(sub: &str, min: usize) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/network")
+        .join(sub);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     files.sort();
-    assert!(files.len() >= 8, "fixtures missing in {}", dir.display());
-    for file in &files {
+    assert!(files.len() >= min, "fixtures missing in {}", dir.display());
+    files
+}
+
+/// The attacks of issue 18 item 6, one data fixture each under `tests/network/attacks/`
+/// (named after the attack, with the ending it must have): each runs on the real
+/// CPython guest against a listed loopback server and an unlisted one.
+#[test]
+fn attack_fixtures_end_as_they_say() {
+    for file in &fixture_files("attacks", 8) {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let fixture: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
         run_attack(&name, &fixture);
@@ -608,15 +616,7 @@ fn run_attack(name: &str, fixture: &Value) {
 /// refusals, and the host files the links point at must be unchanged.
 #[test]
 fn symlink_attack_fixtures_end_as_they_say() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/network/symlink-attacks");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 2, "fixtures missing in {}", dir.display());
-    for file in &files {
+    for file in &fixture_files("symlink-attacks", 2) {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         run_symlink_attack(&name, &std::fs::read_to_string(file).unwrap());
     }
