@@ -18,10 +18,7 @@ pub enum Read2 {
 /// # Ambient authority
 /// Opens `path` on the host filesystem; it is a path the operator named.
 pub fn read_document(path: &Path, cap: u64) -> std::io::Result<Read2> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)?;
+    let file = crate::durable::open_file(path, true)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::new(
@@ -47,21 +44,16 @@ pub fn read_document(path: &Path, cap: u64) -> std::io::Result<Read2> {
 /// # Ambient authority
 /// Opens `path` on the host filesystem.
 pub fn read_regular_nofollow(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
-    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(nix::libc::ELOOP) {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "a symlink, never followed",
-                )
-            } else {
-                e
-            }
-        })?;
+    let file = crate::durable::open_file(path, false).map_err(|e| {
+        if e.raw_os_error() == Some(nix::libc::ELOOP) {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a symlink, never followed",
+            )
+        } else {
+            e
+        }
+    })?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::new(
