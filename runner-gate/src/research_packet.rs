@@ -132,14 +132,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Vec<Reason> {
     };
     let source_ref = front_matter(&root, text, &mut r);
 
-    let body = sections::parse(&split.body);
-    let found = fields::section_layout(
-        &body,
-        &split.body,
-        SECTIONS,
-        fields::last_line(text),
-        &mut r,
-    );
+    let found = fields::section_layout(&split.body, SECTIONS, fields::last_line(text), &mut r);
     code_blocks(&split.body, &mut r);
     fields::rendered_text(&split.body, &mut r);
 

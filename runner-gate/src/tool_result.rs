@@ -79,14 +79,7 @@ pub fn validate(
     let fm = front_matter(&root, &mut r);
 
     fields::rendered_text(&split.body, &mut r);
-    let body = sections::parse(&split.body);
-    let found = fields::section_layout(
-        &body,
-        &split.body,
-        SECTIONS,
-        fields::last_line(text),
-        &mut r,
-    );
+    let found = fields::section_layout(&split.body, SECTIONS, fields::last_line(text), &mut r);
 
     // Provenance: the three facts; its command line is the record of what ran.
     let mut command_line = None;

@@ -6,7 +6,7 @@
 use crate::forbidden;
 use crate::markdown::document;
 use crate::markdown::frontmatter::{self, Line};
-use crate::markdown::sections::{self, Body, Section};
+use crate::markdown::sections::{self, Section};
 use crate::normalize::strip_bom;
 use crate::rules::ForbiddenRule;
 use std::collections::BTreeMap;
@@ -18,15 +18,16 @@ pub use crate::markdown::document::{Reasons, clip};
 /// Checks the body's layout: only a `# ` title before the first section; exactly the
 /// `expected` H2 sections, each once, in order, spelled exactly; no heading that a
 /// markdown viewer would show but the section parser would not (an indented `## `, a
-/// setext underline). Returns the sections by title.
-pub fn section_layout<'b, 'a>(
-    body: &'b Body<'a>,
+/// setext underline). Parses `body_lines` into sections and returns the ones filed, by
+/// title (a duplicate's first copy).
+pub fn section_layout<'a>(
     body_lines: &[Line<'a>],
     expected: &[&'static str],
     end_line: usize,
     r: &mut Reasons,
-) -> BTreeMap<&'static str, &'b Section<'a>> {
-    document::text_outside_section(body, r);
+) -> BTreeMap<&'static str, Section<'a>> {
+    let body = sections::parse(body_lines);
+    document::text_outside_section(&body, r);
     let mut found: BTreeMap<&'static str, &Section<'a>> = BTreeMap::new();
     let mut order: Vec<usize> = Vec::new();
     for s in &body.sections {
@@ -71,7 +72,7 @@ pub fn section_layout<'b, 'a>(
     }
     document::required_sections(&found, expected, end_line, r);
     ambiguous_headings(body_lines, r);
-    found
+    found.into_iter().map(|(t, s)| (t, s.clone())).collect()
 }
 
 /// Lines a markdown viewer shows as headings that the section parser does not treat as
@@ -237,9 +238,8 @@ mod tests {
 
     fn layout_codes(text: &str) -> Vec<String> {
         let all: Vec<Line<'_>> = lines(text).collect();
-        let body = sections::parse(&all);
         let mut r = Reasons::default();
-        section_layout(&body, &all, &["A", "B", "C"], 99, &mut r);
+        section_layout(&all, &["A", "B", "C"], 99, &mut r);
         r.0.into_iter().map(|x| x.code).collect()
     }
 
