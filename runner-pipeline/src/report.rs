@@ -8,7 +8,7 @@ use crate::lock::PinChange;
 use crate::pipeline::replay::{
     ExchangeComparison, NetworkSource, OutputComparison, ReplayError, ReplayMode, ReplaySource,
 };
-use crate::pipeline::{MakeProgress, Pipeline, RequestRead, RunError, RunPlan};
+use crate::pipeline::{MakeProgress, Pipeline, RequestRead, RunError, RunPlan, RunSummary};
 use crate::policy::Policy;
 use crate::request::Reason;
 use crate::result::ResultsRoot;
@@ -24,15 +24,44 @@ pub struct ExecReport {
     #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
+    #[serde(flatten)]
+    pub run: RunFacts,
+    /// `--reuse`: nothing ran; `result_path` is a verified earlier result of the same run
+    /// (its outcome and exit code are that run's).
+    pub reused: bool,
+}
+
+/// What a published run is reported by, in `exec --json` and in each line of `serve
+/// --json` (its fields stand beside the verdict): all `null` when there is no result.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct RunFacts {
     pub result_path: Option<String>,
     #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
     pub outcome: Option<&'static str>,
     pub exit_code: Option<i32>,
-    /// `null` when nothing ran (a REJECT, or a reused result).
+    /// `null` when nothing ran this time: a request refused or retried, or an earlier
+    /// result reused or recovered.
     pub runtime_sec: Option<f64>,
-    /// `--reuse`: nothing ran; `result_path` is a verified earlier result of the same run
-    /// (its outcome and exit code are that run's).
-    pub reused: bool,
+}
+
+impl RunFacts {
+    /// The facts of the run that just published `summary`.
+    pub fn ran(summary: &RunSummary) -> Self {
+        Self {
+            result_path: Some(summary.result_path.display().to_string()),
+            outcome: Some(summary.outcome.kind.as_str()),
+            exit_code: Some(summary.outcome.exit_code),
+            runtime_sec: Some(summary.outcome.runtime_sec),
+        }
+    }
+
+    /// A result published before, at `result_path`, that did not run now.
+    pub fn published(result_path: &Path) -> Self {
+        Self {
+            result_path: Some(result_path.display().to_string()),
+            ..Self::default()
+        }
+    }
 }
 
 impl ExecReport {
@@ -43,10 +72,7 @@ impl ExecReport {
             Self {
                 verdict: "REJECT",
                 reasons: error.reasons(),
-                result_path: None,
-                outcome: None,
-                exit_code: None,
-                runtime_sec: None,
+                run: RunFacts::default(),
                 reused: false,
             },
         )
@@ -136,10 +162,7 @@ impl Pipeline {
                 ExecReport {
                     verdict: "ACCEPT",
                     reasons: Vec::new(),
-                    result_path: Some(summary.result_path.display().to_string()),
-                    outcome: Some(summary.outcome.kind.as_str()),
-                    exit_code: Some(summary.outcome.exit_code),
-                    runtime_sec: Some(summary.outcome.runtime_sec),
+                    run: RunFacts::ran(&summary),
                     reused: false,
                 },
             ),
@@ -178,10 +201,11 @@ impl Pipeline {
         Some(ExecReport {
             verdict: "ACCEPT",
             reasons: Vec::new(),
-            result_path: Some(stored.result.display().to_string()),
-            outcome: crate::reuse::outcome_kind(&stored.lock.outputs.outcome),
-            exit_code: Some(stored.lock.outputs.exit_code),
-            runtime_sec: None,
+            run: RunFacts {
+                outcome: crate::reuse::outcome_kind(&stored.lock.outputs.outcome),
+                exit_code: Some(stored.lock.outputs.exit_code),
+                ..RunFacts::published(&stored.result)
+            },
             reused: true,
         })
     }

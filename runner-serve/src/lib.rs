@@ -30,6 +30,7 @@
 
 // The pipeline's modules under the paths this crate's modules name them by
 // (`crate::pipeline`, `crate::gate`, ...): the host is a caller of `runner-pipeline`.
+use runner_pipeline::report::RunFacts;
 use runner_pipeline::{
     backend, digest, exit_codes, gate, lock, pipeline, read, request, result, reuse, stage,
 };
@@ -88,11 +89,8 @@ pub struct Handled {
     #[schemars(extend("enum" = ["ACCEPT", "REJECT", "RETRY", "DEAD"]))]
     pub verdict: &'static str,
     pub reasons: Vec<Reason>,
-    pub result_path: Option<String>,
-    #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
-    pub outcome: Option<&'static str>,
-    pub exit_code: Option<i32>,
-    pub runtime_sec: Option<f64>,
+    #[serde(flatten)]
+    pub run: RunFacts,
     /// Where the request went: `done/NAME` or `quarantine/NAME`.
     pub moved_to: Option<String>,
     /// Seconds from the request's `.md` appearing in the inbox to its result published.
@@ -502,7 +500,7 @@ impl Host<'_> {
                 claim::published_result(&self.results, plan.approved.request_id(), &sha)
             {
                 let handled = Handled {
-                    result_path: Some(doc.display().to_string()),
+                    run: RunFacts::published(&doc),
                     recovered: true,
                     ..Handled::new(name, "ACCEPT")
                 };
@@ -518,10 +516,7 @@ impl Host<'_> {
                     .and_then(|c| SystemTime::now().duration_since(c).ok())
                     .map(|d| d.as_secs_f64());
                 let handled = Handled {
-                    result_path: Some(summary.result_path.display().to_string()),
-                    outcome: Some(summary.outcome.kind.as_str()),
-                    exit_code: Some(summary.outcome.exit_code),
-                    runtime_sec: Some(summary.outcome.runtime_sec),
+                    run: RunFacts::ran(&summary),
                     latency_sec: latency,
                     ..Handled::new(name, "ACCEPT")
                 };
@@ -717,7 +712,7 @@ impl Host<'_> {
             None,
         ) {
             Ok((moved, _)) => self.observer.handled(&Handled {
-                result_path: Some(doc.display().to_string()),
+                run: RunFacts::published(&doc),
                 moved_to: Some(format!("done/{moved}")),
                 recovered: true,
                 ..Handled::new(name, "ACCEPT")
@@ -741,10 +736,7 @@ impl Handled {
             request: shown(name),
             verdict,
             reasons: Vec::new(),
-            result_path: None,
-            outcome: None,
-            exit_code: None,
-            runtime_sec: None,
+            run: RunFacts::default(),
             moved_to: None,
             latency_sec: None,
             recovered: false,

@@ -143,7 +143,7 @@ impl Metrics {
 
     /// Counts one request handled.
     pub fn observe(&self, handled: &Handled) {
-        let outcome = handled.outcome.unwrap_or(if handled.recovered {
+        let outcome = handled.run.outcome.unwrap_or(if handled.recovered {
             "recovered"
         } else {
             "none"
@@ -249,7 +249,7 @@ mod tests {
     fn counts_requests_by_verdict_and_outcome() {
         let m = Metrics::new();
         let mut h = Handled::new(std::ffi::OsStr::new("TR-a.md"), "ACCEPT");
-        h.outcome = Some("completed");
+        h.run.outcome = Some("completed");
         h.latency_sec = Some(0.05);
         m.observe(&h);
         m.observe(&Handled {

@@ -34,7 +34,7 @@
 //! terminated. The consumer itself redelivers without limit: the dead-letter decision is
 //! the host's, so no request is dropped without a dead letter.
 
-use super::{Handled, Level, Observer, ServeError, Stopped, is_refusal};
+use super::{Handled, Level, Observer, RunFacts, ServeError, Stopped, is_refusal};
 use crate::pipeline::{Pipeline, RunPlan};
 use crate::request::Reason;
 use crate::result::ResultsRoot;
@@ -848,13 +848,15 @@ fn handled(summary: &NatsSummary, sequence: u64) -> Handled {
         .unwrap_or_else(|| format!("#{sequence}"));
     Handled {
         reasons: summary.reasons.clone(),
-        result_path: summary
-            .result_id
-            .as_ref()
-            .map(|id| format!("nats:{RESULTS_BUCKET}/{id}.md")),
-        outcome: summary.outcome,
-        exit_code: summary.exit_code,
-        runtime_sec: summary.runtime_sec,
+        run: RunFacts {
+            result_path: summary
+                .result_id
+                .as_ref()
+                .map(|id| format!("nats:{RESULTS_BUCKET}/{id}.md")),
+            outcome: summary.outcome,
+            exit_code: summary.exit_code,
+            runtime_sec: summary.runtime_sec,
+        },
         recovered: summary.reused,
         ..Handled::new(OsStr::new(&name), summary.verdict)
     }

@@ -97,21 +97,21 @@ impl ExecCommand {
             if let Err(code) = crate::cli::out_json(&report) {
                 return code;
             }
-        } else if let Some(path) = &report.result_path {
+        } else if let Some(path) = &report.run.result_path {
             crate::cli::outln!("{path}");
             if report.reused {
                 super::output::note(format!(
                     "reused: a verified result of the same run (outcome {}, exit code {}); nothing ran",
-                    report.outcome.unwrap_or("?"),
-                    report.exit_code.unwrap_or(-1)
+                    report.run.outcome.unwrap_or("?"),
+                    report.run.exit_code.unwrap_or(-1)
                 ));
                 return code;
             }
             eprintln!(
                 "outcome: {}, exit code {}, {:.3} s",
-                report.outcome.unwrap_or("?"),
-                report.exit_code.unwrap_or(-1),
-                report.runtime_sec.unwrap_or(0.0)
+                report.run.outcome.unwrap_or("?"),
+                report.run.exit_code.unwrap_or(-1),
+                report.run.runtime_sec.unwrap_or(0.0)
             );
         } else {
             eprint!("{}", not_run_text(request, &report.reasons));

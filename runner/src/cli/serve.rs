@@ -123,13 +123,13 @@ impl Observer for Printer {
             super::print_json(handled);
             return;
         }
-        match (handled.verdict, &handled.result_path) {
+        match (handled.verdict, &handled.run.result_path) {
             ("ACCEPT", Some(path)) => {
                 super::print_stdout(&format!("{path}\n"));
                 super::output::note(format!(
                     "{}: {}{}",
                     handled.request,
-                    handled.outcome.unwrap_or("published before a restart"),
+                    handled.run.outcome.unwrap_or("published before a restart"),
                     handled
                         .moved_to
                         .as_deref()

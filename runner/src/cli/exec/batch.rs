@@ -130,7 +130,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
     let mut entries = Vec::with_capacity(done.len());
     for (index, (code, report)) in done {
         worst = worst.max(code);
-        match report.outcome {
+        match report.run.outcome {
             _ if report.reused => reused += 1,
             Some(outcome) => *outcomes.entry(outcome).or_default() += 1,
             None => not_run += 1,
@@ -146,7 +146,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
         }
     } else {
         for entry in &entries {
-            if let Some(path) = &entry.report.result_path {
+            if let Some(path) = &entry.report.run.result_path {
                 crate::cli::outln!("{path}");
             }
         }
@@ -168,7 +168,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
 
 fn print_progress(request: &Path, report: &ExecReport) {
     // One write per run, so the lines of runs finishing together do not interleave.
-    let text = match (&report.result_path, report.outcome) {
+    let text = match (&report.run.result_path, report.run.outcome) {
         (Some(path), _) if report.reused => {
             format!(
                 "{}: reused (verified, nothing ran): {path}\n",
@@ -178,8 +178,8 @@ fn print_progress(request: &Path, report: &ExecReport) {
         (Some(path), Some(outcome)) => format!(
             "{}: {outcome}, exit code {}, {:.3} s: {path}\n",
             request.display(),
-            report.exit_code.unwrap_or(-1),
-            report.runtime_sec.unwrap_or(0.0)
+            report.run.exit_code.unwrap_or(-1),
+            report.run.runtime_sec.unwrap_or(0.0)
         ),
         _ => not_run_text(request, &report.reasons),
     };
