@@ -59,7 +59,7 @@ fn unshare_private_mounts() -> Result<bool, BackendError> {
     match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
         Ok(()) => {}
         Err(nix::errno::Errno::EPERM | nix::errno::Errno::EINVAL) => return Ok(false),
-        Err(e) => return Err(BackendError::Worker(format!("unshare(CLONE_NEWNS): {e}"))),
+        Err(e) => return Err(MountError::Unshare(e).into()),
     }
     make_mounts_private()?;
     PRIVATE_MOUNT_NS.store(true, Ordering::SeqCst);
@@ -77,7 +77,7 @@ fn make_mounts_private() -> Result<(), BackendError> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))
+    .map_err(|e| MountError::MakePrivate(e).into())
 }
 
 /// True once [`enter_private_mount_namespace`] succeeded in this process.
@@ -91,6 +91,32 @@ fn thread_count() -> Option<usize> {
         .lines()
         .find_map(|line| line.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse().ok())
+}
+
+/// Why the runner's private mount namespace or a run's `/out` tmpfs could not be set
+/// up or taken down (shown as `worker: …`, [`BackendError::Mount`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("unshare(CLONE_NEWNS): {0}")]
+    Unshare(#[source] nix::errno::Errno),
+    /// `mount --make-rprivate /` in the new namespace failed: it must not be used.
+    #[error("mount --make-rprivate /: {0}")]
+    MakePrivate(#[source] nix::errno::Errno),
+    /// `/out` already holds something: a mount would hide it.
+    #[error("{} is not empty; refusing to mount over it", path.display())]
+    NotEmpty { path: PathBuf },
+    #[error("cannot mount tmpfs on {}: {source}", path.display())]
+    Tmpfs {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot unmount {}: {source}", path.display())]
+    Unmount {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
 }
 
 /// A tmpfs mounted on a run's `/out`, sized to the run's caps. Dropping it unmounts
@@ -111,8 +137,12 @@ impl OutTmpfs {
     /// Unmount now and report a failure (drop unmounts too, silently).
     pub fn unmount(mut self) -> Result<(), BackendError> {
         self.mounted = false;
-        nix::mount::umount2(&self.path, MntFlags::MNT_DETACH).map_err(|e| {
-            BackendError::Worker(format!("cannot unmount {}: {e}", self.path.display()))
+        nix::mount::umount2(&self.path, MntFlags::MNT_DETACH).map_err(|source| {
+            MountError::Unmount {
+                path: self.path.clone(),
+                source,
+            }
+            .into()
         })
     }
 }
@@ -183,10 +213,10 @@ fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError
         .next()
         .is_some();
     if not_empty {
-        return Err(BackendError::Worker(format!(
-            "{} is not empty; refusing to mount over it",
-            out_dir.display()
-        )));
+        return Err(MountError::NotEmpty {
+            path: out_dir.to_owned(),
+        }
+        .into());
     }
     let options = out_tmpfs_options(limits);
     nix::mount::mount(
@@ -196,8 +226,9 @@ fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         Some(options.as_str()),
     )
-    .map_err(|e| {
-        BackendError::Worker(format!("cannot mount tmpfs on {}: {e}", out_dir.display()))
+    .map_err(|source| MountError::Tmpfs {
+        path: out_dir.to_owned(),
+        source,
     })?;
     Ok(OutTmpfs {
         path: out_dir.to_path_buf(),

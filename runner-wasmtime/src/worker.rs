@@ -352,8 +352,7 @@ impl WasmtimeBackend {
             spec: spec.clone(),
             module: self.prepare(&spec.program, |_| {})?,
         };
-        let payload = serde_json::to_vec(&request)
-            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+        let payload = serde_json::to_vec(&request).map_err(WorkerError::EncodeRequest)?;
         if warm {
             self.workers.run(&payload, spec)
         } else {
@@ -369,14 +368,16 @@ impl Backend for WasmtimeBackend {
         self.worker_exe()?;
         let reason = match self.supervise(spec, true)? {
             Supervised::Outcome(outcome) => return Ok(outcome),
-            Supervised::NotDelivered(why) => return Err(BackendError::Worker(why)),
+            Supervised::NotDelivered(status) => {
+                return Err(WorkerError::NotDelivered { status }.into());
+            }
             Supervised::ModuleRejected(reason) => reason,
         };
         // Any doubt about precompiled code means compiling again, once.
         self.lock_prepared().remove(&spec.program.wasm_sha256);
         match self.supervise(spec, false)? {
             Supervised::Outcome(outcome) => Ok(outcome),
-            Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
+            Supervised::NotDelivered(status) => Err(WorkerError::NotDelivered { status }.into()),
             Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
                 "precompiled module rejected twice: {reason}; then {again}"
             ))),

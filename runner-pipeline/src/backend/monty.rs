@@ -18,7 +18,7 @@
 //! `capture_dir/stdout` and `capture_dir/stderr`, exactly as with the wasmtime worker.
 //! This crate does not depend on `monty`: the worker binary does.
 
-use super::worker::{PoolCounters, Supervised, WorkerBinary, WorkerPool, Workers};
+use super::worker::{PoolCounters, Supervised, WorkerBinary, WorkerError, WorkerPool, Workers};
 // The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
 // not this crate.
 use super::{Backend, BackendError, MontyProgram, Outcome, SandboxSpec};
@@ -107,12 +107,11 @@ impl Backend for MontyBackend {
 
     fn run(&self, spec: &SandboxSpec<MontyProgram>) -> Result<Outcome, BackendError> {
         let payload = serde_json::to_vec(&MontyWorkerRequest { spec: spec.clone() })
-            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+            .map_err(WorkerError::EncodeRequest)?;
         match self.workers.run(&payload, spec)? {
             Supervised::Outcome(outcome) => Ok(outcome),
-            Supervised::ModuleRejected(message) | Supervised::NotDelivered(message) => {
-                Err(BackendError::Worker(message))
-            }
+            Supervised::ModuleRejected(message) => Err(WorkerError::Reported(message).into()),
+            Supervised::NotDelivered(status) => Err(WorkerError::NotDelivered { status }.into()),
         }
     }
 }

@@ -99,13 +99,7 @@ impl Workers {
     ///
     /// Reads the binary's variable and the path of the running executable.
     pub fn exe(&self) -> Result<PathBuf, BackendError> {
-        let WorkerBinary {
-            env,
-            bin,
-            what,
-            build,
-        } = self.binary;
-        locate_worker_exe(self.exe.as_deref(), env, bin, what, build)
+        locate_worker_exe(self.exe.as_deref(), self.binary)
     }
 
     /// Runs `payload` (the request) for `spec` on a warm worker when the pool has one,
