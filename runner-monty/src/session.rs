@@ -489,16 +489,10 @@ mod tests {
     use crate::inputs;
     use std::fs;
 
+    /// The sandbox's small test limits (these tests check the CPU budget nowhere: the
+    /// capture's CPU check is off).
     fn limits() -> Limits {
-        Limits {
-            memory_bytes: 64 << 20,
-            wall: Duration::from_secs(5),
-            cpu: Duration::from_secs(5),
-            stdout_bytes: 1 << 20,
-            stderr_bytes: 1 << 20,
-            out_bytes: 1 << 20,
-            out_files: 16,
-        }
+        runner_sandbox::confine::PROBE_LIMITS
     }
 
     struct Dirs {

@@ -1125,9 +1125,23 @@ pub fn take_fsize_refusal() -> bool {
     FSIZE_REFUSED.swap(false, Ordering::SeqCst)
 }
 
+/// The confinement probe's fixed limits ([`probe_main`]): 64 MiB of memory, 5 s of wall
+/// clock, 3 s of CPU, 1 MiB for stdout, stderr and `/out`, 16 entries in `/out`. Small
+/// and short, they are also what unit tests run under when they test none of a run's
+/// limits (changing one of them with struct-update syntax when they do).
+pub const PROBE_LIMITS: Limits = Limits {
+    memory_bytes: 64 << 20,
+    wall: Duration::from_secs(5),
+    cpu: Duration::from_secs(3),
+    stdout_bytes: 1 << 20,
+    stderr_bytes: 1 << 20,
+    out_bytes: 1 << 20,
+    out_files: 16,
+};
+
 /// `runner __confinement-probe [POLICY.toml]` (the runner loads the policy and passes
 /// its `[confinement]` table): applies [`confine_worker`] to this
-/// process with the fixed test limits below, exactly as a worker does before it runs a
+/// process with [`PROBE_LIMITS`], exactly as a worker does before it runs a
 /// guest, then prints what the kernel reports (one JSON object): the steps applied and
 /// skipped, the layers that failed, `/proc/self/limits`, `NoNewPrivs`, the capability
 /// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
@@ -1140,17 +1154,9 @@ pub fn take_fsize_refusal() -> bool {
 /// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
 /// Tests use it to prove each layer is in force; it runs no guest.
 ///
-/// Limits: CPU 3 s, `/out` 1 MiB, stdout/stderr 1 MiB, address space 2 GiB.
+/// Limits: [`PROBE_LIMITS`], address space 2 GiB.
 pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
-    let limits = Limits {
-        memory_bytes: 64 << 20,
-        wall: Duration::from_secs(5),
-        cpu: Duration::from_secs(3),
-        stdout_bytes: 1 << 20,
-        stderr_bytes: 1 << 20,
-        out_bytes: 1 << 20,
-        out_files: 16,
-    };
+    let limits = PROBE_LIMITS;
     let dir = |var: &str| crate::env::var_os(var).map(PathBuf::from);
     let (read_dir, write_dir) = (dir("RUNNER_PROBE_READ_DIR"), dir("RUNNER_PROBE_WRITE_DIR"));
     // Unlike a worker, the probe keeps its own /proc/self readable: it reports from
@@ -1371,13 +1377,9 @@ mod tests {
 
     fn limits(out_bytes: u64, out_files: u64) -> Limits {
         Limits {
-            memory_bytes: 64 << 20,
-            wall: Duration::from_secs(5),
-            cpu: Duration::from_secs(5),
-            stdout_bytes: 1 << 20,
-            stderr_bytes: 1 << 20,
             out_bytes,
             out_files,
+            ..PROBE_LIMITS
         }
     }
 

@@ -36,7 +36,7 @@ mod error;
 mod launch;
 mod pool;
 pub use error::WorkerError;
-pub use launch::{WorkerBinary, Workers};
+pub use launch::{WorkerBackend, WorkerBinary, Workers};
 pub use pool::{
     PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe, spawn_worker,
 };
