@@ -586,17 +586,33 @@ fn classify_signal(signal: i32, cpu: Option<Duration>, limits: &Limits) -> (Outc
     (OutcomeKind::Trapped, format!("worker died of {name}{cpu}"))
 }
 
-fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, String> {
+/// Why the worker's stdout is not one [`WorkerReply`] (said in the `trapped` outcome of
+/// a worker that exited without one).
+#[derive(Debug, thiserror::Error)]
+enum ReplyError {
+    #[error("reply longer than {MAX_REPLY_BYTES} bytes")]
+    TooLong,
+    #[error("reply is not UTF-8")]
+    NotUtf8,
+    #[error("no reply")]
+    Missing,
+    #[error("more than one reply line")]
+    MoreThanOneLine,
+    #[error("malformed reply: {0}")]
+    Malformed(#[source] serde_json::Error),
+}
+
+fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, ReplyError> {
     if overflow {
-        return Err(format!("reply longer than {MAX_REPLY_BYTES} bytes"));
+        return Err(ReplyError::TooLong);
     }
-    let text = std::str::from_utf8(bytes).map_err(|_| "reply is not UTF-8".to_owned())?;
+    let text = std::str::from_utf8(bytes).map_err(|_| ReplyError::NotUtf8)?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let line = lines.next().ok_or_else(|| "no reply".to_owned())?;
+    let line = lines.next().ok_or(ReplyError::Missing)?;
     if lines.next().is_some() {
-        return Err("more than one reply line".into());
+        return Err(ReplyError::MoreThanOneLine);
     }
-    serde_json::from_str(line).map_err(|e| format!("malformed reply: {e}"))
+    serde_json::from_str(line).map_err(ReplyError::Malformed)
 }
 
 /// Read a pipe to its end, keeping at most `max` bytes; the flag says bytes were dropped.
@@ -725,13 +741,14 @@ mod tests {
 
     #[test]
     fn replies_are_parsed_strictly() {
-        assert!(parse_reply(b"", false).is_err());
-        assert!(parse_reply(b"{}", false).is_err());
-        assert!(parse_reply(b"\xff", false).is_err());
+        let why = |bytes: &[u8], overflow| parse_reply(bytes, overflow).unwrap_err().to_string();
+        assert_eq!(why(b"", false), "no reply");
+        assert!(why(b"{}", false).starts_with("malformed reply: "));
+        assert_eq!(why(b"\xff", false), "reply is not UTF-8");
         let line = br#"{"status":"error","message":"m"}"#;
         assert!(parse_reply(line, false).is_ok());
-        assert!(parse_reply(line, true).is_err());
+        assert_eq!(why(line, true), "reply longer than 1048576 bytes");
         let two = [&line[..], b"\n", &line[..]].concat();
-        assert!(parse_reply(&two, false).is_err());
+        assert_eq!(why(&two, false), "more than one reply line");
     }
 }
