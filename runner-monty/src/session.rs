@@ -56,12 +56,15 @@ pub fn mount_table(
             .map_err(|source| MountTableError::Open {
                 dir: dir.to_owned(),
                 name,
-                source,
+                source: Box::new(source),
             })?
             .with_memory_usage_limit(budget);
         table
             .push_mount(mount)
-            .map_err(|source| MountTableError::Add { name, source })?;
+            .map_err(|source| MountTableError::Add {
+                name,
+                source: Box::new(source),
+            })?;
     }
     Ok(table)
 }
@@ -76,14 +79,14 @@ pub enum MountTableError {
         dir: PathBuf,
         name: &'static str,
         #[source]
-        source: MountError,
+        source: Box<MountError>,
     },
     /// The table refused the mount `name`.
     #[error("cannot mount {name}: {source}")]
     Add {
         name: &'static str,
         #[source]
-        source: MountError,
+        source: Box<MountError>,
     },
 }
 
