@@ -26,15 +26,23 @@ pub struct BoundInputs {
     pub values: Vec<MontyObject>,
 }
 
+/// Why the inputs could not be bound (the run is `trapped`, saying it).
+#[derive(Debug, thiserror::Error)]
+pub enum InputsError {
+    #[error("`## Inputs (JSON)` does not parse: {0}")]
+    Parse(#[source] jiter::JsonError),
+    #[error("`## Inputs (JSON)` is not a JSON object")]
+    NotAnObject,
+}
+
 /// Bind the inputs object (absent: no inputs).
-pub fn bind(inputs_json: Option<&str>) -> Result<BoundInputs, String> {
+pub fn bind(inputs_json: Option<&str>) -> Result<BoundInputs, InputsError> {
     let Some(text) = inputs_json else {
         return Ok(BoundInputs::default());
     };
-    let value = JsonValue::parse(text.as_bytes(), false)
-        .map_err(|e| format!("`## Inputs (JSON)` does not parse: {e}"))?;
+    let value = JsonValue::parse(text.as_bytes(), false).map_err(InputsError::Parse)?;
     let JsonValue::Object(object) = value else {
-        return Err("`## Inputs (JSON)` is not a JSON object".into());
+        return Err(InputsError::NotAnObject);
     };
     let mut bound = BoundInputs::default();
     for (key, value) in object.iter() {
@@ -117,7 +125,14 @@ mod tests {
     #[test]
     fn absent_inputs_bind_nothing_and_non_objects_are_refused() {
         assert!(bind(None).unwrap().names.is_empty());
-        assert!(bind(Some("[1]")).is_err());
-        assert!(bind(Some("{")).is_err());
+        assert_eq!(
+            bind(Some("[1]")).unwrap_err().to_string(),
+            "`## Inputs (JSON)` is not a JSON object"
+        );
+        let why = bind(Some("{")).unwrap_err().to_string();
+        assert!(
+            why.starts_with("`## Inputs (JSON)` does not parse: "),
+            "{why}"
+        );
     }
 }

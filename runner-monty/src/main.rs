@@ -19,7 +19,7 @@ mod session;
 use capture::Capture;
 use runner_sandbox::confine;
 use runner_sandbox::monty::MontyWorkerRequest;
-use runner_sandbox::worker::{self, WorkerReply};
+use runner_sandbox::worker::{self, WorkerError, WorkerReply};
 use runner_sandbox::{BackendError, Limits, Outcome, OutcomeKind};
 use std::io;
 
@@ -82,8 +82,9 @@ fn serve(
     // worker writes the code's requests there, so under its own uid it must own it too.
     let exchange = spec.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
     let net = if program.network {
-        let door = net::Door::open(&exchange).map_err(|e| {
-            BackendError::Worker(format!("cannot open {}: {e}", exchange.display()))
+        let door = net::Door::open(&exchange).map_err(|source| WorkerError::Open {
+            path: exchange.clone(),
+            source,
         })?;
         fs.write.push(exchange);
         Some(door)
@@ -92,8 +93,7 @@ fn serve(
     };
     // Everything that needs ambient authority happens before confinement: the mounts
     // open their directories here and work relative to them afterwards.
-    let mounts =
-        session::mount_table(&spec.in_dir, &spec.out_dir, &limits).map_err(BackendError::Worker)?;
+    let mounts = session::mount_table(&spec.in_dir, &spec.out_dir, &limits)?;
     let bound = inputs::bind(program.inputs_json.as_deref());
     let capture = Capture::new(
         limits.stdout_bytes,
@@ -127,7 +127,10 @@ fn serve(
                         session::Host { determinism, net },
                     )
                 })
-                .map_err(|e| BackendError::Worker(format!("cannot start the interpreter: {e}")))?;
+                .map_err(|source| WorkerError::StartThread {
+                    what: "the interpreter",
+                    source,
+                })?;
             match interpreter.join() {
                 Ok(outcome) => outcome,
                 Err(panic) => trapped(format!("the interpreter panicked: {}", panic_text(&panic))),

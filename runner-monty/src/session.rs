@@ -13,7 +13,7 @@ use monty_types::{
 use runner_sandbox::determinism::{Determinism, STREAM_SECURE, seeded_stream};
 use runner_sandbox::worker::truncate;
 use runner_sandbox::{Limits, Outcome, OutcomeKind};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The script name in tracebacks.
@@ -35,7 +35,11 @@ const MAX_DETAIL: usize = 1000;
 /// Opens `in_dir` and `out_dir`; every later file operation is relative to those
 /// descriptors (cap-std), which refuse `..`, absolute symlinks and anything else that
 /// leaves them.
-pub fn mount_table(in_dir: &Path, out_dir: &Path, limits: &Limits) -> Result<MountTable, String> {
+pub fn mount_table(
+    in_dir: &Path,
+    out_dir: &Path,
+    limits: &Limits,
+) -> Result<MountTable, MountTableError> {
     let mut table = MountTable::new();
     let budget = limits.memory_bytes.max(1 << 20);
     let mounts = [
@@ -49,13 +53,47 @@ pub fn mount_table(in_dir: &Path, out_dir: &Path, limits: &Limits) -> Result<Mou
     ];
     for (name, dir, mode, write_limit) in mounts {
         let mount = Mount::new(name, dir, mode, write_limit)
-            .map_err(|e| format!("cannot mount {} as {name}: {e}", dir.display()))?
+            .map_err(|source| MountTableError::Open {
+                dir: dir.to_owned(),
+                name,
+                source: Box::new(source),
+            })?
             .with_memory_usage_limit(budget);
         table
             .push_mount(mount)
-            .map_err(|e| format!("cannot mount {name}: {e}"))?;
+            .map_err(|source| MountTableError::Add {
+                name,
+                source: Box::new(source),
+            })?;
     }
     Ok(table)
+}
+
+/// Why [`mount_table`] could not mount `/in` or `/out` (shown as `worker: …`:
+/// `runner_sandbox::worker::WorkerError::Engine`).
+#[derive(Debug, thiserror::Error)]
+pub enum MountTableError {
+    /// The host directory could not be opened as the mount `name`.
+    #[error("cannot mount {} as {name}: {source}", dir.display())]
+    Open {
+        dir: PathBuf,
+        name: &'static str,
+        #[source]
+        source: Box<MountError>,
+    },
+    /// The table refused the mount `name`.
+    #[error("cannot mount {name}: {source}")]
+    Add {
+        name: &'static str,
+        #[source]
+        source: Box<MountError>,
+    },
+}
+
+impl From<MountTableError> for runner_sandbox::BackendError {
+    fn from(error: MountTableError) -> Self {
+        runner_sandbox::worker::WorkerError::Engine(Box::new(error)).into()
+    }
 }
 
 /// The interpreter's own limits: time = the wall-clock limit (interpreter time only;
@@ -454,16 +492,10 @@ mod tests {
     use crate::inputs;
     use std::fs;
 
+    /// The sandbox's small test limits (these tests check the CPU budget nowhere: the
+    /// capture's CPU check is off).
     fn limits() -> Limits {
-        Limits {
-            memory_bytes: 64 << 20,
-            wall: Duration::from_secs(5),
-            cpu: Duration::from_secs(5),
-            stdout_bytes: 1 << 20,
-            stderr_bytes: 1 << 20,
-            out_bytes: 1 << 20,
-            out_files: 16,
-        }
+        runner_sandbox::confine::PROBE_LIMITS
     }
 
     struct Dirs {

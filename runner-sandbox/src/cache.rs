@@ -47,32 +47,44 @@ pub fn cache_dir_from_env(
 /// Whether an entry of the cache can be trusted with code the runner will execute: the
 /// right type (a symlink never), owned by our euid, not writable by group or others.
 /// The reason it cannot, else (`is a symlink`, `has mode 777: group or world writable`).
-pub fn check_private(meta: &std::fs::Metadata, want_dir: bool) -> Result<(), String> {
+pub fn check_private(meta: &std::fs::Metadata, want_dir: bool) -> Result<(), NotPrivate> {
     use std::os::unix::fs::MetadataExt;
     let ft = meta.file_type();
     if ft.is_symlink() {
-        return Err("is a symlink".into());
+        return Err(NotPrivate::Symlink);
     }
     if want_dir && !ft.is_dir() {
-        return Err("is not a directory".into());
+        return Err(NotPrivate::NotADirectory);
     }
     if !want_dir && !ft.is_file() {
-        return Err("is not a regular file".into());
+        return Err(NotPrivate::NotARegularFile);
     }
     let euid = nix::unistd::geteuid().as_raw();
     if meta.uid() != euid {
-        return Err(format!(
-            "is owned by uid {}, not by us ({euid})",
-            meta.uid()
-        ));
+        return Err(NotPrivate::Owner {
+            uid: meta.uid(),
+            euid,
+        });
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "has mode {:o}: group or world writable",
-            meta.mode() & 0o7777
-        ));
+        return Err(NotPrivate::Writable { mode: meta.mode() });
     }
     Ok(())
+}
+
+/// Why an entry of the cache cannot be trusted with code ([`check_private`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotPrivate {
+    #[error("is a symlink")]
+    Symlink,
+    #[error("is not a directory")]
+    NotADirectory,
+    #[error("is not a regular file")]
+    NotARegularFile,
+    #[error("is owned by uid {uid}, not by us ({euid})")]
+    Owner { uid: u32, euid: u32 },
+    #[error("has mode {:o}: group or world writable", mode & 0o7777)]
+    Writable { mode: u32 },
 }
 
 /// Why a private cache directory could not be had ([`create_private_dir`],
@@ -87,7 +99,7 @@ pub enum PrivateDirError {
     Io(#[from] std::io::Error),
     /// It is there but cannot be trusted ([`check_private`]'s reason).
     #[error("{0}")]
-    NotPrivate(String),
+    NotPrivate(#[source] NotPrivate),
 }
 
 /// Creates the directory at `path` (mode 0700, its parents as needed) unless it exists,

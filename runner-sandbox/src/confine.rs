@@ -22,8 +22,12 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+mod layer_error;
+pub use layer_error::{LandlockError, LayerError, OwnUidError, SeccompError, StatusError};
 
 /// Open files the worker may hold. The guest's open files count here too; CPython
 /// needs fewer than ten to start.
@@ -59,7 +63,7 @@ fn unshare_private_mounts() -> Result<bool, BackendError> {
     match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
         Ok(()) => {}
         Err(nix::errno::Errno::EPERM | nix::errno::Errno::EINVAL) => return Ok(false),
-        Err(e) => return Err(BackendError::Worker(format!("unshare(CLONE_NEWNS): {e}"))),
+        Err(e) => return Err(MountError::Unshare(e).into()),
     }
     make_mounts_private()?;
     PRIVATE_MOUNT_NS.store(true, Ordering::SeqCst);
@@ -77,7 +81,7 @@ fn make_mounts_private() -> Result<(), BackendError> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| BackendError::Worker(format!("mount --make-rprivate /: {e}")))
+    .map_err(|e| MountError::MakePrivate(e).into())
 }
 
 /// True once [`enter_private_mount_namespace`] succeeded in this process.
@@ -91,6 +95,32 @@ fn thread_count() -> Option<usize> {
         .lines()
         .find_map(|line| line.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse().ok())
+}
+
+/// Why the runner's private mount namespace or a run's `/out` tmpfs could not be set
+/// up or taken down (shown as `worker: …`, [`BackendError::Mount`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("unshare(CLONE_NEWNS): {0}")]
+    Unshare(#[source] nix::errno::Errno),
+    /// `mount --make-rprivate /` in the new namespace failed: it must not be used.
+    #[error("mount --make-rprivate /: {0}")]
+    MakePrivate(#[source] nix::errno::Errno),
+    /// `/out` already holds something: a mount would hide it.
+    #[error("{} is not empty; refusing to mount over it", path.display())]
+    NotEmpty { path: PathBuf },
+    #[error("cannot mount tmpfs on {}: {source}", path.display())]
+    Tmpfs {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    #[error("cannot unmount {}: {source}", path.display())]
+    Unmount {
+        path: PathBuf,
+        #[source]
+        source: nix::errno::Errno,
+    },
 }
 
 /// A tmpfs mounted on a run's `/out`, sized to the run's caps. Dropping it unmounts
@@ -111,8 +141,12 @@ impl OutTmpfs {
     /// Unmount now and report a failure (drop unmounts too, silently).
     pub fn unmount(mut self) -> Result<(), BackendError> {
         self.mounted = false;
-        nix::mount::umount2(&self.path, MntFlags::MNT_DETACH).map_err(|e| {
-            BackendError::Worker(format!("cannot unmount {}: {e}", self.path.display()))
+        nix::mount::umount2(&self.path, MntFlags::MNT_DETACH).map_err(|source| {
+            MountError::Unmount {
+                path: self.path.clone(),
+                source,
+            }
+            .into()
         })
     }
 }
@@ -183,10 +217,10 @@ fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError
         .next()
         .is_some();
     if not_empty {
-        return Err(BackendError::Worker(format!(
-            "{} is not empty; refusing to mount over it",
-            out_dir.display()
-        )));
+        return Err(MountError::NotEmpty {
+            path: out_dir.to_owned(),
+        }
+        .into());
     }
     let options = out_tmpfs_options(limits);
     nix::mount::mount(
@@ -196,8 +230,9 @@ fn mount_tmpfs(out_dir: &Path, limits: &Limits) -> Result<OutTmpfs, BackendError
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         Some(options.as_str()),
     )
-    .map_err(|e| {
-        BackendError::Worker(format!("cannot mount tmpfs on {}: {e}", out_dir.display()))
+    .map_err(|source| MountError::Tmpfs {
+        path: out_dir.to_owned(),
+        source,
     })?;
     Ok(OutTmpfs {
         path: out_dir.to_path_buf(),
@@ -381,12 +416,12 @@ pub struct WorkerConfinement {
 }
 
 impl WorkerConfinement {
-    fn record(&mut self, layer: Layer, name: String, result: Result<(), String>) {
+    fn record(&mut self, layer: Layer, name: String, result: Result<(), LayerError>) {
         match result {
             Ok(()) => self.applied.push(name),
             Err(e) => {
                 let why = if name == layer.as_str() {
-                    e
+                    e.to_string()
                 } else {
                     format!("{name}: {e}")
                 };
@@ -469,10 +504,10 @@ pub fn rlimit_cpu_secs(cpu: Duration) -> u64 {
 /// request byte is read; [`confine_worker`] records them in Provenance in its own
 /// order, so a warm and a cold worker report the same steps.
 pub struct EarlyConfinement {
-    net_namespace: Result<(), String>,
-    bounding_set: Result<(), String>,
-    no_new_privs: Result<(), String>,
-    seccomp: Result<[seccompiler::BpfProgram; 2], String>,
+    net_namespace: Result<(), LayerError>,
+    bounding_set: Result<(), LayerError>,
+    no_new_privs: Result<(), LayerError>,
+    seccomp: Result<[seccompiler::BpfProgram; 2], SeccompError>,
 }
 
 impl EarlyConfinement {
@@ -484,7 +519,7 @@ impl EarlyConfinement {
     /// Changes the network namespace, capability bounding set and flags of the
     /// calling process.
     pub fn take() -> Self {
-        let errno = |r: nix::Result<()>| r.map_err(|e| e.to_string());
+        let errno = |r: nix::Result<()>| r.map_err(LayerError::from);
         // The namespace needs CAP_SYS_ADMIN, and the bounding set CAP_SETPCAP: both
         // before any capability is given up (that is in [`confine_worker`]).
         let net_namespace = errno(nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET));
@@ -520,7 +555,7 @@ pub fn confine_worker(
     fs: &FsAccess,
 ) -> WorkerConfinement {
     let mut c = WorkerConfinement::default();
-    let errno = |r: nix::Result<()>| r.map_err(|e| e.to_string());
+    let errno = |r: nix::Result<()>| r.map_err(LayerError::from);
 
     // Death with the parent first, so no step below can leave an orphan; set again
     // after the uid changes, which clears it.
@@ -598,7 +633,7 @@ pub fn confine_worker(
     let ruleset = landlock_ruleset(fs);
     let (name, result) = match become_own_user(fs) {
         Ok(id) => (format!("own_uid={id}"), Ok(())),
-        Err(e) => ("own_uid".to_owned(), Err(e)),
+        Err(e) => ("own_uid".to_owned(), Err(e.into())),
     };
     c.record(Layer::OwnUid, name, result);
     c.record(Layer::Pdeathsig, "pdeathsig=SIGKILL".into(), pdeathsig());
@@ -608,7 +643,10 @@ pub fn confine_worker(
     // process is still single-threaded, which Landlock (per thread) needs too.
     let (single_thread, dropped) = drop_capabilities();
     c.record(Layer::Capabilities, "capabilities=0".into(), dropped);
-    let enforced = single_thread.and(ruleset).and_then(enforce_landlock);
+    let enforced = single_thread
+        .map_err(LayerError::from)
+        .and(ruleset.map_err(LayerError::from))
+        .and_then(|ruleset| Ok(enforce_landlock(ruleset)?));
     let (name, result) = match enforced {
         Ok(name) => (name, Ok(())),
         Err(e) => ("landlock".to_owned(), Err(e)),
@@ -616,7 +654,7 @@ pub fn confine_worker(
     c.record(Layer::Landlock, name, result);
     let (name, result) = match early.seccomp.and_then(|filters| install_seccomp(&filters)) {
         Ok(denied) => (format!("seccomp(deny={denied})"), Ok(())),
-        Err(e) => ("seccomp".to_owned(), Err(e)),
+        Err(e) => ("seccomp".to_owned(), Err(e.into())),
     };
     c.record(Layer::Seccomp, name, result);
     c
@@ -642,30 +680,30 @@ pub fn worker_id(pid: u32) -> u32 {
 /// anyone who can reach them; everything the runner owns elsewhere is closed to it by
 /// file permissions alone. `Ok` with the id; `Err` when the runner is not root (then
 /// the worker keeps the runner's uid).
-fn become_own_user(fs: &FsAccess) -> Result<u32, String> {
+fn become_own_user(fs: &FsAccess) -> Result<u32, OwnUidError> {
     use nix::unistd::{Gid, Uid};
     if !nix::unistd::geteuid().is_root() {
-        return Err(
-            "the runner is not root, so the worker keeps the runner's uid (files the runner owns stay writable to it but for Landlock)".into(),
-        );
+        return Err(OwnUidError::NotRoot);
     }
     let Some(root) = &fs.run_root else {
-        return Err("no run directory to give to the worker's own uid".into());
+        return Err(OwnUidError::NoRunDirectory);
     };
     // Whatever the worker opens by path after the change lies under the run directory:
     // every directory above it must let anyone through.
     for ancestor in root.ancestors().skip(1) {
         let mode = std::fs::metadata(ancestor)
-            .map_err(|e| format!("{}: {e}", ancestor.display()))?
+            .map_err(|source| OwnUidError::Inspect {
+                path: ancestor.to_owned(),
+                source,
+            })?
             .permissions()
             .mode();
         if mode & 0o001 == 0 {
-            return Err(format!(
-                "the run directory {} lies under {} (mode {:o}), which other users cannot traverse: set TMPDIR to a directory they can",
-                root.display(),
-                ancestor.display(),
-                mode & 0o7777
-            ));
+            return Err(OwnUidError::NotTraversable {
+                root: root.clone(),
+                ancestor: ancestor.to_owned(),
+                mode,
+            });
         }
     }
     let id = worker_id(std::process::id());
@@ -686,7 +724,11 @@ fn become_own_user(fs: &FsAccess) -> Result<u32, String> {
                 nix::sys::stat::FchmodatFlags::NoFollowSymlink,
             )
         })
-        .map_err(|e| format!("give {} to {id}: {e}", path.display()))
+        .map_err(|source| OwnUidError::Give {
+            path: path.to_owned(),
+            id,
+            source,
+        })
     };
     // The run directory: the worker's group may pass through it, nothing more. Its
     // read directories (/in): the group may read them, not write. Its write
@@ -699,9 +741,11 @@ fn become_own_user(fs: &FsAccess) -> Result<u32, String> {
     for dir in &fs.write {
         give(dir, Some(uid), 0o700)?;
     }
-    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups([]): {e}"))?;
-    nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setresgid({id}): {e}"))?;
-    nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setresuid({id}): {e}"))?;
+    nix::unistd::setgroups(&[]).map_err(OwnUidError::SetGroups)?;
+    nix::unistd::setresgid(gid, gid, gid)
+        .map_err(|source| OwnUidError::SetResGid { id, source })?;
+    nix::unistd::setresuid(uid, uid, uid)
+        .map_err(|source| OwnUidError::SetResUid { id, source })?;
     Ok(id)
 }
 
@@ -746,14 +790,14 @@ impl FsAccess {
 /// the ABI the kernel enforced (`landlock(abi=7)`), a kernel that enforces nothing is
 /// `Err`. A directory that cannot be opened is `Err` (a rule silently missing would
 /// only make the run fail later, less clearly).
-fn landlock_ruleset(fs: &FsAccess) -> Result<landlock::RulesetCreated, String> {
+fn landlock_ruleset(fs: &FsAccess) -> Result<landlock::RulesetCreated, LandlockError> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
         RulesetCreatedAttr, Scope,
     };
     let abi = ABI::V9;
     let all = AccessFs::from_all(abi);
-    let err = |e: landlock::RulesetError| e.to_string();
+    let err = LandlockError::Ruleset;
     let mut ruleset = Ruleset::default()
         .handle_access(all)
         .map_err(err)?
@@ -765,7 +809,10 @@ fn landlock_ruleset(fs: &FsAccess) -> Result<landlock::RulesetCreated, String> {
         .map_err(err)?;
     for (dirs, rights) in [(&fs.read, AccessFs::from_read(abi)), (&fs.write, all)] {
         for dir in dirs {
-            let fd = PathFd::new(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let fd = PathFd::new(dir).map_err(|source| LandlockError::Open {
+                path: dir.clone(),
+                source,
+            })?;
             ruleset = ruleset
                 .add_rule(PathBeneath::new(fd, rights))
                 .map_err(err)?;
@@ -776,17 +823,14 @@ fn landlock_ruleset(fs: &FsAccess) -> Result<landlock::RulesetCreated, String> {
 
 /// Enforces a ruleset of [`landlock_ruleset`] on the calling process. `Ok` names the ABI
 /// the kernel enforced (`landlock(abi=7)`); a kernel that enforces nothing is `Err`.
-fn enforce_landlock(ruleset: landlock::RulesetCreated) -> Result<String, String> {
+fn enforce_landlock(ruleset: landlock::RulesetCreated) -> Result<String, LandlockError> {
     use landlock::RulesetStatus;
-    let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
+    let status = ruleset.restrict_self().map_err(LandlockError::Ruleset)?;
     let kernel = kernel_landlock_abi();
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(format!("landlock(abi={kernel})")),
         RulesetStatus::PartiallyEnforced => Ok(format!("landlock(abi={kernel}, partial)")),
-        RulesetStatus::NotEnforced => Err(
-            "the kernel does not enforce Landlock (not built in, or not in the boot's lsm= list)"
-                .to_owned(),
-        ),
+        RulesetStatus::NotEnforced => Err(LandlockError::NotEnforced),
     }
 }
 
@@ -812,70 +856,76 @@ fn kernel_landlock_abi() -> i64 {
 /// threads it creates afterwards, so the process must have no other thread. Checked in
 /// the same read of `/proc/self/status` that checks the capabilities after a step (a
 /// thread alive then was alive during the step; none is started in between).
-fn single_thread_in(status: &str) -> Result<(), String> {
+fn single_thread_in(status: &str) -> Result<(), StatusError> {
     let threads = status
         .lines()
         .find_map(|line| line.strip_prefix("Threads:"))
         .and_then(|n| n.trim().parse::<usize>().ok());
     match threads {
         Some(1) => Ok(()),
-        n => Err(format!(
-            "the process has {} threads; capabilities are per thread, so they must be \
-             dropped before any other thread starts",
-            n.map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string())
-        )),
+        threads => Err(StatusError::Threads { threads }),
     }
 }
 
-fn read_status() -> Result<String, String> {
-    fs::read_to_string("/proc/self/status")
-        .map_err(|e| format!("cannot read /proc/self/status: {e}"))
+fn read_status() -> Result<String, StatusError> {
+    fs::read_to_string("/proc/self/status").map_err(|e| StatusError::Read(Arc::new(e)))
 }
 
 /// Empty the capability bounding set (so no exec could ever regain a capability),
 /// then check `/proc/self/status` says so: a kernel with capabilities newer than the
 /// `caps` crate knows would leave those behind, and that must not count as applied.
-fn clear_bounding_set() -> Result<(), String> {
-    let cleared = caps::clear(None, caps::CapSet::Bounding).map_err(|e| e.to_string());
+fn clear_bounding_set() -> Result<(), LayerError> {
+    let cleared = caps::clear(None, caps::CapSet::Bounding).map_err(LayerError::ClearBoundingSet);
     let status = read_status()?;
     single_thread_in(&status)?;
     cleared?;
-    expect_no_capabilities(&status, &["CapBnd"])
+    Ok(expect_no_capabilities(&status, &["CapBnd"])?)
 }
 
 /// Empty the ambient, inheritable, effective and permitted sets (in that order:
 /// the effective set is what allows the others to change), then check, in one read
 /// of `/proc/self/status`: (the process is single-threaded, the sets are empty).
-fn drop_capabilities() -> (Result<(), String>, Result<(), String>) {
+fn drop_capabilities() -> (Result<(), StatusError>, Result<(), LayerError>) {
     let cleared = [
         caps::CapSet::Ambient,
         caps::CapSet::Inheritable,
         caps::CapSet::Permitted,
     ]
     .into_iter()
-    .try_for_each(|set| caps::clear(None, set).map_err(|e| format!("{set:?}: {e}")));
+    .try_for_each(|set| {
+        caps::clear(None, set).map_err(|source| LayerError::ClearCapabilities { set, source })
+    });
     let status = match read_status() {
         Ok(status) => status,
-        Err(e) => return (Err(e.clone()), Err(e)),
+        Err(e) => return (Err(e.clone()), Err(e.into())),
     };
     let single = single_thread_in(&status);
     let dropped = single
         .clone()
+        .map_err(LayerError::from)
         .and(cleared)
-        .and_then(|()| expect_no_capabilities(&status, &["CapInh", "CapPrm", "CapEff", "CapAmb"]));
+        .and_then(|()| {
+            Ok(expect_no_capabilities(
+                &status,
+                &["CapInh", "CapPrm", "CapEff", "CapAmb"],
+            )?)
+        });
     (single, dropped)
 }
 
 /// `Ok` when each named capability mask of `status` (`/proc/self/status`) is zero.
-fn expect_no_capabilities(status: &str, fields: &[&str]) -> Result<(), String> {
-    for field in fields {
+fn expect_no_capabilities(status: &str, fields: &[&'static str]) -> Result<(), StatusError> {
+    for &field in fields {
         let value = status
             .lines()
             .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .map(str::trim)
-            .ok_or_else(|| format!("/proc/self/status has no {field}"))?;
+            .ok_or(StatusError::NoField(field))?;
         if u64::from_str_radix(value, 16) != Ok(0) {
-            return Err(format!("{field} is still {value} after the drop"));
+            return Err(StatusError::StillSet {
+                field,
+                value: value.to_owned(),
+            });
         }
     }
     Ok(())
@@ -963,21 +1013,17 @@ const NAMESPACE_CLONE_FLAGS: [nix::libc::c_int; 7] = [
 ///
 /// Architectures other than x86_64, aarch64 and riscv64 fail here (named), so the
 /// layer is reported as not applied rather than assumed.
-fn compile_seccomp() -> Result<[seccompiler::BpfProgram; 2], String> {
+fn compile_seccomp() -> Result<[seccompiler::BpfProgram; 2], SeccompError> {
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule, TargetArch,
     };
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|_| {
-        format!(
-            "no seccomp filter for architecture {}",
-            std::env::consts::ARCH
-        )
-    })?;
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| SeccompError::Architecture(std::env::consts::ARCH))?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(SeccompError::Rule)
     };
-    let rule = |c: SeccompCondition| SeccompRule::new(vec![c]).map_err(|e| e.to_string());
+    let rule = |c: SeccompCondition| SeccompRule::new(vec![c]).map_err(SeccompError::Rule);
 
     let mut deny: std::collections::BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
         .iter()
@@ -997,10 +1043,10 @@ fn compile_seccomp() -> Result<[seccompiler::BpfProgram; 2], String> {
     let eperm = SeccompAction::Errno(nix::libc::EPERM as u32);
     let enosys = SeccompAction::Errno(nix::libc::ENOSYS as u32);
 
-    let compile = |rules, action| -> Result<BpfProgram, String> {
+    let compile = |rules, action| -> Result<BpfProgram, SeccompError> {
         SeccompFilter::new(rules, SeccompAction::Allow, action, arch)
             .and_then(BpfProgram::try_from)
-            .map_err(|e| format!("cannot compile the seccomp filter: {e}"))
+            .map_err(SeccompError::Compile)
     };
     let denied = compile(deny, eperm)?;
     let clone3 = compile(
@@ -1012,10 +1058,9 @@ fn compile_seccomp() -> Result<[seccompiler::BpfProgram; 2], String> {
 
 /// Install the filters of [`compile_seccomp`] on every thread; returns how many
 /// syscalls are denied outright.
-fn install_seccomp(filters: &[seccompiler::BpfProgram; 2]) -> Result<usize, String> {
+fn install_seccomp(filters: &[seccompiler::BpfProgram; 2]) -> Result<usize, SeccompError> {
     for filter in filters {
-        seccompiler::apply_filter_all_threads(filter)
-            .map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
+        seccompiler::apply_filter_all_threads(filter).map_err(SeccompError::Install)?;
     }
     Ok(DENIED_SYSCALLS.len())
 }
@@ -1080,9 +1125,23 @@ pub fn take_fsize_refusal() -> bool {
     FSIZE_REFUSED.swap(false, Ordering::SeqCst)
 }
 
+/// The confinement probe's fixed limits ([`probe_main`]): 64 MiB of memory, 5 s of wall
+/// clock, 3 s of CPU, 1 MiB for stdout, stderr and `/out`, 16 entries in `/out`. Small
+/// and short, they are also what unit tests run under when they test none of a run's
+/// limits (changing one of them with struct-update syntax when they do).
+pub const PROBE_LIMITS: Limits = Limits {
+    memory_bytes: 64 << 20,
+    wall: Duration::from_secs(5),
+    cpu: Duration::from_secs(3),
+    stdout_bytes: 1 << 20,
+    stderr_bytes: 1 << 20,
+    out_bytes: 1 << 20,
+    out_files: 16,
+};
+
 /// `runner __confinement-probe [POLICY.toml]` (the runner loads the policy and passes
 /// its `[confinement]` table): applies [`confine_worker`] to this
-/// process with the fixed test limits below, exactly as a worker does before it runs a
+/// process with [`PROBE_LIMITS`], exactly as a worker does before it runs a
 /// guest, then prints what the kernel reports (one JSON object): the steps applied and
 /// skipped, the layers that failed, `/proc/self/limits`, `NoNewPrivs`, the capability
 /// masks, the seccomp mode, the network interfaces and routes it can see, and the errno
@@ -1095,17 +1154,9 @@ pub fn take_fsize_refusal() -> bool {
 /// worker: exit 0 when the run could go on, 3 with the refusal on stderr when not.
 /// Tests use it to prove each layer is in force; it runs no guest.
 ///
-/// Limits: CPU 3 s, `/out` 1 MiB, stdout/stderr 1 MiB, address space 2 GiB.
+/// Limits: [`PROBE_LIMITS`], address space 2 GiB.
 pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
-    let limits = Limits {
-        memory_bytes: 64 << 20,
-        wall: Duration::from_secs(5),
-        cpu: Duration::from_secs(3),
-        stdout_bytes: 1 << 20,
-        stderr_bytes: 1 << 20,
-        out_bytes: 1 << 20,
-        out_files: 16,
-    };
+    let limits = PROBE_LIMITS;
     let dir = |var: &str| crate::env::var_os(var).map(PathBuf::from);
     let (read_dir, write_dir) = (dir("RUNNER_PROBE_READ_DIR"), dir("RUNNER_PROBE_WRITE_DIR"));
     // Unlike a worker, the probe keeps its own /proc/self readable: it reports from
@@ -1326,13 +1377,9 @@ mod tests {
 
     fn limits(out_bytes: u64, out_files: u64) -> Limits {
         Limits {
-            memory_bytes: 64 << 20,
-            wall: Duration::from_secs(5),
-            cpu: Duration::from_secs(5),
-            stdout_bytes: 1 << 20,
-            stderr_bytes: 1 << 20,
             out_bytes,
             out_files,
+            ..PROBE_LIMITS
         }
     }
 
@@ -1454,15 +1501,17 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
+    use nix::errno::Errno;
+
     fn libc_enospc() -> i32 {
         nix::errno::Errno::ENOSPC as i32
     }
 
-    fn failed(layers: &[(Layer, &str)]) -> WorkerConfinement {
+    fn failed(layers: Vec<(Layer, LayerError)>) -> WorkerConfinement {
         let mut c = WorkerConfinement::default();
         c.record(Layer::NoNewPrivs, "no_new_privs".into(), Ok(()));
         for (layer, why) in layers {
-            c.record(*layer, layer.as_str().into(), Err((*why).into()));
+            c.record(layer, layer.as_str().into(), Err(why));
         }
         c
     }
@@ -1470,7 +1519,10 @@ mod tests {
     #[test]
     fn a_required_layer_that_failed_refuses_naming_it_and_the_reason() {
         let policy = ConfinementPolicy::default();
-        let c = failed(&[(Layer::Seccomp, "no filter for architecture s390x")]);
+        let c = failed(vec![(
+            Layer::Seccomp,
+            SeccompError::Architecture("s390x").into(),
+        )]);
         let err = c.check(&policy).unwrap_err();
         assert_eq!(err.layer, Layer::Seccomp);
         let err = err.to_string();
@@ -1486,7 +1538,7 @@ mod tests {
             c.provenance(),
             vec![
                 "no_new_privs".to_owned(),
-                "not applied: seccomp (no filter for architecture s390x)".to_owned()
+                "not applied: seccomp (no seccomp filter for architecture s390x)".to_owned()
             ]
         );
     }
@@ -1494,15 +1546,15 @@ mod tests {
     #[test]
     fn default_policy_lets_only_the_root_only_and_kernel_dependent_layers_fail() {
         let policy = ConfinementPolicy::default();
-        let c = failed(&[
-            (Layer::NetNamespace, "EPERM"),
-            (Layer::CapabilityBoundingSet, "EPERM"),
-            (Layer::Landlock, "the kernel does not enforce Landlock"),
-            (Layer::OwnUid, "the runner is not root"),
+        let c = failed(vec![
+            (Layer::NetNamespace, Errno::EPERM.into()),
+            (Layer::CapabilityBoundingSet, Errno::EPERM.into()),
+            (Layer::Landlock, LandlockError::NotEnforced.into()),
+            (Layer::OwnUid, OwnUidError::NotRoot.into()),
         ]);
         assert!(c.check(&policy).is_ok());
         for layer in Layer::ALL {
-            let c = failed(&[(layer, "EPERM")]);
+            let c = failed(vec![(layer, Errno::EPERM.into())]);
             let optional = matches!(
                 layer,
                 Layer::NetNamespace
@@ -1518,18 +1570,66 @@ mod tests {
     fn a_failed_step_of_a_layer_fails_the_layer_once() {
         let mut c = WorkerConfinement::default();
         c.record(Layer::Rlimits, "rlimit_core=0".into(), Ok(()));
-        c.record(Layer::Rlimits, "rlimit_as=1".into(), Err("EPERM".into()));
+        c.record(
+            Layer::Rlimits,
+            "rlimit_as=1".into(),
+            Err(Errno::EPERM.into()),
+        );
         c.record(
             Layer::Rlimits,
             "rlimit_fsize=2".into(),
-            Err("EINVAL".into()),
+            Err(Errno::EINVAL.into()),
         );
         assert_eq!(
             c.failed,
-            vec![(Layer::Rlimits, "rlimit_as=1: EPERM".to_owned())]
+            vec![(
+                Layer::Rlimits,
+                "rlimit_as=1: EPERM: Operation not permitted".to_owned()
+            )]
         );
         assert_eq!(c.skipped.len(), 2);
         assert!(c.check(&ConfinementPolicy::default()).is_err());
+    }
+
+    /// The runner's mount errors read as the messages they replaced, under `worker: `.
+    #[test]
+    fn mount_errors_keep_their_text() {
+        let cases = [
+            (
+                MountError::Unshare(Errno::EPERM),
+                "unshare(CLONE_NEWNS): EPERM: Operation not permitted",
+            ),
+            (
+                MountError::MakePrivate(Errno::EINVAL),
+                "mount --make-rprivate /: EINVAL: Invalid argument",
+            ),
+            (
+                MountError::NotEmpty {
+                    path: "/r/out".into(),
+                },
+                "/r/out is not empty; refusing to mount over it",
+            ),
+            (
+                MountError::Tmpfs {
+                    path: "/r/out".into(),
+                    source: Errno::EPERM,
+                },
+                "cannot mount tmpfs on /r/out: EPERM: Operation not permitted",
+            ),
+            (
+                MountError::Unmount {
+                    path: "/r/out".into(),
+                    source: Errno::EBUSY,
+                },
+                "cannot unmount /r/out: EBUSY: Device or resource busy",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(
+                BackendError::from(error).to_string(),
+                format!("worker: {text}")
+            );
+        }
     }
 
     /// The syscall list below is what strace showed on x86_64.

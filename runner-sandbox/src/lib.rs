@@ -153,7 +153,11 @@ pub enum BackendError {
     #[error("guest module: {0}")]
     Module(String),
     #[error("worker: {0}")]
-    Worker(String),
+    Worker(#[from] worker::WorkerError),
+    /// The runner's private mount namespace or a run's `/out` tmpfs
+    /// ([`confine::mount_out_tmpfs`]).
+    #[error("worker: {0}")]
+    Mount(#[from] confine::MountError),
     /// A confinement layer the policy requires did not apply in the worker.
     #[error("worker: {0}")]
     Confinement(#[from] confine::RequiredLayerFailed),

@@ -32,9 +32,11 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod error;
 mod launch;
 mod pool;
-pub use launch::{WorkerBinary, Workers};
+pub use error::WorkerError;
+pub use launch::{WorkerBackend, WorkerBinary, Workers};
 pub use pool::{
     PoolCounters, PoolStats, WorkerPool, arm_parent_death, locate_worker_exe, spawn_worker,
 };
@@ -138,14 +140,11 @@ pub fn read_request<T: serde::de::DeserializeOwned>(stdin: impl Read) -> Result<
     stdin
         .take(MAX_REQUEST_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| BackendError::Worker(format!("cannot read the request: {e}")))?;
+        .map_err(WorkerError::ReadRequest)?;
     if bytes.len() as u64 > MAX_REQUEST_BYTES {
-        return Err(BackendError::Worker(format!(
-            "request larger than {MAX_REQUEST_BYTES} bytes"
-        )));
+        return Err(WorkerError::RequestTooLarge.into());
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| BackendError::Worker(format!("malformed request: {e}")))
+    Ok(serde_json::from_slice(&bytes).map_err(WorkerError::MalformedRequest)?)
 }
 
 /// A worker's wait for its request: `Ok(None)` when stdin ends before any byte (the
@@ -159,8 +158,7 @@ pub fn wait_request<T: serde::de::DeserializeOwned>(
         match stdin.read(&mut first) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             other => {
-                break other
-                    .map_err(|e| BackendError::Worker(format!("cannot read the request: {e}")))?;
+                break other.map_err(WorkerError::ReadRequest)?;
             }
         }
     };
@@ -197,24 +195,30 @@ pub fn cpu_check_limit(cpu: Duration) -> Duration {
 /// Write a captured stream to `path` (`capture_dir/stdout` or `capture_dir/stderr`),
 /// never through a symlink.
 pub fn write_capture(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
-    let mut file = OpenOptions::new()
+    OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(path)
-        .map_err(|e| BackendError::Worker(format!("cannot write {}: {e}", path.display())))?;
-    file.write_all(bytes)
-        .map_err(|e| BackendError::Worker(format!("cannot write {}: {e}", path.display())))
+        .and_then(|mut file| file.write_all(bytes))
+        .map_err(|source| {
+            WorkerError::WriteCapture {
+                path: path.to_owned(),
+                source,
+            }
+            .into()
+        })
 }
 
 pub enum Supervised {
     Outcome(Outcome),
     ModuleRejected(String),
     /// A warm worker ended before it took its request (the request could not be written
-    /// to it): nothing ran; the backend runs the request again on a cold worker.
-    NotDelivered(String),
+    /// to it), with this status: nothing ran; the backend runs the request again on a
+    /// cold worker.
+    NotDelivered(std::process::ExitStatus),
 }
 
 /// Why the runner killed the worker.
@@ -308,10 +312,8 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
     let reply_reader = bounded_reader(guard.child().stdout.take(), MAX_REPLY_BYTES);
     let stderr_reader = bounded_reader(guard.child().stderr.take(), MAX_WORKER_STDERR);
 
-    let pid = Pid::from_raw(
-        i32::try_from(guard.child().id())
-            .map_err(|_| BackendError::Worker("worker pid out of range".into()))?,
-    );
+    let id = guard.child().id();
+    let pid = Pid::from_raw(i32::try_from(id).map_err(|_| WorkerError::PidOutOfRange(id))?);
     let kill_at = started + limits.wall + job.startup_allowance + job.grace;
     runner_layers.push(format!(
         "wall_kill(+{}ms)",
@@ -326,7 +328,7 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
             Ok(WaitStatus::StillAlive) => {}
             Ok(_) => break,
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(BackendError::Worker(format!("waiting for the worker: {e}"))),
+            Err(e) => return Err(WorkerError::Wait(e).into()),
         }
         let now = Instant::now();
         if killed.is_none() {
@@ -355,16 +357,12 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
     // Still a zombie: its CPU time is readable until it is reaped.
     let cpu = zombie_cpu_time(pid);
     let mut child = guard.0.take().expect("child present until taken");
-    let status = child
-        .wait()
-        .map_err(|e| BackendError::Worker(format!("reaping the worker: {e}")))?;
+    let status = child.wait().map_err(WorkerError::Reap)?;
     let elapsed = started.elapsed().as_secs_f64();
     let delivered = writer.join().unwrap_or(false);
     let (reply, reply_overflow) = reply_reader.join().unwrap_or_default();
     if warm && !delivered && killed.is_none() && reply.is_empty() {
-        return Ok(Supervised::NotDelivered(format!(
-            "the warm worker ended ({status}) before it read its request"
-        )));
+        return Ok(Supervised::NotDelivered(status));
     }
     let (worker_stderr, _) = stderr_reader.join().unwrap_or_default();
     let stderr_note = || {
@@ -427,7 +425,9 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
                 message,
                 module_rejected: true,
             }) => return Ok(Supervised::ModuleRejected(message)),
-            Ok(WorkerReply::Error { message, .. }) => return Err(BackendError::Worker(message)),
+            Ok(WorkerReply::Error { message, .. }) => {
+                return Err(WorkerError::Reported(message).into());
+            }
             Err(why) => limit_outcome(
                 OutcomeKind::Trapped,
                 format!(
@@ -586,17 +586,33 @@ fn classify_signal(signal: i32, cpu: Option<Duration>, limits: &Limits) -> (Outc
     (OutcomeKind::Trapped, format!("worker died of {name}{cpu}"))
 }
 
-fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, String> {
+/// Why the worker's stdout is not one [`WorkerReply`] (said in the `trapped` outcome of
+/// a worker that exited without one).
+#[derive(Debug, thiserror::Error)]
+enum ReplyError {
+    #[error("reply longer than {MAX_REPLY_BYTES} bytes")]
+    TooLong,
+    #[error("reply is not UTF-8")]
+    NotUtf8,
+    #[error("no reply")]
+    Missing,
+    #[error("more than one reply line")]
+    MoreThanOneLine,
+    #[error("malformed reply: {0}")]
+    Malformed(#[source] serde_json::Error),
+}
+
+fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, ReplyError> {
     if overflow {
-        return Err(format!("reply longer than {MAX_REPLY_BYTES} bytes"));
+        return Err(ReplyError::TooLong);
     }
-    let text = std::str::from_utf8(bytes).map_err(|_| "reply is not UTF-8".to_owned())?;
+    let text = std::str::from_utf8(bytes).map_err(|_| ReplyError::NotUtf8)?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let line = lines.next().ok_or_else(|| "no reply".to_owned())?;
+    let line = lines.next().ok_or(ReplyError::Missing)?;
     if lines.next().is_some() {
-        return Err("more than one reply line".into());
+        return Err(ReplyError::MoreThanOneLine);
     }
-    serde_json::from_str(line).map_err(|e| format!("malformed reply: {e}"))
+    serde_json::from_str(line).map_err(ReplyError::Malformed)
 }
 
 /// Read a pipe to its end, keeping at most `max` bytes; the flag says bytes were dropped.
@@ -725,13 +741,14 @@ mod tests {
 
     #[test]
     fn replies_are_parsed_strictly() {
-        assert!(parse_reply(b"", false).is_err());
-        assert!(parse_reply(b"{}", false).is_err());
-        assert!(parse_reply(b"\xff", false).is_err());
+        let why = |bytes: &[u8], overflow| parse_reply(bytes, overflow).unwrap_err().to_string();
+        assert_eq!(why(b"", false), "no reply");
+        assert!(why(b"{}", false).starts_with("malformed reply: "));
+        assert_eq!(why(b"\xff", false), "reply is not UTF-8");
         let line = br#"{"status":"error","message":"m"}"#;
         assert!(parse_reply(line, false).is_ok());
-        assert!(parse_reply(line, true).is_err());
+        assert_eq!(why(line, true), "reply longer than 1048576 bytes");
         let two = [&line[..], b"\n", &line[..]].concat();
-        assert!(parse_reply(&two, false).is_err());
+        assert_eq!(why(&two, false), "more than one reply line");
     }
 }

@@ -29,7 +29,7 @@ use runner_sandbox::determinism::VirtualTime;
 pub use runner_sandbox::runtime::{
     EntryPoint, GuestRuntime, HostImports, NO_HOST, ReadOnlyMount, SCRATCH_IN_OUT,
 };
-use runner_sandbox::worker::truncate;
+use runner_sandbox::worker::{WorkerError, truncate};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -47,6 +47,45 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 #[path = "preinit.rs"]
 pub mod preinit;
+
+/// Why the worker could not set up what its guest sees and runs with, in wasmtime's
+/// terms (shown as `worker: …`: [`WorkerError::Engine`]).
+#[derive(Debug, thiserror::Error)]
+pub enum GuestSetupError {
+    /// The scratch directory in `/out` could not be made.
+    #[error("cannot create scratch {}: {source}", path.display())]
+    Scratch {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A host directory could not be preopened for the guest under `name`.
+    #[error("cannot open {} as {name}: {source:#}", host.display())]
+    Preopen {
+        host: PathBuf,
+        name: String,
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// The "no host" stub for the import `host::{name}` could not be defined.
+    #[error("cannot bind host::{name}: {source:#}")]
+    BindHost {
+        name: String,
+        #[source]
+        source: wasmtime::Error,
+    },
+    #[error("cannot link WASI: {0:#}")]
+    LinkWasi(#[source] wasmtime::Error),
+    /// The sleeps that move the virtual clock could not replace WASI's.
+    #[error("cannot link the clock: {0:#}")]
+    LinkClock(#[source] wasmtime::Error),
+}
+
+impl From<GuestSetupError> for BackendError {
+    fn from(error: GuestSetupError) -> Self {
+        WorkerError::Engine(Box::new(error)).into()
+    }
+}
 
 /// Environment the guest sees, and nothing else.
 ///
@@ -696,9 +735,7 @@ impl Scratch {
                 out,
                 path: path.clone(),
             })
-            .map_err(|e| {
-                BackendError::Worker(format!("cannot create scratch {}: {e}", path.display()))
-            })
+            .map_err(|source| GuestSetupError::Scratch { path, source }.into())
     }
 
     /// Its host path, for the guest's preopen.
@@ -749,9 +786,13 @@ fn build_wasi(
         ));
     }
     for (host, name, perms) in dirs {
-        builder.preopened_dir(&host, name, perms).map_err(|e| {
-            BackendError::Worker(format!("cannot open {} as {name}: {e:#}", host.display()))
-        })?;
+        builder
+            .preopened_dir(&host, name, perms)
+            .map_err(|source| GuestSetupError::Preopen {
+                host: host.clone(),
+                name: name.to_owned(),
+                source,
+            })?;
     }
     Ok((builder.build_p1(), clock))
 }
@@ -781,7 +822,10 @@ fn link_no_host(linker: &mut Linker<GuestState>, module: &Module) -> Result<(), 
                 results[0] = wasmtime::Val::I32(NO_HOST);
                 Ok(())
             })
-            .map_err(|e| BackendError::Worker(format!("cannot bind host::{name}: {e:#}")))?;
+            .map_err(|source| GuestSetupError::BindHost {
+                name: name.to_owned(),
+                source,
+            })?;
     }
     Ok(())
 }
@@ -917,14 +961,17 @@ pub fn run_set_up_guest(
         .max_blocking_threads(4)
         .thread_name("runner-wasi")
         .build()
-        .map_err(|e| BackendError::Worker(format!("cannot start async runtime: {e}")))?;
+        .map_err(|source| WorkerError::StartThread {
+            what: "async runtime",
+            source,
+        })?;
 
     let mut linker: Linker<GuestState> = Linker::new(engine);
     p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
-        .map_err(|e| BackendError::Worker(format!("cannot link WASI: {e:#}")))?;
+        .map_err(GuestSetupError::LinkWasi)?;
     if let Some(time) = clock {
         super::wasi_determinism::link_sleeps(&mut linker, |state| &mut state.wasi, time)
-            .map_err(|e| BackendError::Worker(format!("cannot link the clock: {e:#}")))?;
+            .map_err(GuestSetupError::LinkClock)?;
     }
     if guest.runtime.host_imports == HostImports::NoHost {
         link_no_host(&mut linker, module)?;
@@ -950,8 +997,10 @@ pub fn run_set_up_guest(
         None => Ok(UpdateDeadline::Yield(1)),
     });
 
-    let ticker = EpochTicker::start(engine)
-        .map_err(|e| BackendError::Worker(format!("cannot start epoch ticker: {e}")))?;
+    let ticker = EpochTicker::start(engine).map_err(|source| WorkerError::StartThread {
+        what: "epoch ticker",
+        source,
+    })?;
     // The epoch callback stops a guest that computes; this timeout also stops one
     // that waits in a host call (`time.sleep`), by dropping the call's future.
     let result = runtime.block_on(async {

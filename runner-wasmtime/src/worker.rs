@@ -250,32 +250,6 @@ impl WasmtimeBackend {
         })
     }
 
-    /// Keep up to `size` workers started ahead, each with its engine built and the
-    /// first guest module this backend prepares loaded and verified (see
-    /// `runner_sandbox::worker::WorkerPool`); `counters` count what they did. A run takes
-    /// one when there is one, else starts one cold; every worker still serves one
-    /// request. Call after [`WasmtimeBackend::with_workers`] names another binary.
-    pub fn with_pool(
-        mut self,
-        size: usize,
-        counters: std::sync::Arc<PoolCounters>,
-    ) -> Result<Self, BackendError> {
-        self.workers = self.workers.with_pool(size, counters, None)?;
-        Ok(self)
-    }
-
-    /// The same backend with its workers changed by `change` (another binary, another
-    /// grace: [`Workers::with_worker_exe`], [`Workers::with_grace`]).
-    pub fn with_workers(mut self, change: impl FnOnce(Workers) -> Workers) -> Self {
-        self.workers = change(self.workers);
-        self
-    }
-
-    /// The warm workers, when there are.
-    pub fn pool(&self) -> Option<&WorkerPool> {
-        self.workers.pool()
-    }
-
     pub fn engine(&self) -> &::wasmtime::Engine {
         &self.engine
     }
@@ -286,7 +260,9 @@ impl WasmtimeBackend {
 
     /// Make sure the guest is compiled and cached (seconds the first time; `progress`
     /// hears about it), and return the precompiled module's path. `run` calls this
-    /// too, silently; call it first to show progress.
+    /// too, silently; call it first to show progress. The warm workers
+    /// ([`WorkerBackend::with_pool`]) are told here what they preload: the engine built
+    /// and the first module prepared, loaded and verified.
     pub fn prepare(
         &self,
         guest: &GuestProgram,
@@ -330,17 +306,6 @@ impl WasmtimeBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The worker binary: the one given, else `$RUNNER_WORKER_EXE`, else
-    /// [`WORKER_BIN`] next to the running executable. An error when it is not a file,
-    /// saying how to build it.
-    ///
-    /// # Ambient Authority
-    ///
-    /// Reads `$RUNNER_WORKER_EXE` and the path of the running executable.
-    pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        self.workers.exe()
-    }
-
     /// Runs `spec` with the precompiled module prepared for its guest: on a warm worker
     /// (`warm`) when there is one, else on one started now.
     fn supervise(
@@ -352,13 +317,22 @@ impl WasmtimeBackend {
             spec: spec.clone(),
             module: self.prepare(&spec.program, |_| {})?,
         };
-        let payload = serde_json::to_vec(&request)
-            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+        let payload = serde_json::to_vec(&request).map_err(WorkerError::EncodeRequest)?;
         if warm {
             self.workers.run(&payload, spec)
         } else {
             self.workers.run_cold(&payload, spec)
         }
+    }
+}
+
+impl WorkerBackend for WasmtimeBackend {
+    fn workers(&self) -> &Workers {
+        &self.workers
+    }
+
+    fn workers_mut(&mut self) -> &mut Workers {
+        &mut self.workers
     }
 }
 
@@ -369,14 +343,16 @@ impl Backend for WasmtimeBackend {
         self.worker_exe()?;
         let reason = match self.supervise(spec, true)? {
             Supervised::Outcome(outcome) => return Ok(outcome),
-            Supervised::NotDelivered(why) => return Err(BackendError::Worker(why)),
+            Supervised::NotDelivered(status) => {
+                return Err(WorkerError::NotDelivered { status }.into());
+            }
             Supervised::ModuleRejected(reason) => reason,
         };
         // Any doubt about precompiled code means compiling again, once.
         self.lock_prepared().remove(&spec.program.wasm_sha256);
         match self.supervise(spec, false)? {
             Supervised::Outcome(outcome) => Ok(outcome),
-            Supervised::NotDelivered(why) => Err(BackendError::Worker(why)),
+            Supervised::NotDelivered(status) => Err(WorkerError::NotDelivered { status }.into()),
             Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
                 "precompiled module rejected twice: {reason}; then {again}"
             ))),

@@ -18,13 +18,11 @@
 //! `capture_dir/stdout` and `capture_dir/stderr`, exactly as with the wasmtime worker.
 //! This crate does not depend on `monty`: the worker binary does.
 
-use super::worker::{PoolCounters, Supervised, WorkerBinary, WorkerPool, Workers};
+use super::worker::{Supervised, WorkerBackend, WorkerBinary, WorkerError, Workers};
 // The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
 // not this crate.
 use super::{Backend, BackendError, MontyProgram, Outcome, SandboxSpec};
 pub use runner_sandbox::monty::{MONTY_OOM_EXIT_CODE, MontyWorkerRequest, engine_name};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Environment variable naming the Monty worker binary.
@@ -58,47 +56,25 @@ impl Default for MontyBackend {
 }
 
 impl MontyBackend {
+    /// Its warm workers ([`WorkerBackend::with_pool`]) wait for their request with no
+    /// arguments: a Monty worker has nothing to do ahead (it starts in microseconds
+    /// once running); what is saved is the process start.
     pub fn new() -> Self {
         Self {
             workers: Workers::new(MONTY_WORKER, STARTUP_ALLOWANCE, engine_name())
-                .with_oom_exit_code(MONTY_OOM_EXIT_CODE),
+                .with_oom_exit_code(MONTY_OOM_EXIT_CODE)
+                .with_pool_args(Vec::new()),
         }
     }
+}
 
-    /// Keep up to `size` workers started ahead, waiting for their request (a Monty
-    /// worker has nothing else to do ahead: it starts in microseconds once running;
-    /// what is saved is the process start). Every worker still serves one request.
-    /// Call after [`MontyBackend::with_workers`] names another binary.
-    pub fn with_pool(
-        mut self,
-        size: usize,
-        counters: Arc<PoolCounters>,
-    ) -> Result<Self, BackendError> {
-        self.workers = self.workers.with_pool(size, counters, Some(Vec::new()))?;
-        Ok(self)
+impl WorkerBackend for MontyBackend {
+    fn workers(&self) -> &Workers {
+        &self.workers
     }
 
-    /// The same backend with its workers changed by `change` (another binary, another
-    /// grace: [`Workers::with_worker_exe`], [`Workers::with_grace`]).
-    pub fn with_workers(mut self, change: impl FnOnce(Workers) -> Workers) -> Self {
-        self.workers = change(self.workers);
-        self
-    }
-
-    /// The warm workers, when there are.
-    pub fn pool(&self) -> Option<&WorkerPool> {
-        self.workers.pool()
-    }
-
-    /// The worker binary: the one given, else `$RUNNER_MONTY_WORKER`, else
-    /// `runner-monty-worker` next to the running executable. An error when it is not
-    /// a file, saying how to build it.
-    ///
-    /// # Ambient Authority
-    ///
-    /// Reads `$RUNNER_MONTY_WORKER` and the path of the running executable.
-    pub fn worker_exe(&self) -> Result<PathBuf, BackendError> {
-        self.workers.exe()
+    fn workers_mut(&mut self) -> &mut Workers {
+        &mut self.workers
     }
 }
 
@@ -107,12 +83,11 @@ impl Backend for MontyBackend {
 
     fn run(&self, spec: &SandboxSpec<MontyProgram>) -> Result<Outcome, BackendError> {
         let payload = serde_json::to_vec(&MontyWorkerRequest { spec: spec.clone() })
-            .map_err(|e| BackendError::Worker(format!("cannot encode the request: {e}")))?;
+            .map_err(WorkerError::EncodeRequest)?;
         match self.workers.run(&payload, spec)? {
             Supervised::Outcome(outcome) => Ok(outcome),
-            Supervised::ModuleRejected(message) | Supervised::NotDelivered(message) => {
-                Err(BackendError::Worker(message))
-            }
+            Supervised::ModuleRejected(message) => Err(WorkerError::Reported(message).into()),
+            Supervised::NotDelivered(status) => Err(WorkerError::NotDelivered { status }.into()),
         }
     }
 }
@@ -126,7 +101,7 @@ mod tests {
     use crate::backend::{Limits, OutcomeKind};
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     fn spec(root: &Path) -> SandboxSpec<MontyProgram> {
         for d in ["in", "out", "capture"] {
@@ -142,13 +117,9 @@ mod tests {
             out_dir: root.join("out"),
             capture_dir: root.join("capture"),
             limits: Limits {
-                memory_bytes: 64 << 20,
                 wall: Duration::from_secs(2),
                 cpu: Duration::from_secs(2),
-                stdout_bytes: 1 << 20,
-                stderr_bytes: 1 << 20,
-                out_bytes: 1 << 20,
-                out_files: 16,
+                ..crate::backend::confine::PROBE_LIMITS
             },
             confinement: Default::default(),
             determinism: Default::default(),

@@ -283,7 +283,7 @@ pub fn install(
         wheel::unpack(pin, path, &root, &mut budget).map_err(|reason| EnvError::Wheel {
             env: env.to_owned(),
             wheel: path.to_owned(),
-            reason,
+            reason: reason.to_string(),
         })?;
         progress(&format!(
             "{env}: {} {} unpacked (wheel sha256 {})",

@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use zip::ZipArchive;
+use zip::result::ZipError;
 
 /// Bounds on one environment's unpacked size, over all its wheels.
 const MAX_TOTAL_BYTES: u64 = 512 << 20;
@@ -21,6 +22,141 @@ const MAX_TOTAL_ENTRIES: u64 = 100_000;
 const MAX_WHEEL_FILE: u64 = 64 << 10;
 /// File name endings of compiled extension modules and libraries.
 const NATIVE_SUFFIXES: &[&str] = &[".so", ".pyd", ".dylib", ".dll", ".a", ".lib"];
+
+/// Why a wheel was refused or could not be unpacked ([`unpack`]): the reason, for a
+/// message naming the wheel (`runner_pipeline::environment::EnvError::Wheel`).
+#[derive(Debug, thiserror::Error)]
+pub enum WheelError {
+    #[error("the path has no file name")]
+    NoFileName,
+    #[error(
+        "`{0}` is not a wheel file name (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); keep the \
+         name the wheel was published under"
+    )]
+    NotAWheelName(String),
+    /// The file name says another package or version than the pin.
+    #[error("the file is {dist} {version}, the pin is {pin_name} {pin_version}")]
+    NotThePin {
+        dist: String,
+        version: String,
+        pin_name: String,
+        pin_version: String,
+    },
+    #[error(
+        "it is a platform wheel (abi `{abi}`, platform `{platform}`): only pure-Python \
+         wheels (`-none-any`) run in a WASI guest, which cannot load native extensions"
+    )]
+    PlatformWheel { abi: String, platform: String },
+    #[error("cannot open: {0}")]
+    Open(#[source] io::Error),
+    #[error("cannot read: {0}")]
+    Read(#[source] io::Error),
+    #[error("sha256 {actual} is not the pinned {pinned} of {name} {version}")]
+    NotThePinnedSha256 {
+        actual: String,
+        pinned: String,
+        name: String,
+        version: String,
+    },
+    #[error("not a zip archive: {0}")]
+    NotAZip(#[source] ZipError),
+    /// A member name, a symbolic link, a native extension ([`check_members`]).
+    #[error(transparent)]
+    Member(#[from] MemberError),
+    #[error("it has no `{dist_info}/WHEEL` file")]
+    NoWheelFile { dist_info: String },
+    #[error("WHEEL: {0}")]
+    WheelFile(#[source] ZipError),
+    #[error("WHEEL: {0}")]
+    WheelFileRead(#[source] io::Error),
+    #[error(
+        "its WHEEL file lists tag `{0}`: only pure-Python wheels (`-none-any`) run in a \
+         WASI guest"
+    )]
+    PlatformTag(String),
+    #[error("its WHEEL file does not say `Root-Is-Purelib: true`: not a pure-Python wheel")]
+    NotPurelib,
+    #[error("more than {MAX_TOTAL_ENTRIES} files in the environment")]
+    TooManyFiles,
+    #[error("the environment unpacks to more than {MAX_TOTAL_BYTES} bytes")]
+    TooManyBytes,
+    #[error("cannot create `{target}`: {source}")]
+    Create {
+        target: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "member `{name}` would overwrite `{target}`, which another member or package \
+         already installed"
+    )]
+    Overwrite { name: String, target: String },
+    #[error("cannot write `{target}`: {source}")]
+    Write {
+        target: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A member's bytes could not be copied out.
+    #[error("member `{name}`: {source}")]
+    Copy {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Why a member of an archive (a wheel's, a guest tree's) is refused before anything is
+/// written ([`check_members`], [`member_name`], [`check_member_name`]). `what` is what
+/// messages call a member (`member`, `entry`).
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("{what} {index}: {source}")]
+    Unreadable {
+        what: &'static str,
+        index: usize,
+        #[source]
+        source: ZipError,
+    },
+    #[error("{what} {index}: its name is unreadable ({source})")]
+    Name {
+        what: &'static str,
+        index: usize,
+        #[source]
+        source: ZipError,
+    },
+    #[error("member `{}` {why}", name.escape_debug())]
+    BadName { name: String, why: BadName },
+    #[error("member `{0}` is a symbolic link")]
+    Symlink(String),
+    #[error(
+        "member `{0}` is a native extension or library: only pure-Python wheels run in a \
+         WASI guest"
+    )]
+    NativeExtension(String),
+}
+
+/// The guest tree's unpacker (`guest/tree.rs`) still speaks in text: it gets the reason.
+impl From<MemberError> for String {
+    fn from(error: MemberError) -> Self {
+        error.to_string()
+    }
+}
+
+/// What is wrong with a member's name ([`check_member_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadName {
+    #[error("has an empty name")]
+    Empty,
+    #[error("is an absolute path")]
+    Absolute,
+    #[error("holds a backslash, NUL or colon")]
+    ForbiddenCharacter,
+    #[error("has an empty path component")]
+    EmptyComponent,
+    #[error("escapes the install directory with `.` or `..`")]
+    DotComponent,
+}
 
 /// What is left of the environment's bounds.
 #[derive(Debug)]
@@ -91,38 +227,40 @@ pub fn unpack(
     path: &Path,
     root: &Dir,
     budget: &mut Budget,
-) -> Result<(), String> {
+) -> Result<(), WheelError> {
     let file_name = path
         .file_name()
         .and_then(|n| n.to_str())
-        .ok_or("the path has no file name")?;
-    let tags = parse_name(file_name).ok_or_else(|| {
-        format!("`{file_name}` is not a wheel file name (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); keep the name the wheel was published under")
-    })?;
+        .ok_or(WheelError::NoFileName)?;
+    let tags =
+        parse_name(file_name).ok_or_else(|| WheelError::NotAWheelName(file_name.to_owned()))?;
     if normalize(tags.dist) != normalize(&pin.name) || tags.version != pin.version {
-        return Err(format!(
-            "the file is {} {}, the pin is {} {}",
-            tags.dist, tags.version, pin.name, pin.version
-        ));
+        return Err(WheelError::NotThePin {
+            dist: tags.dist.to_owned(),
+            version: tags.version.to_owned(),
+            pin_name: pin.name.clone(),
+            pin_version: pin.version.clone(),
+        });
     }
     if tags.abi.split('.').any(|t| t != "none") || tags.platform.split('.').any(|t| t != "any") {
-        return Err(format!(
-            "it is a platform wheel (abi `{}`, platform `{}`): only pure-Python wheels (`-none-any`) run in a WASI guest, which cannot load native extensions",
-            tags.abi, tags.platform
-        ));
+        return Err(WheelError::PlatformWheel {
+            abi: tags.abi.to_owned(),
+            platform: tags.platform.to_owned(),
+        });
     }
 
-    let mut file = open_regular(path).map_err(|e| format!("cannot open: {e}"))?;
-    let actual = sha256_reader(&mut file).map_err(|e| format!("cannot read: {e}"))?;
+    let mut file = open_regular(path).map_err(WheelError::Open)?;
+    let actual = sha256_reader(&mut file).map_err(WheelError::Read)?;
     if actual != pin.sha256 {
-        return Err(format!(
-            "sha256 {actual} is not the pinned {} of {} {}",
-            pin.sha256, pin.name, pin.version
-        ));
+        return Err(WheelError::NotThePinnedSha256 {
+            actual,
+            pinned: pin.sha256.clone(),
+            name: pin.name.clone(),
+            version: pin.version.clone(),
+        });
     }
-    file.seek(SeekFrom::Start(0))
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let mut archive = ZipArchive::new(file).map_err(|e| format!("not a zip archive: {e}"))?;
+    file.seek(SeekFrom::Start(0)).map_err(WheelError::Read)?;
+    let mut archive = ZipArchive::new(file).map_err(WheelError::NotAZip)?;
 
     // Every member's name first, before anything is written.
     let dist_info = format!("{}-{}.dist-info", normalize(&pin.name), pin.version);
@@ -130,9 +268,7 @@ pub fn unpack(
     check_members(&mut archive, "member", |i, name| {
         let base = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
         if NATIVE_SUFFIXES.iter().any(|s| base.ends_with(s)) || base.contains(".so.") {
-            return Err(format!(
-                "member `{name}` is a native extension or library: only pure-Python wheels run in a WASI guest"
-            ));
+            return Err(MemberError::NativeExtension(name.to_owned()));
         }
         if let Some((dir, "WHEEL")) = name.split_once('/')
             && normalize_dist_info(dir) == dist_info
@@ -141,48 +277,63 @@ pub fn unpack(
         }
         Ok(())
     })?;
-    let wheel_file = wheel_file.ok_or_else(|| format!("it has no `{dist_info}/WHEEL` file"))?;
+    let wheel_file = wheel_file.ok_or(WheelError::NoWheelFile { dist_info })?;
     check_wheel_metadata(&mut archive, wheel_file)?;
 
     for i in 0..archive.len() {
         let mut member = archive
             .by_index(i)
-            .map_err(|e| format!("member {i}: {e}"))?;
+            .map_err(|source| MemberError::Unreadable {
+                what: "member",
+                index: i,
+                source,
+            })?;
         let name = member_name(&member, "member", i)?;
         let Some(target) = install_path(&name) else {
             continue;
         };
         if budget.entries == 0 {
-            return Err(format!(
-                "more than {MAX_TOTAL_ENTRIES} files in the environment"
-            ));
+            return Err(WheelError::TooManyFiles);
         }
         budget.entries -= 1;
         let dest = Path::new(target);
+        let created = |source| WheelError::Create {
+            target: target.to_owned(),
+            source,
+        };
         if member.is_dir() {
-            create_dirs(root, dest).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            create_dirs(root, dest).map_err(created)?;
             continue;
         }
         if let Some(parent) = dest.parent() {
-            create_dirs(root, parent).map_err(|e| format!("cannot create `{target}`: {e}"))?;
+            create_dirs(root, parent).map_err(created)?;
         }
         let mut out = match new_tree_file(root, dest) {
             Ok(out) => out,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(format!(
-                    "member `{name}` would overwrite `{target}`, which another member or package already installed"
-                ));
+                return Err(WheelError::Overwrite {
+                    target: target.to_owned(),
+                    name,
+                });
             }
-            Err(e) => return Err(format!("cannot write `{target}`: {e}")),
+            Err(source) => {
+                return Err(WheelError::Write {
+                    target: target.to_owned(),
+                    source,
+                });
+            }
         };
         // One byte past what is left shows the budget is exceeded, whatever the
         // member's header claims.
-        let copied = io::copy(&mut (&mut member).take(budget.bytes + 1), &mut out)
-            .map_err(|e| format!("member `{name}`: {e}"))?;
+        let copied =
+            io::copy(&mut (&mut member).take(budget.bytes + 1), &mut out).map_err(|source| {
+                WheelError::Copy {
+                    name: name.clone(),
+                    source,
+                }
+            })?;
         if copied > budget.bytes {
-            return Err(format!(
-                "the environment unpacks to more than {MAX_TOTAL_BYTES} bytes"
-            ));
+            return Err(WheelError::TooManyBytes);
         }
         budget.bytes -= copied;
     }
@@ -205,20 +356,24 @@ fn normalize_dist_info(dir: &str) -> String {
 /// `what` is what messages call a member (`member`, `entry`).
 pub(crate) fn check_members<R: Read + Seek>(
     archive: &mut ZipArchive<R>,
-    what: &str,
-    mut each: impl FnMut(usize, &str) -> Result<(), String>,
-) -> Result<(), String> {
+    what: &'static str,
+    mut each: impl FnMut(usize, &str) -> Result<(), MemberError>,
+) -> Result<(), MemberError> {
     for i in 0..archive.len() {
         let member = archive
             .by_index_raw(i)
-            .map_err(|e| format!("{what} {i}: {e}"))?;
+            .map_err(|source| MemberError::Unreadable {
+                what,
+                index: i,
+                source,
+            })?;
         let name = member_name(&member, what, i)?;
         check_member_name(&name)?;
         if member
             .unix_mode()
             .is_some_and(|m| m & 0o170_000 == 0o120_000)
         {
-            return Err(format!("member `{name}` is a symbolic link"));
+            return Err(MemberError::Symlink(name));
         }
         each(i, &name)?;
     }
@@ -228,33 +383,42 @@ pub(crate) fn check_members<R: Read + Seek>(
 /// The name of `member`, number `i` (`what` is what messages call a member).
 pub(crate) fn member_name<R: Read>(
     member: &zip::read::ZipFile<'_, R>,
-    what: &str,
+    what: &'static str,
     i: usize,
-) -> Result<String, String> {
+) -> Result<String, MemberError> {
     member
         .name()
         .map(std::borrow::Cow::into_owned)
-        .map_err(|e| format!("{what} {i}: its name is unreadable ({e})"))
+        .map_err(|source| MemberError::Name {
+            what,
+            index: i,
+            source,
+        })
 }
 
 /// A member name must be a plain relative path: no absolute path, no `..` or `.`
 /// component, no empty component, no backslash, no NUL, no drive letter.
-pub(crate) fn check_member_name(name: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("member `{}` {why}", name.escape_debug()));
+pub(crate) fn check_member_name(name: &str) -> Result<(), MemberError> {
+    let bad = |why| {
+        Err(MemberError::BadName {
+            name: name.to_owned(),
+            why,
+        })
+    };
     if name.is_empty() {
-        return bad("has an empty name");
+        return bad(BadName::Empty);
     }
     if name.starts_with('/') {
-        return bad("is an absolute path");
+        return bad(BadName::Absolute);
     }
     if name.contains('\\') || name.contains('\0') || name.contains(':') {
-        return bad("holds a backslash, NUL or colon");
+        return bad(BadName::ForbiddenCharacter);
     }
     let body = name.strip_suffix('/').unwrap_or(name);
     for part in body.split('/') {
         match part {
-            "" => return bad("has an empty path component"),
-            "." | ".." => return bad("escapes the install directory with `.` or `..`"),
+            "" => return bad(BadName::EmptyComponent),
+            "." | ".." => return bad(BadName::DotComponent),
             _ => {}
         }
     }
@@ -273,14 +437,14 @@ fn install_path(name: &str) -> Option<&str> {
 }
 
 /// `WHEEL` must say `Root-Is-Purelib: true` and carry only `-none-any` tags.
-fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<(), String> {
+fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<(), WheelError> {
     let mut text = String::new();
     archive
         .by_index(index)
-        .map_err(|e| format!("WHEEL: {e}"))?
+        .map_err(WheelError::WheelFile)?
         .take(MAX_WHEEL_FILE)
         .read_to_string(&mut text)
-        .map_err(|e| format!("WHEEL: {e}"))?;
+        .map_err(WheelError::WheelFileRead)?;
     let mut purelib = false;
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else {
@@ -290,17 +454,13 @@ fn check_wheel_metadata(archive: &mut ZipArchive<File>, index: usize) -> Result<
         match key.trim().to_ascii_lowercase().as_str() {
             "root-is-purelib" => purelib = value.eq_ignore_ascii_case("true"),
             "tag" if !value.ends_with("-none-any") => {
-                return Err(format!(
-                    "its WHEEL file lists tag `{value}`: only pure-Python wheels (`-none-any`) run in a WASI guest"
-                ));
+                return Err(WheelError::PlatformTag(value.to_owned()));
             }
             _ => {}
         }
     }
     if !purelib {
-        return Err(
-            "its WHEEL file does not say `Root-Is-Purelib: true`: not a pure-Python wheel".into(),
-        );
+        return Err(WheelError::NotPurelib);
     }
     Ok(())
 }
@@ -346,19 +506,112 @@ mod tests {
     #[test]
     fn member_names_that_escape_are_refused() {
         for ok in ["pkg/__init__.py", "pkg/", "a-1.0.dist-info/RECORD"] {
-            assert_eq!(check_member_name(ok), Ok(()), "{ok}");
+            assert!(check_member_name(ok).is_ok(), "{ok}");
         }
-        for bad in [
-            "../evil.py",
-            "pkg/../../evil.py",
-            "/etc/passwd",
-            "pkg\\..\\evil.py",
-            "C:evil.py",
-            "pkg//x.py",
-            "./x.py",
-            "",
+        for (bad, expect) in [
+            ("../evil.py", BadName::DotComponent),
+            ("pkg/../../evil.py", BadName::DotComponent),
+            ("/etc/passwd", BadName::Absolute),
+            ("pkg\\..\\evil.py", BadName::ForbiddenCharacter),
+            ("C:evil.py", BadName::ForbiddenCharacter),
+            ("pkg//x.py", BadName::EmptyComponent),
+            ("./x.py", BadName::DotComponent),
+            ("", BadName::Empty),
         ] {
-            assert!(check_member_name(bad).is_err(), "{bad:?}");
+            match check_member_name(bad) {
+                Err(MemberError::BadName { name, why }) => {
+                    assert_eq!((name.as_str(), why), (bad, expect));
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        // The text is the one the refusal always had.
+        assert_eq!(
+            check_member_name("../evil.py").unwrap_err().to_string(),
+            "member `../evil.py` escapes the install directory with `.` or `..`"
+        );
+    }
+
+    /// Each refusal reads as the text it replaced, byte for byte (the package-env
+    /// fixtures and the operator read them).
+    #[test]
+    fn refusals_keep_their_text() {
+        let cases: Vec<(WheelError, &str)> = vec![
+            (WheelError::NoFileName, "the path has no file name"),
+            (
+                WheelError::NotAWheelName("x.whl".into()),
+                "`x.whl` is not a wheel file name (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); \
+                 keep the name the wheel was published under",
+            ),
+            (
+                WheelError::NotThePin {
+                    dist: "a".into(),
+                    version: "1".into(),
+                    pin_name: "b".into(),
+                    pin_version: "2".into(),
+                },
+                "the file is a 1, the pin is b 2",
+            ),
+            (
+                WheelError::PlatformWheel {
+                    abi: "cp312".into(),
+                    platform: "linux".into(),
+                },
+                "it is a platform wheel (abi `cp312`, platform `linux`): only pure-Python \
+                 wheels (`-none-any`) run in a WASI guest, which cannot load native extensions",
+            ),
+            (
+                WheelError::NotThePinnedSha256 {
+                    actual: "aa".into(),
+                    pinned: "bb".into(),
+                    name: "t".into(),
+                    version: "1".into(),
+                },
+                "sha256 aa is not the pinned bb of t 1",
+            ),
+            (
+                WheelError::NoWheelFile {
+                    dist_info: "t-1.dist-info".into(),
+                },
+                "it has no `t-1.dist-info/WHEEL` file",
+            ),
+            (
+                WheelError::PlatformTag("cp312-cp312-linux".into()),
+                "its WHEEL file lists tag `cp312-cp312-linux`: only pure-Python wheels \
+                 (`-none-any`) run in a WASI guest",
+            ),
+            (
+                WheelError::NotPurelib,
+                "its WHEEL file does not say `Root-Is-Purelib: true`: not a pure-Python wheel",
+            ),
+            (
+                WheelError::TooManyFiles,
+                "more than 100000 files in the environment",
+            ),
+            (
+                WheelError::TooManyBytes,
+                "the environment unpacks to more than 536870912 bytes",
+            ),
+            (
+                WheelError::Overwrite {
+                    name: "a/x".into(),
+                    target: "x".into(),
+                },
+                "member `a/x` would overwrite `x`, which another member or package already \
+                 installed",
+            ),
+            (
+                MemberError::Symlink("l".into()).into(),
+                "member `l` is a symbolic link",
+            ),
+            (
+                MemberError::NativeExtension("m.so".into()).into(),
+                "member `m.so` is a native extension or library: only pure-Python wheels run \
+                 in a WASI guest",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text, "{error:?}");
         }
     }
 

@@ -21,7 +21,8 @@ use super::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name, is_interna
 use crate::digest::sha256_hex;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
+use std::io::{self, Read};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -97,6 +98,34 @@ struct WireResponse<'a> {
     detail: Option<&'a str>,
 }
 
+/// Why the broker could not start: its thread or a handle, or a CA file the policy
+/// names (`network.ca_files`).
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("cannot start the network broker: {0}")]
+    Start(#[source] io::Error),
+    #[error("network.ca_files {}: {source}", path.display())]
+    CaFileUnreadable {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("network.ca_files {}: {size} bytes, more than {MAX_CA_FILE_BYTES}", path.display())]
+    CaFileTooLarge { path: PathBuf, size: u64 },
+    #[error("network.ca_files {}: no certificate in it", path.display())]
+    NoCertificate { path: PathBuf },
+}
+
+/// Why a request file in `/net` could not be taken (the guest is answered
+/// `network.bad_request` with this reason).
+#[derive(Debug, thiserror::Error)]
+enum RequestFileError {
+    #[error("cannot read the request: {0}")]
+    Read(#[source] io::Error),
+    #[error("the request is larger than {0} bytes")]
+    TooLarge(u64),
+}
+
 /// A refusal: its reason code and why.
 struct Refusal(&'static str, String);
 
@@ -121,7 +150,7 @@ impl Broker {
         exchange: Dir,
         bodies: Dir,
         source: Source,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BrokerError> {
         let fetcher = match source {
             Source::Live => Fetcher::Live(Box::new(live_agent(&policy)?)),
             Source::Replay { recorded, bodies } => Fetcher::Replay {
@@ -130,9 +159,7 @@ impl Broker {
                 next: 0,
             },
         };
-        let body_dir = bodies
-            .try_clone()
-            .map_err(|e| format!("cannot start the network broker: {e}"))?;
+        let body_dir = bodies.try_clone().map_err(BrokerError::Start)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -159,7 +186,7 @@ impl Broker {
                 }
                 state.output()
             })
-            .map_err(|e| format!("cannot start the network broker: {e}"))?;
+            .map_err(BrokerError::Start)?;
         Ok(Self {
             stop,
             thread,
@@ -330,10 +357,10 @@ impl State {
     /// Checks the request and answers it (fetched, or from the recording).
     fn decide(
         &mut self,
-        raw: Result<Vec<u8>, String>,
+        raw: Result<Vec<u8>, RequestFileError>,
         ex: &mut Exchange,
     ) -> Result<Answer, Refusal> {
-        let raw = raw.map_err(|e| Refusal("network.bad_request", e))?;
+        let raw = raw.map_err(|e| Refusal("network.bad_request", e.to_string()))?;
         let split = raw.iter().position(|&b| b == b'\n').unwrap_or(raw.len());
         let (line, body) = raw.split_at(split);
         let body = body.get(1..).unwrap_or(&[]);
@@ -418,20 +445,20 @@ impl State {
 
 /// Reads at most `cap` bytes of the file `name` of `dir` (never through a symlink, never
 /// blocking on a FIFO); longer is an error.
-fn read_capped(dir: &Dir, name: &str, cap: u64) -> Result<Vec<u8>, String> {
+fn read_capped(dir: &Dir, name: &str, cap: u64) -> Result<Vec<u8>, RequestFileError> {
     let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
     let file = dir
         .open_with(
             name,
             OpenOptions::new().read(true).custom_flags(flags.bits()),
         )
-        .map_err(|e| format!("cannot read the request: {e}"))?;
+        .map_err(RequestFileError::Read)?;
     let mut buf = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read the request: {e}"))?;
+        .map_err(RequestFileError::Read)?;
     if buf.len() as u64 > cap {
-        return Err(format!("the request is larger than {cap} bytes"));
+        return Err(RequestFileError::TooLarge(cap));
     }
     Ok(buf)
 }
@@ -455,7 +482,7 @@ fn reason_phrase(status: u16) -> &'static str {
 /// checked), status codes as answers, the policy's timeout for the whole exchange, TLS
 /// against the system store plus the policy's CA files, and a resolver that refuses
 /// internal addresses for a public name.
-fn live_agent(policy: &NetworkPolicy) -> Result<ureq::Agent, String> {
+fn live_agent(policy: &NetworkPolicy) -> Result<ureq::Agent, BrokerError> {
     use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
     let mut roots: Vec<Certificate<'static>> = Vec::new();
     let native = rustls_native_certs::load_native_certs();
@@ -468,12 +495,17 @@ fn live_agent(policy: &NetworkPolicy) -> Result<ureq::Agent, String> {
         let pem = match crate::read::read_document(file, MAX_CA_FILE_BYTES) {
             Ok(crate::read::Read2::Bytes(pem)) => pem,
             Ok(crate::read::Read2::TooLarge(size)) => {
-                return Err(format!(
-                    "network.ca_files {}: {size} bytes, more than {MAX_CA_FILE_BYTES}",
-                    file.display()
-                ));
+                return Err(BrokerError::CaFileTooLarge {
+                    path: file.clone(),
+                    size,
+                });
             }
-            Err(e) => return Err(format!("network.ca_files {}: {e}", file.display())),
+            Err(source) => {
+                return Err(BrokerError::CaFileUnreadable {
+                    path: file.clone(),
+                    source,
+                });
+            }
         };
         let mut found = 0;
         for item in ureq::tls::parse_pem(&pem) {
@@ -483,10 +515,7 @@ fn live_agent(policy: &NetworkPolicy) -> Result<ureq::Agent, String> {
             }
         }
         if found == 0 {
-            return Err(format!(
-                "network.ca_files {}: no certificate in it",
-                file.display()
-            ));
+            return Err(BrokerError::NoCertificate { path: file.clone() });
         }
     }
     let tls = TlsConfig::builder()
@@ -722,4 +751,57 @@ fn replay(
         headers: want.response_headers.clone(),
         body,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reasons read as the texts they replaced: a run that cannot start its broker
+    /// says them, and a guest's refused request is answered with them.
+    #[test]
+    fn reasons_keep_their_text() {
+        let path = || PathBuf::from("/etc/runner/ca.pem");
+        let io = || io::Error::from_raw_os_error(2);
+        let cases = [
+            (
+                BrokerError::Start(io()).to_string(),
+                format!("cannot start the network broker: {}", io()),
+            ),
+            (
+                BrokerError::CaFileUnreadable {
+                    path: path(),
+                    source: io(),
+                }
+                .to_string(),
+                format!("network.ca_files /etc/runner/ca.pem: {}", io()),
+            ),
+            (
+                BrokerError::CaFileTooLarge {
+                    path: path(),
+                    size: 9 << 20,
+                }
+                .to_string(),
+                format!(
+                    "network.ca_files /etc/runner/ca.pem: 9437184 bytes, more than \
+                     {MAX_CA_FILE_BYTES}"
+                ),
+            ),
+            (
+                BrokerError::NoCertificate { path: path() }.to_string(),
+                "network.ca_files /etc/runner/ca.pem: no certificate in it".to_owned(),
+            ),
+            (
+                RequestFileError::Read(io()).to_string(),
+                format!("cannot read the request: {}", io()),
+            ),
+            (
+                RequestFileError::TooLarge(10).to_string(),
+                "the request is larger than 10 bytes".to_owned(),
+            ),
+        ];
+        for (shown, text) in cases {
+            assert_eq!(shown, text);
+        }
+    }
 }

@@ -91,7 +91,7 @@ pub(super) fn start(
     };
     Broker::start(policy.network.clone(), exchange, bodies, source)
         .map(Some)
-        .map_err(fail)
+        .map_err(|e| fail(e.to_string()))
 }
 
 /// The run directory's entry holding the read-only `sitecustomize.py` (ERA guests).

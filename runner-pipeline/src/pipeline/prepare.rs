@@ -4,7 +4,7 @@
 use super::error::PrepareError;
 use crate::backend::monty::MontyBackend;
 use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
-use crate::backend::worker::{PoolCounters, WasmtimeBackend};
+use crate::backend::worker::{PoolCounters, WasmtimeBackend, WorkerBackend as _};
 use crate::backend::{Backend, BackendError, GuestProgram, MontyProgram, Outcome, SandboxSpec};
 use crate::determinism::Fresh as _;
 use crate::environment;

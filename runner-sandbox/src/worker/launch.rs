@@ -1,8 +1,9 @@
 //! One way to start a worker, for both engines: which binary ([`WorkerBinary`], found
 //! once per run by [`locate_worker_exe`]), how long it gets, what its exit statuses mean,
 //! and the warm workers that may serve it ([`WorkerPool`]). `WasmtimeBackend` and
-//! `MontyBackend` each hold a [`Workers`] and hand it their request's bytes; every
-//! worker process of the runner starts through here ([`super::spawn_worker`]).
+//! `MontyBackend` each hold a [`Workers`] and hand it their request's bytes, and share
+//! its builder and accessors through [`WorkerBackend`]; every worker process of the
+//! runner starts through here ([`super::spawn_worker`]).
 
 use super::{DEFAULT_GRACE, PoolCounters};
 use super::{Supervised, WorkerJob, WorkerPool, locate_worker_exe, supervise_worker};
@@ -34,6 +35,9 @@ pub struct Workers {
     startup_allowance: Duration,
     engine: String,
     oom_exit_code: Option<i32>,
+    /// The arguments of warm workers, when known as the workers are described (`None`:
+    /// told later, [`WorkerPool::configure`]).
+    pool_args: Option<Vec<String>>,
     pool: Option<Arc<WorkerPool>>,
 }
 
@@ -48,8 +52,16 @@ impl Workers {
             startup_allowance,
             engine,
             oom_exit_code: None,
+            pool_args: None,
             pool: None,
         }
+    }
+
+    /// Warm workers of this binary start with `args`, known now: they start as soon as
+    /// a pool is asked for ([`Workers::with_pool`]).
+    pub fn with_pool_args(mut self, args: Vec<String>) -> Self {
+        self.pool_args = Some(args);
+        self
     }
 
     /// The exit status by which the worker says its memory cap ended it.
@@ -72,16 +84,16 @@ impl Workers {
     }
 
     /// Keep up to `size` workers started ahead (see [`WorkerPool`]); they start once
-    /// the pool is told their arguments (`args`, now, or later through [`Workers::pool`]).
+    /// the pool knows their arguments ([`Workers::with_pool_args`], now, or later
+    /// through [`Workers::pool`]).
     pub fn with_pool(
         mut self,
         size: usize,
         counters: Arc<PoolCounters>,
-        args: Option<Vec<String>>,
     ) -> Result<Self, BackendError> {
         let pool = WorkerPool::new(self.exe()?, size, counters);
-        if let Some(args) = args {
-            pool.configure(args);
+        if let Some(args) = &self.pool_args {
+            pool.configure(args.clone());
         }
         self.pool = Some(Arc::new(pool));
         Ok(self)
@@ -99,13 +111,7 @@ impl Workers {
     ///
     /// Reads the binary's variable and the path of the running executable.
     pub fn exe(&self) -> Result<PathBuf, BackendError> {
-        let WorkerBinary {
-            env,
-            bin,
-            what,
-            build,
-        } = self.binary;
-        locate_worker_exe(self.exe.as_deref(), env, bin, what, build)
+        locate_worker_exe(self.exe.as_deref(), self.binary)
     }
 
     /// Runs `payload` (the request) for `spec` on a warm worker when the pool has one,
@@ -155,5 +161,48 @@ impl Workers {
             oom_exit_code: self.oom_exit_code,
             warm,
         })
+    }
+}
+
+/// A backend whose runs go through a [`Workers`] (`WasmtimeBackend`, `MontyBackend`):
+/// the builder and accessors they share, over the two accessors each implements.
+pub trait WorkerBackend: Sized {
+    /// Its workers.
+    fn workers(&self) -> &Workers;
+    /// Its workers, to change them.
+    fn workers_mut(&mut self) -> &mut Workers;
+
+    /// Keep up to `size` workers started ahead (see [`WorkerPool`]; they start once
+    /// their arguments are known), `counters` counting what they did. A run takes one
+    /// when there is one, else starts one cold; every worker still serves one request.
+    /// Call after [`WorkerBackend::with_workers`] names another binary.
+    fn with_pool(mut self, size: usize, counters: Arc<PoolCounters>) -> Result<Self, BackendError> {
+        let workers = self.workers_mut();
+        *workers = workers.clone().with_pool(size, counters)?;
+        Ok(self)
+    }
+
+    /// The same backend with its workers changed by `change` (another binary, another
+    /// grace: [`Workers::with_worker_exe`], [`Workers::with_grace`]).
+    fn with_workers(mut self, change: impl FnOnce(Workers) -> Workers) -> Self {
+        let workers = self.workers_mut();
+        *workers = change(workers.clone());
+        self
+    }
+
+    /// The warm workers, when there are.
+    fn pool(&self) -> Option<&WorkerPool> {
+        self.workers().pool()
+    }
+
+    /// The worker binary: the one given, else its variable (`RUNNER_WORKER_EXE`,
+    /// `RUNNER_MONTY_WORKER`), else its file next to the running executable; an error
+    /// saying how to build it when it is not a file.
+    ///
+    /// # Ambient Authority
+    ///
+    /// Reads the binary's variable and the path of the running executable.
+    fn worker_exe(&self) -> Result<PathBuf, BackendError> {
+        self.workers().exe()
     }
 }

@@ -29,7 +29,7 @@
 //! **Bounds**: at most `size` idle workers (the host's `--jobs`), and none is started
 //! while the machine has less than [`MIN_AVAILABLE_MEMORY`] available.
 
-use super::BackendError;
+use super::{BackendError, WorkerBinary, WorkerError};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,40 +91,36 @@ pub fn spawn_worker(exe: &Path, args: &[String]) -> Result<Child, BackendError> 
             Ok(())
         });
     }
-    command
-        .spawn()
-        .map_err(|e| BackendError::Worker(format!("cannot start {}: {e}", exe.display())))
+    command.spawn().map_err(|source| {
+        WorkerError::Spawn {
+            exe: exe.to_owned(),
+            source,
+        }
+        .into()
+    })
 }
 
-/// The worker binary: `given`, else `$env`, else `bin` next to the running executable.
-/// An error when it is not a file, saying how to build it (`build`) or which variable
-/// names it. Both backends find their worker through here.
+/// The worker binary: `given`, else `$env`, else `bin` next to the running executable
+/// (`binary`'s). An error when it is not a file, saying how to build it or which
+/// variable names it. Both backends find their worker through here.
 ///
 /// # Ambient Authority
 ///
 /// Reads `$env` and the path of the running executable.
 pub fn locate_worker_exe(
     given: Option<&Path>,
-    env: &str,
-    bin: &str,
-    what: &str,
-    build: &str,
+    binary: WorkerBinary,
 ) -> Result<PathBuf, BackendError> {
     let exe = if let Some(exe) = given {
         exe.to_owned()
-    } else if let Some(exe) = std::env::var_os(env).filter(|v| !v.is_empty()) {
+    } else if let Some(exe) = std::env::var_os(binary.env).filter(|v| !v.is_empty()) {
         PathBuf::from(exe)
     } else {
-        let runner = std::env::current_exe()
-            .map_err(|e| BackendError::Worker(format!("cannot locate the runner binary: {e}")))?;
-        runner.with_file_name(bin)
+        let runner = std::env::current_exe().map_err(WorkerError::LocateRunner)?;
+        runner.with_file_name(binary.bin)
     };
     if !exe.is_file() {
-        return Err(BackendError::Worker(format!(
-            "cannot start the {what} {}: it is missing; build it with `{build}` (or `just \
-             build`), or set {env}",
-            exe.display()
-        )));
+        return Err(WorkerError::Missing { binary, exe }.into());
     }
     Ok(exe)
 }
@@ -633,10 +629,12 @@ mod tests {
     fn a_missing_worker_says_how_to_build_it() {
         let err = locate_worker_exe(
             Some(Path::new("/nonexistent/worker")),
-            "RUNNER_TEST_NO_SUCH_VAR",
-            "w",
-            "test worker",
-            "cargo build",
+            WorkerBinary {
+                env: "RUNNER_TEST_NO_SUCH_VAR",
+                bin: "w",
+                what: "test worker",
+                build: "cargo build",
+            },
         )
         .unwrap_err()
         .to_string();
