@@ -136,13 +136,6 @@ pub enum MemberError {
     NativeExtension(String),
 }
 
-/// The guest tree's unpacker (`guest/tree.rs`) still speaks in text: it gets the reason.
-impl From<MemberError> for String {
-    fn from(error: MemberError) -> Self {
-        error.to_string()
-    }
-}
-
 /// What is wrong with a member's name ([`check_member_name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BadName {

@@ -188,7 +188,8 @@ pub enum GuestError {
         guest: String,
         member: String,
         archive: PathBuf,
-        reason: String,
+        /// Boxed: the reasons would otherwise make every `GuestError` larger.
+        reason: Box<super::tree::TreeError>,
     },
 
     /// A stored tree changed after it was unpacked. Never silently replaced.

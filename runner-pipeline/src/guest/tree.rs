@@ -18,7 +18,9 @@ use super::store::{QUIET, Slot, create_store, open_store, read_stamp, stamp_rel,
 use super::{GuestError, fetch::HashingCopy, missing_asset};
 use crate::digest::sha256_reader;
 use crate::environment::tree::{tree_sha256, tree_stamp};
-use crate::environment::wheel::{check_members, create_dirs, member_name, new_tree_file};
+use crate::environment::wheel::{
+    MemberError, check_members, create_dirs, member_name, new_tree_file,
+};
 use crate::store::{StagedDir, create_dir_all, open_regular};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use std::io::{self, Read};
@@ -128,7 +130,7 @@ pub fn ensure_tree(
             guest: entry.name.clone(),
             member: tree.member.clone(),
             archive: PathBuf::from(&tree.asset),
-            reason: "no asset of this guest is that file".into(),
+            reason: Box::new(TreeError::NoSuchAsset),
         })?;
     let slot = Slot::asset(entry, asset, guest_dir);
     let store = create_store(&entry.name, guest_dir)?;
@@ -149,11 +151,11 @@ fn install_tree(
 ) -> Result<PathBuf, GuestError> {
     let guest = entry.name.as_str();
     let archive = slot.dest();
-    let fail = |reason: String| GuestError::TreeUnpack {
+    let fail = |reason: TreeError| GuestError::TreeUnpack {
         guest: guest.to_owned(),
         member: tree.member.clone(),
         archive: archive.clone(),
-        reason,
+        reason: Box::new(reason),
     };
     progress(&format!(
         "{guest}: unpacking `{}` ({} bytes) from {}",
@@ -179,12 +181,12 @@ fn install_tree(
         .dir
         .open_dir("tree")
         .and_then(|root| tree_sha256(&root, &root_path))
-        .map_err(|e| fail(format!("cannot hash the tree: {e}")))?;
+        .map_err(|e| fail(TreeError::Hash(e)))?;
     if actual != tree.tree_sha256 {
-        return Err(fail(format!(
-            "it unpacks to tree sha256 {actual}, the manifest pins {}",
-            tree.tree_sha256
-        )));
+        return Err(fail(TreeError::TreeSha256 {
+            actual,
+            pinned: tree.tree_sha256.clone(),
+        }));
     }
     let dest = tree_dir(tree, &slot.root);
     // Unpacked meanwhile by another run: kept if it verifies (below).
@@ -203,29 +205,82 @@ fn install_tree(
     Ok(found)
 }
 
+/// Why a tree could not be unpacked (the `reason` of [`GuestError::TreeUnpack`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error("no asset of this guest is that file")]
+    NoSuchAsset,
+    #[error("cannot open the asset: {0}")]
+    OpenAsset(#[source] io::Error),
+    #[error("not a zip archive: {0}")]
+    AssetNotZip(#[source] ZipError),
+    #[error("the asset has no such member")]
+    NoSuchMember,
+    #[error("{0}")]
+    Asset(#[source] ZipError),
+    #[error("the member is not a regular file")]
+    MemberNotRegular,
+    #[error("cannot create archive.zip: {0}")]
+    CreateArchive(#[source] io::Error),
+    #[error("cannot write archive.zip: {0}")]
+    WriteArchive(#[source] io::Error),
+    #[error("cannot read the member: {0}")]
+    ReadMember(#[source] io::Error),
+    /// `copied` is at most one byte past `pinned` (the copy reads no further).
+    #[error(
+        "the member is {}{} bytes, the manifest pins {pinned}",
+        if copied > pinned { "over " } else { "" },
+        (*copied).min(pinned + 1)
+    )]
+    MemberSize { copied: u64, pinned: u64 },
+    #[error("the member's sha256 is {actual}, the manifest pins {pinned}")]
+    MemberSha256 { actual: String, pinned: String },
+    #[error("cannot reopen the archive: {0}")]
+    ReopenArchive(#[source] io::Error),
+    #[error("the member is not a zip: {0}")]
+    MemberNotZip(#[source] ZipError),
+    #[error("it holds more than {MAX_TREE_ENTRIES} entries")]
+    TooManyEntries,
+    #[error(transparent)]
+    Member(#[from] MemberError),
+    #[error("cannot create {}: {source}", shown.display())]
+    CreateRoot { shown: PathBuf, source: io::Error },
+    #[error("entry {index}: {source}")]
+    Entry { index: usize, source: ZipError },
+    #[error("cannot write `{name}`: {source}")]
+    Write { name: String, source: io::Error },
+    #[error("member `{name}`: {source}")]
+    Copy { name: String, source: io::Error },
+    #[error("it unpacks to more than {MAX_GUEST_SIZE} bytes")]
+    TooLarge,
+    #[error("cannot hash the tree: {0}")]
+    Hash(#[source] io::Error),
+    #[error("it unpacks to tree sha256 {actual}, the manifest pins {pinned}")]
+    TreeSha256 { actual: String, pinned: String },
+}
+
 /// Copies the archive member out of the asset at `asset` (in the store) to
 /// `archive.zip` in `work`, reading at most one byte past its pinned size, and checks
 /// its size and sha256.
-fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Result<(), String> {
+fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Result<(), TreeError> {
     let file = open_regular(store, asset)
         .and_then(|f| f.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)))
-        .map_err(|e| format!("cannot open the asset: {e}"))?;
-    let mut outer =
-        ZipArchive::new(file.into_std()).map_err(|e| format!("not a zip archive: {e}"))?;
+        .map_err(TreeError::OpenAsset)?;
+    let mut outer = ZipArchive::new(file.into_std()).map_err(TreeError::AssetNotZip)?;
     let member = match outer.by_name(&tree.member) {
         Ok(member) => member,
-        Err(ZipError::FileNotFound) => return Err("the asset has no such member".into()),
-        Err(e) => return Err(e.to_string()),
+        Err(ZipError::FileNotFound) => return Err(TreeError::NoSuchMember),
+        Err(e) => return Err(TreeError::Asset(e)),
     };
     if !member.is_file() {
-        return Err("the member is not a regular file".into());
+        return Err(TreeError::MemberNotRegular);
     }
     let mut out = work
         .open_with(
             "archive.zip",
             OpenOptions::new().write(true).create_new(true).mode(0o600),
         )
-        .map_err(|e| format!("cannot create archive.zip: {e}"))?;
+        .map_err(TreeError::CreateArchive)?;
     let mut tee = HashingCopy {
         from: member.take(tree.size + 1),
         to: &mut out,
@@ -236,24 +291,22 @@ fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Resul
         Ok(hash) => hash,
         Err(e) => {
             return Err(match tee.write_error.take() {
-                Some(w) => format!("cannot write archive.zip: {w}"),
-                None => format!("cannot read the member: {e}"),
+                Some(w) => TreeError::WriteArchive(w),
+                None => TreeError::ReadMember(e),
             });
         }
     };
     if tee.copied != tree.size {
-        return Err(format!(
-            "the member is {}{} bytes, the manifest pins {}",
-            if tee.copied > tree.size { "over " } else { "" },
-            tee.copied.min(tree.size + 1),
-            tree.size
-        ));
+        return Err(TreeError::MemberSize {
+            copied: tee.copied,
+            pinned: tree.size,
+        });
     }
     if actual != tree.sha256 {
-        return Err(format!(
-            "the member's sha256 is {actual}, the manifest pins {}",
-            tree.sha256
-        ));
+        return Err(TreeError::MemberSha256 {
+            actual,
+            pinned: tree.sha256.clone(),
+        });
     }
     Ok(())
 }
@@ -262,25 +315,30 @@ fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Resul
 /// the host): every name checked before anything is written, links refused, files 0644
 /// and directories 0755, at most [`MAX_TREE_ENTRIES`] entries and [`MAX_GUEST_SIZE`]
 /// bytes, every file synced.
-fn unpack(work: &Dir, shown: &Path) -> Result<(), String> {
-    let file = work
-        .open("archive.zip")
-        .map_err(|e| format!("cannot reopen the archive: {e}"))?;
-    let mut zip =
-        ZipArchive::new(file.into_std()).map_err(|e| format!("the member is not a zip: {e}"))?;
+fn unpack(work: &Dir, shown: &Path) -> Result<(), TreeError> {
+    let file = work.open("archive.zip").map_err(TreeError::ReopenArchive)?;
+    let mut zip = ZipArchive::new(file.into_std()).map_err(TreeError::MemberNotZip)?;
     if zip.len() > MAX_TREE_ENTRIES {
-        return Err(format!("it holds more than {MAX_TREE_ENTRIES} entries"));
+        return Err(TreeError::TooManyEntries);
     }
     check_members(&mut zip, "entry", |_, _| Ok(()))?;
     let root = create_dirs(work, Path::new("tree"))
         .and_then(|()| work.open_dir("tree"))
-        .map_err(|e| format!("cannot create {}: {e}", shown.display()))?;
+        .map_err(|source| TreeError::CreateRoot {
+            shown: shown.to_owned(),
+            source,
+        })?;
     let mut budget = MAX_GUEST_SIZE;
     for i in 0..zip.len() {
-        let mut member = zip.by_index(i).map_err(|e| format!("entry {i}: {e}"))?;
+        let mut member = zip
+            .by_index(i)
+            .map_err(|source| TreeError::Entry { index: i, source })?;
         let name = member_name(&member, "entry", i)?;
         let dest = Path::new(&name);
-        let made = |e: io::Error| format!("cannot write `{name}`: {e}");
+        let made = |source| TreeError::Write {
+            name: name.clone(),
+            source,
+        };
         if member.is_dir() {
             create_dirs(&root, dest).map_err(made)?;
             continue;
@@ -289,10 +347,14 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), String> {
             create_dirs(&root, parent).map_err(made)?;
         }
         let mut out = new_tree_file(&root, dest).map_err(made)?;
-        let copied = io::copy(&mut (&mut member).take(budget + 1), &mut out)
-            .map_err(|e| format!("member `{name}`: {e}"))?;
+        let copied = io::copy(&mut (&mut member).take(budget + 1), &mut out).map_err(|source| {
+            TreeError::Copy {
+                name: name.clone(),
+                source,
+            }
+        })?;
         if copied > budget {
-            return Err(format!("it unpacks to more than {MAX_GUEST_SIZE} bytes"));
+            return Err(TreeError::TooLarge);
         }
         budget -= copied;
         out.sync_all().map_err(made)?;
@@ -314,6 +376,52 @@ mod tests {
     use std::io::Write;
     use zip::ZipWriter;
     use zip::write::SimpleFileOptions;
+
+    /// The reasons read as they did when they were built as text.
+    #[test]
+    fn tree_error_messages() {
+        let cases = [
+            (
+                TreeError::MemberSize {
+                    copied: 11,
+                    pinned: 10,
+                },
+                "the member is over 11 bytes, the manifest pins 10",
+            ),
+            (
+                TreeError::MemberSize {
+                    copied: 9,
+                    pinned: 10,
+                },
+                "the member is 9 bytes, the manifest pins 10",
+            ),
+            (
+                TreeError::TreeSha256 {
+                    actual: "ab".into(),
+                    pinned: "cd".into(),
+                },
+                "it unpacks to tree sha256 ab, the manifest pins cd",
+            ),
+            (
+                TreeError::CreateRoot {
+                    shown: PathBuf::from("/s/tree"),
+                    source: io::Error::from(io::ErrorKind::PermissionDenied),
+                },
+                "cannot create /s/tree: permission denied",
+            ),
+            (
+                TreeError::Member(MemberError::Symlink("a/b".into())),
+                "member `a/b` is a symbolic link",
+            ),
+            (
+                TreeError::TooManyEntries,
+                &format!("it holds more than {MAX_TREE_ENTRIES} entries"),
+            ),
+        ];
+        for (error, want) in cases {
+            assert_eq!(error.to_string(), want);
+        }
+    }
 
     fn zip_of(members: &[(&str, &[u8])]) -> Vec<u8> {
         let mut zw = ZipWriter::new(io::Cursor::new(Vec::new()));
