@@ -110,13 +110,26 @@ pub struct GuestMapping {
     pub languages: Vec<String>,
 }
 
+/// What is wrong with a `[[forbidden]]` rule; each names the rule.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("forbidden rule code {code:?} must start with `forbidden.`")]
+    Code { code: String },
+    /// The pattern did not compile (`reason` is the pattern compiler's own text).
+    #[error("forbidden rule {code}: {reason}")]
+    Pattern { code: String, reason: String },
+    #[error(
+        "forbidden rule {code}: `applies_to` is empty (omit it to apply the rule to every kind)"
+    )]
+    EmptyAppliesTo { code: String },
+}
+
 /// Compiles `[[forbidden]]` entries in policy order, each rule's pattern made by
-/// `pattern` (compiled now, or deferred for the built-in policy). The error names the
-/// rule and what is wrong with it.
+/// `pattern` (compiled now, or deferred for the built-in policy).
 pub fn compile<P, E>(
     files: Vec<ForbiddenRuleFile>,
     pattern: P,
-) -> Result<Vec<ForbiddenRule>, String>
+) -> Result<Vec<ForbiddenRule>, RuleError>
 where
     P: Fn(&str) -> Result<RulePattern, E>,
     E: std::fmt::Display,
@@ -124,21 +137,17 @@ where
     let mut forbidden = Vec::with_capacity(files.len());
     for rule in files {
         if !rule.code.starts_with("forbidden.") {
-            return Err(format!(
-                "forbidden rule code {:?} must start with `forbidden.`",
-                rule.code
-            ));
+            return Err(RuleError::Code { code: rule.code });
         }
-        let pattern =
-            pattern(&rule.pattern).map_err(|e| format!("forbidden rule {}: {e}", rule.code))?;
+        let pattern = pattern(&rule.pattern).map_err(|e| RuleError::Pattern {
+            code: rule.code.clone(),
+            reason: e.to_string(),
+        })?;
         let spaced = rule.spaced.iter().map(|w| w.to_lowercase()).collect();
         let applies_to = match rule.applies_to {
             None => RuleTarget::ALL.to_vec(),
             Some(list) if list.is_empty() => {
-                return Err(format!(
-                    "forbidden rule {}: `applies_to` is empty (omit it to apply the rule to every kind)",
-                    rule.code
-                ));
+                return Err(RuleError::EmptyAppliesTo { code: rule.code });
             }
             Some(list) => list,
         };
@@ -182,8 +191,47 @@ pub fn builtin() -> Vec<ForbiddenRule> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 mod tests {
     use super::*;
+
+    /// Each bad rule is refused with its own message, naming the rule.
+    #[test]
+    fn bad_rules_are_refused_naming_the_rule() {
+        let rule =
+            |code: &str, pattern: &str, applies_to: Option<Vec<RuleTarget>>| ForbiddenRuleFile {
+                code: code.into(),
+                message: "m".into(),
+                pattern: pattern.into(),
+                spaced: Vec::new(),
+                applies_to,
+            };
+        let cases = [
+            (
+                rule("secret", "x", None),
+                "forbidden rule code \"secret\" must start with `forbidden.`",
+            ),
+            (
+                rule("forbidden.x", "(", None),
+                "forbidden rule forbidden.x: bad pattern (",
+            ),
+            (
+                rule("forbidden.x", "x", Some(Vec::new())),
+                "forbidden rule forbidden.x: `applies_to` is empty (omit it to apply the rule to every kind)",
+            ),
+        ];
+        for (file, want) in cases {
+            let got = compile(vec![file], |p: &str| {
+                if p == "(" {
+                    Err(format!("bad pattern {p}"))
+                } else {
+                    Ok(RulePattern::deferred(p))
+                }
+            })
+            .unwrap_err();
+            assert_eq!(got.to_string(), want);
+        }
+    }
 
     #[test]
     fn builtin_rules_are_the_policy_files_and_cover_every_target() {

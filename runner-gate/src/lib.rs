@@ -130,17 +130,30 @@ pub enum CatalogError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("catalog {path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("catalog {path}: {reason}")]
+    Invalid {
+        path: PathBuf,
+        reason: CatalogParseError,
+    },
+}
+
+/// What is wrong with a catalog's text ([`Catalog::parse`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogParseError {
+    #[error(transparent)]
+    Json(#[from] json::JsonError),
+    #[error("a catalog is a JSON object of `named_query_id: sql`")]
+    NotAnObject,
+    #[error("the SQL of `{key}` must be a string, found {found}")]
+    NotAString { key: String, found: &'static str },
 }
 
 impl Catalog {
     /// Parses a catalog: a JSON object whose values are SQL strings.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let value =
-            json::parse(runner_core::normalize::strip_bom(text)).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, CatalogParseError> {
+        let value = json::parse(runner_core::normalize::strip_bom(text))?;
         let json::Json::Object(entries) = value else {
-            return Err("a catalog is a JSON object of `named_query_id: sql`".into());
+            return Err(CatalogParseError::NotAnObject);
         };
         let mut queries = std::collections::BTreeMap::new();
         for (k, v) in entries {
@@ -149,10 +162,10 @@ impl Catalog {
                     queries.insert(k, sql);
                 }
                 other => {
-                    return Err(format!(
-                        "the SQL of `{k}` must be a string, found {}",
-                        other.type_name()
-                    ));
+                    return Err(CatalogParseError::NotAString {
+                        key: k,
+                        found: other.type_name(),
+                    });
                 }
             }
         }
@@ -170,9 +183,9 @@ impl Catalog {
                 path: path.to_owned(),
                 source,
             })?;
-        Self::parse(&text).map_err(|message| CatalogError::Invalid {
+        Self::parse(&text).map_err(|reason| CatalogError::Invalid {
             path: path.to_owned(),
-            message,
+            reason,
         })
     }
 }
@@ -396,8 +409,14 @@ mod tests {
     fn catalog_parsing() {
         let c = Catalog::parse("{\"NQ-1\": \"select 1\"}").unwrap();
         assert_eq!(c.queries["NQ-1"], "select 1");
-        assert!(Catalog::parse("[1]").is_err());
-        assert!(Catalog::parse("{\"a\": 1}").is_err());
+        assert_eq!(
+            Catalog::parse("[1]").unwrap_err().to_string(),
+            "a catalog is a JSON object of `named_query_id: sql`"
+        );
+        assert_eq!(
+            Catalog::parse("{\"a\": 1}").unwrap_err().to_string(),
+            "the SQL of `a` must be a string, found a number"
+        );
         assert!(Catalog::parse("{\"a\": \"x\", \"a\": \"y\"}").is_err());
     }
 

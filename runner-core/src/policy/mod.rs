@@ -187,7 +187,8 @@ impl Policy {
         if file.output.excerpt_lines == 0 {
             return Err(invalid("output.excerpt_lines must be positive".into()));
         }
-        let forbidden = crate::rules::compile(file.forbidden, pattern).map_err(invalid)?;
+        let forbidden =
+            crate::rules::compile(file.forbidden, pattern).map_err(|e| invalid(e.to_string()))?;
         let approval = match file.approval {
             None => ApprovalPolicy::default(),
             Some(a) => approval_policy(a).map_err(|e| invalid(e.to_string()))?,

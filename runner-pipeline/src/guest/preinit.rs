@@ -241,7 +241,7 @@ pub fn select(
     in_dir: &Path,
     determinism: &Determinism,
     choice: &Choice,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Unavailable> {
     if *choice == Choice::Plain || !applies(entry) || program.wasm_sha256 != entry.file_sha256 {
         return Ok(None);
     }
@@ -265,12 +265,10 @@ pub fn select(
         Choice::Pinned(sha) => match usable() {
             Some(built) if &built.sha256 == sha => Some(built),
             _ => {
-                return Err(format!(
-                    "the lock records a run of the pre-initialised {} module sha256:{sha}, \
-                     which this runner cannot reproduce here (not built by `runner guest \
-                     fetch {}`, built differently, or not applicable to this run)",
-                    entry.name, entry.name
-                ));
+                return Err(Unavailable {
+                    guest: entry.name.clone(),
+                    sha256: sha.clone(),
+                });
             }
         },
     };
@@ -279,6 +277,19 @@ pub fn select(
         program.wasm_sha256.clone_from(&built.sha256);
         built.sha256
     }))
+}
+
+/// A replayed lock ran a pre-initialised module this runner cannot reproduce here.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the lock records a run of the pre-initialised {guest} module sha256:{sha256}, which \
+     this runner cannot reproduce here (not built by `runner guest fetch {guest}`, built \
+     differently, or not applicable to this run)"
+)]
+pub struct Unavailable {
+    pub guest: String,
+    /// Hex, as the lock pins it.
+    pub sha256: String,
 }
 
 /// The pre-initialised module warm workers should hold for runs of `entry` with
@@ -386,7 +397,7 @@ mod tests {
             (Ok(None), PathBuf::from("/plain.wasm"))
         );
         let (chosen, path) = select_with(&Choice::Pinned("ab".repeat(32)));
-        let why = chosen.unwrap_err();
+        let why = chosen.unwrap_err().to_string();
         assert!(
             why.contains("cannot reproduce") && why.contains(&"ab".repeat(32)),
             "{why}"

@@ -234,7 +234,9 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
                         }
                         checked.push(name.into());
                     }
-                    Err(e) => differences.push(diff(format!("{name} file"), "present", e)),
+                    Err(e) => {
+                        differences.push(diff(format!("{name} file"), "present", e.to_string()));
+                    }
                 }
             }
             // Each response body the broker gave the guest, stored beside the streams.
@@ -249,7 +251,9 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
                         differences.push(diff(format!("{what} sha256"), pinned, sha));
                     }
                     Ok(_) => checked.push(what),
-                    Err(err) => differences.push(diff(format!("{what} file"), "present", err)),
+                    Err(err) => {
+                        differences.push(diff(format!("{what} file"), "present", err.to_string()));
+                    }
                 }
             }
             if let Ok(out) = adir.open_dir("out") {
@@ -536,28 +540,38 @@ fn compare_front_matter(text: &str, lock: &Lock, differences: &mut Vec<Differenc
     }
 }
 
+/// Why a pinned file could not be hashed ([`hash_nofollow`]); the message is the
+/// "actual" side of its difference.
+#[derive(Debug, thiserror::Error)]
+enum Unhashable {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{0} is not a directory")]
+    NotADirectory(String),
+    #[error("not a regular file")]
+    NotAFile,
+}
+
 /// sha256 (tagged) and size of `path` under `dir`, refusing symlinks at every step.
-fn hash_nofollow(dir: &Dir, path: &str) -> Result<(String, u64), String> {
-    let mut current = dir.try_clone().map_err(|e| e.to_string())?;
+fn hash_nofollow(dir: &Dir, path: &str) -> Result<(String, u64), Unhashable> {
+    let mut current = dir.try_clone()?;
     let parts: Vec<&str> = path.split('/').collect();
     for part in &parts[..parts.len() - 1] {
-        let meta = current.symlink_metadata(part).map_err(|e| e.to_string())?;
+        let meta = current.symlink_metadata(part)?;
         if !meta.is_dir() {
-            return Err(format!("{part} is not a directory"));
+            return Err(Unhashable::NotADirectory((*part).to_owned()));
         }
-        current = current.open_dir(part).map_err(|e| e.to_string())?;
+        current = current.open_dir(part)?;
     }
     let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = current
-        .open_with(
-            parts[parts.len() - 1],
-            OpenOptions::new().read(true).custom_flags(flags.bits()),
-        )
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+    let file = current.open_with(
+        parts[parts.len() - 1],
+        OpenOptions::new().read(true).custom_flags(flags.bits()),
+    )?;
+    let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(Unhashable::NotAFile);
     }
-    let sha = crate::digest::sha256_reader(file).map_err(|e| e.to_string())?;
+    let sha = crate::digest::sha256_reader(file)?;
     Ok((tag(&sha), meta.len()))
 }

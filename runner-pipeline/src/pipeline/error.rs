@@ -62,10 +62,10 @@ pub enum SetupError {
     Determinism(std::io::Error),
     /// The run's network door (exchange directory, broker) could not be set up.
     #[error("network: {0}")]
-    Network(String),
+    Network(Box<super::network::NetworkSetupError>),
     /// A replayed lock ran a pre-initialised guest module that is not available here.
-    #[error("{0}")]
-    Preinit(String),
+    #[error(transparent)]
+    Preinit(crate::guest::preinit::Unavailable),
 }
 
 /// Collecting `/out` and publishing the result (the message names the results

@@ -4,11 +4,13 @@
 
 use super::SetupError;
 use super::prepare::Run;
-use crate::net::broker::{Broker, Source};
+use crate::net::broker::{Broker, BrokerError, Source};
 use crate::net::{self, Exchange};
 use crate::policy::Policy;
 use crate::stage::RunDir;
 use runner_sandbox::runtime::ReadOnlyMount;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// A baseline's recording, for a replay: its exchanges and the directory holding its
 /// bodies (the baseline result's own directory), opened (or why it could not be: each
@@ -36,7 +38,6 @@ pub(super) fn start(
     if !allowlist {
         return Ok(None);
     }
-    let fail = |m: String| SetupError::Network(m);
     let exchange_path = run.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
     let exchange = run
         .out()
@@ -44,7 +45,7 @@ pub(super) fn start(
             out.create_dir(runner_sandbox::runtime::NET_IN_OUT)?;
             out.open_dir(runner_sandbox::runtime::NET_IN_OUT)
         })
-        .map_err(|e| fail(format!("cannot create {}: {e}", exchange_path.display())))?;
+        .map_err(NetworkSetupError::io("create", &exchange_path))?;
     match program {
         // Monty code calls `fetch(...)`, which its worker answers through the same
         // exchange directory.
@@ -55,7 +56,7 @@ pub(super) fn start(
                 .create_dir(NET_LIB)
                 .and_then(|()| run.dir().open_dir(NET_LIB))
                 .and_then(|dir| dir.write("sitecustomize.py", net::SITECUSTOMIZE))
-                .map_err(|e| fail(format!("cannot write {}: {e}", lib.display())))?;
+                .map_err(NetworkSetupError::io("write", &lib))?;
             guest.runtime.mounts.push(ReadOnlyMount {
                 host: lib,
                 guest: net::GUEST_LIB.into(),
@@ -77,7 +78,7 @@ pub(super) fn start(
         .dir()
         .create_dir(NET_BODIES)
         .and_then(|()| run.dir().open_dir(NET_BODIES))
-        .map_err(|e| fail(format!("cannot create {}: {e}", bodies_path.display())))?;
+        .map_err(NetworkSetupError::io("create", &bodies_path))?;
     let source = match recording {
         Some(r) => Source::Replay {
             recorded: r.exchanges.clone(),
@@ -91,7 +92,42 @@ pub(super) fn start(
     };
     Broker::start(policy.network.clone(), exchange, bodies, source)
         .map(Some)
-        .map_err(|e| fail(e.to_string()))
+        .map_err(|e| NetworkSetupError::Broker(e).into())
+}
+
+/// Why a run's network door could not be set up ([`SetupError::Network`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkSetupError {
+    /// An entry of the exchange (`/out/.net`, the guest's `net-lib`, the bodies) could not
+    /// be made.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Entry {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Broker(BrokerError),
+}
+
+impl NetworkSetupError {
+    /// Maps an I/O error of `action` on `path` (shown in the message).
+    fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SetupError + 'a {
+        move |source| {
+            SetupError::Network(Box::new(NetworkSetupError::Entry {
+                action,
+                path: path.to_owned(),
+                source,
+            }))
+        }
+    }
+}
+
+impl From<NetworkSetupError> for SetupError {
+    fn from(e: NetworkSetupError) -> Self {
+        SetupError::Network(Box::new(e))
+    }
 }
 
 /// The run directory's entry holding the read-only `sitecustomize.py` (ERA guests).

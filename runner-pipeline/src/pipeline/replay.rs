@@ -389,7 +389,7 @@ impl Pipeline {
 
     /// The package environment the request would run with now, verified: `None` when
     /// its language selects none, the reason when it is not installed or not intact.
-    fn environment_now(&self, plan: &RunPlan) -> Result<Option<EnvironmentPin>, String> {
+    fn environment_now(&self, plan: &RunPlan) -> Result<Option<EnvironmentPin>, EnvironmentNow> {
         let Work::Era {
             environment: Some(name),
             ..
@@ -400,10 +400,10 @@ impl Pipeline {
         let spec = self
             .policy()
             .environment(name)
-            .ok_or_else(|| format!("the policy in force declares no environment `{name}`"))?;
+            .ok_or_else(|| EnvironmentNow::Undeclared(name.to_string()))?;
         crate::environment::locate(spec, &crate::environment::default_env_dir())
             .map(|found| Some(EnvironmentPin::of(&found)))
-            .map_err(|e| e.to_string())
+            .map_err(EnvironmentNow::Env)
     }
 
     /// The line a strict replay refuses with for `pin`.
@@ -612,4 +612,14 @@ pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
         out.push(entry(format!("artifact {p}"), find(e), find(a)));
     }
     out
+}
+
+/// Why the environment a request would run with now is not available (a replay's
+/// `environment` pin then reads `unavailable (…)`).
+#[derive(Debug, thiserror::Error)]
+enum EnvironmentNow {
+    #[error("the policy in force declares no environment `{0}`")]
+    Undeclared(String),
+    #[error(transparent)]
+    Env(crate::environment::EnvError),
 }
