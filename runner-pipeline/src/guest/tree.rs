@@ -181,7 +181,7 @@ fn install_tree(
         .dir
         .open_dir("tree")
         .and_then(|root| tree_sha256(&root, &root_path))
-        .map_err(|e| fail(TreeError::Hash(e)))?;
+        .map_err(|e| fail(TreeError::io("hash", "the tree")(e)))?;
     if actual != tree.tree_sha256 {
         return Err(fail(TreeError::TreeSha256 {
             actual,
@@ -210,22 +210,10 @@ fn install_tree(
 pub enum TreeError {
     #[error("no asset of this guest is that file")]
     NoSuchAsset,
-    #[error("cannot open the asset: {0}")]
-    OpenAsset(#[source] io::Error),
-    #[error("not a zip archive: {0}")]
-    AssetNotZip(#[source] ZipError),
     #[error("the asset has no such member")]
     NoSuchMember,
-    #[error("{0}")]
-    Asset(#[source] ZipError),
     #[error("the member is not a regular file")]
     MemberNotRegular,
-    #[error("cannot create archive.zip: {0}")]
-    CreateArchive(#[source] io::Error),
-    #[error("cannot write archive.zip: {0}")]
-    WriteArchive(#[source] io::Error),
-    #[error("cannot read the member: {0}")]
-    ReadMember(#[source] io::Error),
     /// `copied` is at most one byte past `pinned` (the copy reads no further).
     #[error(
         "the member is {}{} bytes, the manifest pins {pinned}",
@@ -235,28 +223,50 @@ pub enum TreeError {
     MemberSize { copied: u64, pinned: u64 },
     #[error("the member's sha256 is {actual}, the manifest pins {pinned}")]
     MemberSha256 { actual: String, pinned: String },
-    #[error("cannot reopen the archive: {0}")]
-    ReopenArchive(#[source] io::Error),
-    #[error("the member is not a zip: {0}")]
-    MemberNotZip(#[source] ZipError),
     #[error("it holds more than {MAX_TREE_ENTRIES} entries")]
     TooManyEntries,
-    #[error(transparent)]
-    Member(#[from] MemberError),
-    #[error("cannot create {}: {source}", shown.display())]
-    CreateRoot { shown: PathBuf, source: io::Error },
-    #[error("entry {index}: {source}")]
-    Entry { index: usize, source: ZipError },
-    #[error("cannot write `{name}`: {source}")]
-    Write { name: String, source: io::Error },
-    #[error("member `{name}`: {source}")]
-    Copy { name: String, source: io::Error },
     #[error("it unpacks to more than {MAX_GUEST_SIZE} bytes")]
     TooLarge,
-    #[error("cannot hash the tree: {0}")]
-    Hash(#[source] io::Error),
     #[error("it unpacks to tree sha256 {actual}, the manifest pins {pinned}")]
     TreeSha256 { actual: String, pinned: String },
+    #[error(transparent)]
+    Member(#[from] MemberError),
+    /// A file or directory operation: `cannot create archive.zip: …`.
+    #[error("cannot {action} {what}: {source}")]
+    Io {
+        action: &'static str,
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// The zip reader refused: `context` says where (empty for the asset's member
+    /// lookup, whose error speaks for itself).
+    #[error("{context}{source}")]
+    Zip {
+        context: String,
+        #[source]
+        source: ZipError,
+    },
+    #[error("member `{name}`: {source}")]
+    Copy { name: String, source: io::Error },
+}
+
+impl TreeError {
+    /// Maps an I/O error of `action` on `what` (`the asset`, `archive.zip`).
+    fn io(action: &'static str, what: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Io {
+            action,
+            what,
+            source,
+        }
+    }
+
+    /// Maps a zip error, its message after `context`.
+    fn zip(context: impl Into<String>) -> impl FnOnce(ZipError) -> Self {
+        let context = context.into();
+        move |source| Self::Zip { context, source }
+    }
 }
 
 /// Copies the archive member out of the asset at `asset` (in the store) to
@@ -265,12 +275,13 @@ pub enum TreeError {
 fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Result<(), TreeError> {
     let file = open_regular(store, asset)
         .and_then(|f| f.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)))
-        .map_err(TreeError::OpenAsset)?;
-    let mut outer = ZipArchive::new(file.into_std()).map_err(TreeError::AssetNotZip)?;
+        .map_err(TreeError::io("open", "the asset"))?;
+    let mut outer =
+        ZipArchive::new(file.into_std()).map_err(TreeError::zip("not a zip archive: "))?;
     let member = match outer.by_name(&tree.member) {
         Ok(member) => member,
         Err(ZipError::FileNotFound) => return Err(TreeError::NoSuchMember),
-        Err(e) => return Err(TreeError::Asset(e)),
+        Err(e) => return Err(TreeError::zip("")(e)),
     };
     if !member.is_file() {
         return Err(TreeError::MemberNotRegular);
@@ -280,7 +291,7 @@ fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Resul
             "archive.zip",
             OpenOptions::new().write(true).create_new(true).mode(0o600),
         )
-        .map_err(TreeError::CreateArchive)?;
+        .map_err(TreeError::io("create", "archive.zip"))?;
     let mut tee = HashingCopy {
         from: member.take(tree.size + 1),
         to: &mut out,
@@ -291,8 +302,8 @@ fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Resul
         Ok(hash) => hash,
         Err(e) => {
             return Err(match tee.write_error.take() {
-                Some(w) => TreeError::WriteArchive(w),
-                None => TreeError::ReadMember(e),
+                Some(w) => TreeError::io("write", "archive.zip")(w),
+                None => TreeError::io("read", "the member")(e),
             });
         }
     };
@@ -316,27 +327,28 @@ fn copy_member(tree: &GuestTree, store: &Dir, asset: &Path, work: &Dir) -> Resul
 /// and directories 0755, at most [`MAX_TREE_ENTRIES`] entries and [`MAX_GUEST_SIZE`]
 /// bytes, every file synced.
 fn unpack(work: &Dir, shown: &Path) -> Result<(), TreeError> {
-    let file = work.open("archive.zip").map_err(TreeError::ReopenArchive)?;
-    let mut zip = ZipArchive::new(file.into_std()).map_err(TreeError::MemberNotZip)?;
+    let file = work
+        .open("archive.zip")
+        .map_err(TreeError::io("reopen", "the archive"))?;
+    let mut zip =
+        ZipArchive::new(file.into_std()).map_err(TreeError::zip("the member is not a zip: "))?;
     if zip.len() > MAX_TREE_ENTRIES {
         return Err(TreeError::TooManyEntries);
     }
     check_members(&mut zip, "entry", |_, _| Ok(()))?;
     let root = create_dirs(work, Path::new("tree"))
         .and_then(|()| work.open_dir("tree"))
-        .map_err(|source| TreeError::CreateRoot {
-            shown: shown.to_owned(),
-            source,
-        })?;
+        .map_err(TreeError::io("create", shown.display().to_string()))?;
     let mut budget = MAX_GUEST_SIZE;
     for i in 0..zip.len() {
         let mut member = zip
             .by_index(i)
-            .map_err(|source| TreeError::Entry { index: i, source })?;
+            .map_err(TreeError::zip(format!("entry {i}: ")))?;
         let name = member_name(&member, "entry", i)?;
         let dest = Path::new(&name);
-        let made = |source| TreeError::Write {
-            name: name.clone(),
+        let made = |source| TreeError::Io {
+            action: "write",
+            what: format!("`{name}`"),
             source,
         };
         if member.is_dir() {
@@ -403,15 +415,26 @@ mod tests {
                 "it unpacks to tree sha256 ab, the manifest pins cd",
             ),
             (
-                TreeError::CreateRoot {
-                    shown: PathBuf::from("/s/tree"),
-                    source: io::Error::from(io::ErrorKind::PermissionDenied),
-                },
+                TreeError::io("create", "/s/tree")(io::Error::from(
+                    io::ErrorKind::PermissionDenied,
+                )),
                 "cannot create /s/tree: permission denied",
             ),
             (
                 TreeError::Member(MemberError::Symlink("a/b".into())),
                 "member `a/b` is a symbolic link",
+            ),
+            (
+                TreeError::Io {
+                    action: "write",
+                    what: "`a/b`".into(),
+                    source: io::Error::from(io::ErrorKind::StorageFull),
+                },
+                "cannot write `a/b`: no storage space",
+            ),
+            (
+                TreeError::zip("entry 3: ")(ZipError::FileNotFound),
+                "entry 3: specified file not found in archive",
             ),
             (
                 TreeError::TooManyEntries,
