@@ -169,47 +169,36 @@ mod tests {
 
     #[test]
     fn detection_table() {
-        let cases: &[(&str, Detected)] = &[
+        // Each text and the kind it is detected as.
+        let cases: &[(&str, DocKind)] = &[
             (
                 "---\nrequest_type: tool_request\n---\n",
-                Detected::Kind(DocKind::ToolRequest),
+                DocKind::ToolRequest,
             ),
             (
                 "\u{feff}---\r\nresult_type: x\r\n---\r\n",
-                Detected::Kind(DocKind::ToolResult),
+                DocKind::ToolResult,
             ),
             (
                 "---\n\"packet_type\" : research_packet\n---\n",
-                Detected::Kind(DocKind::ResearchPacket),
+                DocKind::ResearchPacket,
             ),
             (
                 "request_type: tool_request\nschema_version: 1\n",
-                Detected::Kind(DocKind::ToolRequest),
+                DocKind::ToolRequest,
             ),
-            (
-                "---\nrequest_type: [\n---\n",
-                Detected::Kind(DocKind::ToolRequest),
-            ),
+            ("---\nrequest_type: [\n---\n", DocKind::ToolRequest),
             (
                 "---\nrequest_type: research_packet\n---\n",
-                Detected::Kind(DocKind::ToolRequest),
+                DocKind::ToolRequest,
             ),
-            (
-                "---\n---\n## Command\nx\n",
-                Detected::Kind(DocKind::ToolRequest),
-            ),
-            (
-                "---\n---\n## Stdout\nx\n",
-                Detected::Kind(DocKind::ToolResult),
-            ),
-            ("  {\"schema\": 1}", Detected::Kind(DocKind::GovernedPacket)),
-            (
-                "{\"schema\": \"b7\", ",
-                Detected::Kind(DocKind::GovernedPacket),
-            ),
+            ("---\n---\n## Command\nx\n", DocKind::ToolRequest),
+            ("---\n---\n## Stdout\nx\n", DocKind::ToolResult),
+            ("  {\"schema\": 1}", DocKind::GovernedPacket),
+            ("{\"schema\": \"b7\", ", DocKind::GovernedPacket),
         ];
         for (text, want) in cases {
-            assert_eq!(&detect(text.as_bytes()), want, "{text:?}");
+            assert_eq!(detect(text.as_bytes()), Detected::Kind(*want), "{text:?}");
         }
         for text in [
             "---\nrequest_type: a\nresult_type: b\n---\n",
