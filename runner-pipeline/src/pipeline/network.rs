@@ -115,11 +115,12 @@ impl NetworkSetupError {
     /// Maps an I/O error of `action` on `path` (shown in the message).
     fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SetupError + 'a {
         move |source| {
-            SetupError::Network(Box::new(NetworkSetupError::Entry {
+            NetworkSetupError::Entry {
                 action,
                 path: path.to_owned(),
                 source,
-            }))
+            }
+            .into()
         }
     }
 }

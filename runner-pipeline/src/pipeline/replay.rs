@@ -232,7 +232,10 @@ impl Pipeline {
                     .to_owned(),
             );
         }
-        let changed_pins = self.pin_differences(&lock, &plan);
+        // Located once: it hashes the installed tree, and both the pins and the refusal
+        // below read it.
+        let environment_now = self.environment_now(&plan);
+        let changed_pins = self.pin_differences(&lock, &plan, &environment_now);
         let mut refused = Vec::new();
         if mode == ReplayMode::Strict {
             refused.extend(
@@ -246,7 +249,7 @@ impl Pipeline {
         }
         // A pinned environment that is not here is refused in any mode, with the
         // command that brings it back.
-        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, self.environment_now(&plan)) {
+        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, &environment_now) {
             refused.push(format!(
                 "environment: the lock pins `{}` (tree {}), which is not available here: \
                  {why}; run `runner env fetch --from-lock {}`",
@@ -326,9 +329,15 @@ impl Pipeline {
 
     /// Each pin of `lock` that is not what is in force now: the policy's run tables
     /// (`policy`; for a lock older than `run_sha256`, its whole text), the whole policy
-    /// text (`policy_text`, reported only), the runner, the engine, the guest, and the
-    /// limits the run gets (the request's, capped by the policy's `[output]`).
-    fn pin_differences(&self, lock: &Lock, plan: &RunPlan) -> Vec<PinChange> {
+    /// text (`policy_text`, reported only), the runner, the engine, the guest, the limits
+    /// the run gets (the request's, capped by the policy's `[output]`), and the
+    /// environment (`environment_now`, located by the caller).
+    fn pin_differences(
+        &self,
+        lock: &Lock,
+        plan: &RunPlan,
+        environment_now: &Result<Option<EnvironmentPin>, EnvironmentNow>,
+    ) -> Vec<PinChange> {
         let policy = self.policy();
         let mut out = Vec::new();
         let mut change = |pin: &str, expected: String, actual: String| {
@@ -375,7 +384,7 @@ impl Pipeline {
                 .environment
                 .as_ref()
                 .map_or("none".to_owned(), EnvironmentPin::summary),
-            match self.environment_now(plan) {
+            match environment_now {
                 Ok(Some(pin)) => pin.summary(),
                 Ok(None) => "none".to_owned(),
                 Err(why) => format!("unavailable ({why})"),
