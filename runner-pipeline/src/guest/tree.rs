@@ -252,20 +252,22 @@ pub enum TreeError {
 }
 
 impl TreeError {
-    /// Maps an I/O error of `action` on `what` (`the asset`, `archive.zip`).
+    /// Maps an I/O error of `action` on `what` (`the asset`, `archive.zip`); `what`
+    /// becomes a `String` only when there is an error.
     fn io(action: &'static str, what: impl Into<String>) -> impl FnOnce(io::Error) -> Self {
-        let what = what.into();
         move |source| Self::Io {
             action,
-            what,
+            what: what.into(),
             source,
         }
     }
 
-    /// Maps a zip error, its message after `context`.
+    /// Maps a zip error, its message after `context` (made only when there is an error).
     fn zip(context: impl Into<String>) -> impl FnOnce(ZipError) -> Self {
-        let context = context.into();
-        move |source| Self::Zip { context, source }
+        move |source| Self::Zip {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -341,9 +343,10 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), TreeError> {
         .map_err(TreeError::io("create", shown.display().to_string()))?;
     let mut budget = MAX_GUEST_SIZE;
     for i in 0..zip.len() {
-        let mut member = zip
-            .by_index(i)
-            .map_err(TreeError::zip(format!("entry {i}: ")))?;
+        let mut member = zip.by_index(i).map_err(|source| TreeError::Zip {
+            context: format!("entry {i}: "),
+            source,
+        })?;
         let name = member_name(&member, "entry", i)?;
         let dest = Path::new(&name);
         let made = |source| TreeError::Io {
