@@ -169,10 +169,7 @@ pub fn check(
             None,
         ),
         Ok(_) => match open_dir_nofollow(&dir, "out") {
-            Ok(out) => {
-                let mut seen = 0u64;
-                walk(&out, "", 0, &mut seen, max_entries, &shown, &mut found, r);
-            }
+            Ok(out) => found = list_out(&out, max_entries, &shown, r),
             Err(e) => r.add(
                 "artifacts.unreadable",
                 format!("`{shown}/out` cannot be opened: {e}"),
@@ -231,7 +228,8 @@ struct Problem {
     message: String,
 }
 
-fn open_dir_nofollow<P: AsRef<Path>>(dir: &Dir, name: P) -> std::io::Result<Dir> {
+/// Opens the directory `name` under `dir`, refusing a symlink there.
+pub fn open_dir_nofollow<P: AsRef<Path>>(dir: &Dir, name: P) -> std::io::Result<Dir> {
     let flags = nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_NOFOLLOW;
     let file = dir.open_with(
         name,
@@ -298,6 +296,18 @@ fn read_file(dir: &Dir, path: &str, keep: u64) -> Result<Option<Hashed>, Problem
     }
     let sha = sha256_reader(&file).map_err(unreadable)?;
     Ok(Some((sha, None)))
+}
+
+/// Every regular file under `out` (a result's `out/`, opened without following), as
+/// slash-joined escaped paths. Each symlink, special file, unreadable entry, directory
+/// nested deeper than 32 levels and entry past `max_entries` is a reason (`shown` names
+/// the result directory in them): nothing is skipped silently. The gate's [`check`] and
+/// `runner verify` both list `out/` with it.
+pub fn list_out(out: &Dir, max_entries: u64, shown: &str, r: &mut Reasons) -> BTreeMap<String, ()> {
+    let mut found = BTreeMap::new();
+    let mut seen = 0u64;
+    walk(out, "", 0, &mut seen, max_entries, shown, &mut found, r);
+    found
 }
 
 #[allow(clippy::too_many_arguments)]

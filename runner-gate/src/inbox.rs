@@ -191,12 +191,10 @@ pub fn run(
     companions: &dyn Companions,
 ) -> Result<Summary, GateError> {
     let start = Instant::now();
-    for (what, d) in [
-        ("accepted directory", &dirs.accepted),
-        ("quarantine directory", &dirs.quarantine),
-    ] {
-        runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
-    }
+    runner_sandbox::host::create_dir_all(&dirs.accepted)
+        .map_err(dir_err("accepted directory", &dirs.accepted))?;
+    create_private_dir_all(&dirs.quarantine)
+        .map_err(dir_err("quarantine directory", &dirs.quarantine))?;
     let inbox = HeldDir::open(&dirs.inbox).map_err(dir_err("inbox", &dirs.inbox))?;
     let accepted =
         HeldDir::open(&dirs.accepted).map_err(dir_err("accepted directory", &dirs.accepted))?;
@@ -444,6 +442,9 @@ impl Gate<'_> {
     /// Judges one inbox entry (never following a symlink), strictly.
     fn judge_one(&self, name: &OsStr) -> (Judgement, Option<String>) {
         let path = self.inbox.path.join(name);
+        if let Some(links) = hard_links(&self.inbox.dir, name) {
+            return (rejected("io.hard_link", &hard_link_message(links)), None);
+        }
         match super::judge_entry(&self.inbox.dir, name, self.ctx) {
             Ok((j, bytes)) => {
                 let j = self.completed(j.strict(), &path, &bytes);
@@ -966,6 +967,46 @@ fn companion_stem(name: &[u8]) -> Option<&[u8]> {
     COMPANION_SUFFIXES
         .iter()
         .find_map(|suffix| name.strip_suffix(suffix.as_bytes()))
+}
+
+/// The link count of regular file `name` in `dir` when it has more than one name: a
+/// hard link may be a second name of any file on the filesystem (`ln /etc/shadow
+/// inbox/TR-x.md` needs no symlink), so its bytes are never read, judged or quoted.
+pub fn hard_links(dir: &Dir, name: &OsStr) -> Option<u64> {
+    use cap_std::fs::MetadataExt;
+    dir.symlink_metadata(name)
+        .ok()
+        .filter(|m| m.is_file() && m.nlink() > 1)
+        .map(|m| m.nlink())
+}
+
+/// The reason a hard-linked document is refused unread ([`hard_links`]).
+pub fn hard_link_message(links: u64) -> String {
+    format!(
+        "a hard link ({links} names for one file): a document must be a file of its own; never read or quoted (copy it instead of linking it)"
+    )
+}
+
+/// Creates `path` (and its missing parents) for files only the operator reads: a
+/// directory this creates is 0700; one that exists keeps its mode.
+///
+/// # Ambient authority
+/// Creates directories on the host filesystem ([`runner_sandbox::host`]).
+pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+    use cap_std::fs::{DirBuilder, DirBuilderExt};
+    if runner_sandbox::host::open_dir(path).is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        runner_sandbox::host::create_dir_all(parent)?;
+    }
+    let (parent, name) = runner_sandbox::host::open_parent(path)?;
+    let mut private = DirBuilder::new();
+    private.mode(0o700);
+    match parent.create_dir_with(&name, &private) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
 }
 
 fn rejected(code: &str, message: &str) -> Judgement {

@@ -166,7 +166,9 @@ fn write_with(dir: &Dir, name: &str, bytes: &[u8], sync_file: bool) -> io::Resul
     let written = (|| {
         let mut f = dir.open_with(
             &tmp,
-            OpenOptions::new().write(true).create_new(true).mode(0o644),
+            // Reports quote the documents they judge and intents name them: the
+            // operator's only, like the quarantine directory they are written into.
+            OpenOptions::new().write(true).create_new(true).mode(0o600),
         )?;
         f.write_all(bytes)?;
         if sync_file { f.sync_all() } else { Ok(()) }

@@ -38,6 +38,7 @@ use runner_pipeline::{
 pub mod claim;
 pub mod metrics;
 pub mod nats;
+pub mod scratch;
 mod watch;
 
 pub use watch::{block_signals, unblock_signals};
@@ -197,11 +198,12 @@ pub fn run(
     let done = inbox.path.join("done");
     for (what, d) in [
         ("results directory", &config.results),
-        ("quarantine directory", &quarantine),
         ("done directory", &done),
     ] {
         runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
+    crate::gate::inbox::create_private_dir_all(&quarantine)
+        .map_err(dir_err("quarantine directory", &quarantine))?;
     let results =
         HeldDir::open(&config.results).map_err(dir_err("results directory", &config.results))?;
     let quarantine =
@@ -221,6 +223,7 @@ pub fn run(
     // What a host killed mid-publish left behind (its process is gone): swept before
     // this host publishes anything.
     let swept = crate::result::sweep_stale_temporaries(&results.path);
+    let (scratch, swept_scratch) = host_scratch(pipeline)?;
     // Signals are blocked before any thread starts, so every thread inherits the mask.
     let watcher =
         watch::Watcher::new(&inbox).map_err(dir_err("watching the inbox", &inbox.path))?;
@@ -254,6 +257,7 @@ pub fn run(
             ),
         );
     }
+    log_swept_scratch(observer, swept_scratch);
     host.recover_dead();
     host.scan();
     let stopped = std::thread::scope(|scope| {
@@ -265,7 +269,32 @@ pub fn run(
     host.release_retries();
     host.claims.remove_if_empty();
     host.log(Level::Info, "stopped: every running request finished");
+    drop(scratch);
     Ok(stopped)
+}
+
+/// Sweeps dead hosts' scratch directories and makes this host's, where `pipeline`
+/// makes its run directories from now on ([`scratch`]).
+fn host_scratch(pipeline: &Pipeline) -> Result<(scratch::HostScratch, usize), ServeError> {
+    let (scratch, swept) = scratch::HostScratch::create().map_err(|source| ServeError::Dir {
+        what: "scratch directory in",
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    pipeline.set_run_base(scratch.path());
+    Ok((scratch, swept))
+}
+
+fn log_swept_scratch(observer: &dyn Observer, swept: usize) {
+    if swept > 0 {
+        observer.log(
+            Level::Info,
+            &format!(
+                "removed {swept} scratch director(ies) of dead hosts from {}",
+                std::env::temp_dir().display()
+            ),
+        );
+    }
 }
 
 impl Host<'_> {
@@ -471,6 +500,16 @@ impl Host<'_> {
             return self.quarantine(&claimed, vec![reason], None);
         };
         match self.claims.dir().dir.symlink_metadata(name) {
+            Ok(m) if m.is_file() && m.nlink() > 1 => {
+                // Possibly a second name of a file the writer may not read: refused
+                // unread, and nothing of it is quoted.
+                let reason = Reason::new(
+                    "io.hard_link",
+                    crate::gate::inbox::hard_link_message(m.nlink()),
+                    None,
+                );
+                return self.quarantine(&claimed, vec![reason], None);
+            }
             Ok(m) if m.is_file() => {}
             Ok(_) => {
                 let reason = Reason::new(

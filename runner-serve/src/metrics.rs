@@ -13,20 +13,29 @@
 //! the request) and `runner_serve_warm_workers_replaced_total` (idle warm workers found
 //! dead and replaced).
 //!
-//! The responder reads one request (line and headers, at most 8 KiB, 2 s), answers and
-//! closes: it serves a scraper, not the public. Bind it to loopback unless a scraper
-//! elsewhere needs it.
+//! The responder is hyper's HTTP/1.1 server on a runtime of its own: every connection is
+//! served concurrently, at most 64 at once, each with 2 s to send its request line and
+//! headers (at most 8 KiB), 10 s in all, one request each. It serves a scraper, not the
+//! public: bind it to loopback unless a scraper elsewhere needs it.
 
 use super::Handled;
 use crate::backend::worker::{PoolCounters, PoolStats};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -182,62 +191,101 @@ impl Metrics {
     }
 }
 
-/// Binds `addr` and answers `/metrics` and `/healthz` on a thread of its own; returns
-/// the bound address (a port 0 is chosen by the kernel).
+/// Connections answered at once; one past the cap is closed at once (a scraper retries).
+const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send its request line and headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connection may last in all, reading the answer included.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds `addr` and answers `/metrics` and `/healthz` with hyper's HTTP/1.1 server on a
+/// thread of its own, each connection concurrently (at most [`MAX_CONNECTIONS`], each
+/// bounded by [`HEADER_READ_TIMEOUT`] and [`CONNECTION_TIMEOUT`], one request per
+/// connection), so a slow client holds only its own connection; returns the bound
+/// address (a port 0 is chosen by the kernel).
 ///
 /// # Ambient authority
 /// Listens on a TCP socket.
 pub fn serve_http(addr: SocketAddr, metrics: Arc<Metrics>) -> io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr)?;
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
     std::thread::Builder::new()
         .name("metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let _ = answer(stream, &metrics);
-            }
-        })?;
+        .spawn(move || runtime.block_on(accept_loop(listener, metrics)))?;
     Ok(bound)
 }
 
-fn answer(mut stream: TcpStream, metrics: &Metrics) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut line = String::new();
-    let mut reader = BufReader::new((&stream).take(8192));
-    reader.read_line(&mut line)?;
-    // Read the headers too (to the blank line, within the same 8 KiB): closing with a
-    // client's bytes unread would reset the connection before it reads the answer.
-    let mut header = String::new();
-    while reader.read_line(&mut header)? > 0 && !header.trim_end().is_empty() {
-        header.clear();
+/// Accepts for as long as the process lives: each connection on a task of its own.
+async fn accept_loop(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of descriptors, say: pause instead of spinning on the error.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let metrics = Arc::clone(&metrics);
+                async move { Ok::<_, Infallible>(answer(&request, &metrics)) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(false)
+                .max_buf_size(8192)
+                .serve_connection(TokioIo::new(stream), service);
+            // An error is the client's (it went away, timed out, sent garbage): its
+            // connection is closed and nothing else is affected.
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
+            drop(slot);
+        });
     }
-    let mut words = line.split_whitespace();
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, content_type, body) = match (method, target) {
-        ("GET", "/metrics") => (
-            "200 OK",
+}
+
+fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let text = "text/plain; charset=utf-8";
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/metrics") => (
+            StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             metrics.render(),
         ),
-        ("GET", "/healthz") => ("200 OK", "text/plain; charset=utf-8", "ok\n".to_owned()),
-        ("GET", _) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
+        (&Method::GET, "/healthz") => (StatusCode::OK, text, "ok\n".to_owned()),
+        (&Method::GET, _) => (
+            StatusCode::NOT_FOUND,
+            text,
             "not found: try /metrics or /healthz\n".to_owned(),
         ),
         _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
+            StatusCode::METHOD_NOT_ALLOWED,
+            text,
             "only GET\n".to_owned(),
         ),
     };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 #[cfg(test)]

@@ -139,6 +139,8 @@ struct Host<'a> {
     observer: &'a dyn Observer,
     config: &'a NatsConfig,
     stopping: AtomicBool,
+    /// This host's scratch directory ([`crate::scratch`]): each request's directory.
+    scratch: std::path::PathBuf,
 }
 
 fn nats_err(what: &str) -> impl Fn(String) -> ServeError + '_ {
@@ -160,7 +162,10 @@ pub fn run(
         .build()
         .map_err(|e| nats_err("cannot start the async runtime")(e.to_string()))?;
     let (js, consumer, inputs, results) = rt.block_on(connect(config))?;
+    let (scratch, swept) = super::host_scratch(pipeline)?;
+    super::log_swept_scratch(observer, swept);
     let host = Host {
+        scratch: scratch.path().to_owned(),
         rt,
         js,
         consumer,
@@ -190,6 +195,8 @@ pub fn run(
     });
     host.observer
         .log(Level::Info, "stopped: every running request finished");
+    drop(host);
+    drop(scratch);
     Ok(stopped)
 }
 
@@ -480,7 +487,7 @@ impl Host<'_> {
         // written and read through the handle.
         let created = tempfile::Builder::new()
             .prefix("runner-nats-")
-            .tempdir()
+            .tempdir_in(&self.scratch)
             .and_then(|d| runner_sandbox::host::open_dir(d.path()).map(|run| (d, run)));
         let (dir, run) = match created {
             Ok(d) => d,

@@ -7,7 +7,7 @@
 //! standard library resets it when it spawns them.
 
 use crate::gate::inbox::HeldDir;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, MetadataExt};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
@@ -123,13 +123,14 @@ impl Watcher {
                 let Some(name) = event.name else { continue };
                 let in_place_file = event.mask.contains(AddWatchFlags::IN_CREATE)
                     && !event.mask.contains(AddWatchFlags::IN_ISDIR);
-                // Only a non-regular entry is taken at creation; a regular file waits
-                // for its IN_CLOSE_WRITE.
+                // Only a non-regular entry (or a hard link, which is never written
+                // and closed) is taken at creation; a regular file waits for its
+                // IN_CLOSE_WRITE.
                 if in_place_file
                     && self
                         .inbox
                         .symlink_metadata(&name)
-                        .is_ok_and(|m| m.is_file())
+                        .is_ok_and(|m| m.is_file() && m.nlink() == 1)
                 {
                     continue;
                 }

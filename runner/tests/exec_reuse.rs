@@ -359,3 +359,53 @@ fn a_tampered_or_partial_result_is_not_reused_and_the_log_says_why() {
         assert_ne!(by[name]["result_path"], ran[name]["result_path"], "{name}");
     }
 }
+
+/// Three attacks on stored results, each of which `runner verify` (and so reuse) used to
+/// accept: a forged `net-0001.body` at the `TS-…/` root, a file 65 levels deep in `out/`,
+/// and a `TS-…/` that is a symlink. None of them is reused; each runs again.
+#[test]
+fn a_stored_result_with_an_unlisted_entry_or_a_link_is_not_reused() {
+    let b = Batch::populated();
+    let (first, ran) = b.batch(&[], &["--reuse"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let set =
+        |name: &str| PathBuf::from(ran[name]["result_path"].as_str().unwrap()).with_extension("");
+    let forged_net_body = "TR-20261121-120000Z-reuse-0.md";
+    std::fs::write(set(forged_net_body).join("net-0001.body"), b"forged").unwrap();
+    let nested_65_levels_deep = "TR-20261121-120000Z-reuse-1.md";
+    let mut deep = set(nested_65_levels_deep).join("out");
+    for _ in 0..65 {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("hidden.txt"), b"not in the lock").unwrap();
+    let symlinked_set = "TR-20261121-120000Z-reuse-2.md";
+    let elsewhere = b.root.join("elsewhere");
+    std::fs::rename(set(symlinked_set), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, set(symlinked_set)).unwrap();
+
+    let (out, by) = b.batch(&[], &["--reuse"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(count_reused(&by), 2, "{by:?}");
+    let log = stderr(&out);
+    for (name, why) in [
+        (forged_net_body, "artifact directory entry net-0001.body"),
+        (nested_65_levels_deep, "nests deeper than 32 levels"),
+        (symlinked_set, "a symlink; a result's files are never links"),
+    ] {
+        assert_eq!(by[name]["reused"], false, "{name}");
+        assert_ne!(by[name]["result_path"], ran[name]["result_path"], "{name}");
+        let doc = PathBuf::from(ran[name]["result_path"].as_str().unwrap());
+        let line = log
+            .lines()
+            .find(|l| {
+                l.contains(&format!(
+                    "{}: same run, but it does not verify",
+                    doc.display()
+                ))
+            })
+            .unwrap_or_else(|| panic!("{name}: no reason in the log: {log}"));
+        assert!(line.contains(why), "{name}: wanted `{why}` in {line}");
+        verify(by[name]["result_path"].as_str().unwrap());
+    }
+}

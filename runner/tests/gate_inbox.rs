@@ -795,3 +795,44 @@ fn a_request_travels_with_its_signature_and_a_forged_one_is_quarantined() {
         .unwrap();
     assert!(check.status.success(), "{check:?}");
 }
+
+/// The attack: a document in the inbox that is a hard link (a second name of a file the
+/// writer wants quoted back; `ln` needs no symlink). It is quarantined unread: its
+/// reports quote nothing of it, and they are the operator's only (0600 in a 0700
+/// quarantine the gate created).
+#[test]
+fn a_hard_linked_document_is_quarantined_unread_and_reports_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = dirs();
+    let secret = b.inbox.parent().unwrap().join("secret.txt");
+    std::fs::write(
+        &secret,
+        "SECRET-LINE-1 must never be quoted\nSECRET-LINE-2\n",
+    )
+    .unwrap();
+    std::fs::hard_link(&secret, b.inbox.join("TR-hard-link.md")).unwrap();
+    // A plain rejected document beside it: its report is private too.
+    std::fs::write(b.inbox.join("notes.md"), "just some notes\n").unwrap();
+    let (v, out) = gate(&b, false);
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    let r = reasons_json(&b.quarantine, "TR-hard-link.md");
+    assert_eq!(r["reasons"][0]["code"], "io.hard_link", "{r}");
+    for doc in ["TR-hard-link.md", "notes.md"] {
+        for report in [".reasons.md", ".reasons.json"] {
+            let path = b.quarantine.join(format!("{doc}{report}"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !text.contains("SECRET-LINE"),
+                "{report} quotes the linked file: {text}"
+            );
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", path.display());
+        }
+    }
+    let mode = std::fs::metadata(&b.quarantine)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700, "the quarantine directory the gate created");
+}

@@ -93,6 +93,28 @@ fn flip_byte(path: &Path, at: usize) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// The attack: a response body the lock records no exchange for, beside the streams.
+fn forged_net_body(set: &Path) {
+    std::fs::write(set.join("net-0001.body"), b"a response nobody asked for").unwrap();
+}
+
+/// The attack: a file below a directory chain deeper than any lister used to look.
+fn file_nested_65_levels_deep(out: &Path) {
+    let mut deep = out.to_owned();
+    for _ in 0..65 {
+        deep.push("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("hidden.txt"), b"not in the lock").unwrap();
+}
+
+/// The attack: `TS-…/` is a symlink to a set kept elsewhere (here, an identical one).
+fn result_directory_is_a_symlink(set: &Path) {
+    let elsewhere = set.parent().unwrap().parent().unwrap().join("elsewhere");
+    std::fs::rename(set, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, set).unwrap();
+}
+
 #[test]
 fn a_fresh_result_verifies_and_each_tamper_is_named() {
     let dir = example_copy();
@@ -194,6 +216,21 @@ fn a_fresh_result_verifies_and_each_tamper_is_named() {
             "request byte",
             Box::new(|_, req| flip_byte(req, 300)),
             "request",
+        ),
+        (
+            "forged-net-body-at-the-result-root",
+            Box::new(|r, _| forged_net_body(&artifact_dir(r))),
+            "artifact directory entry net-0001.body",
+        ),
+        (
+            "file-nested-65-levels-deep-in-out",
+            Box::new(|r, _| file_nested_65_levels_deep(&artifact_dir(r).join("out"))),
+            "artifact directory out/",
+        ),
+        (
+            "result-directory-is-a-symlink",
+            Box::new(|r, _| result_directory_is_a_symlink(&artifact_dir(r))),
+            "artifact directory",
         ),
     ];
     for (name, tamper, want) in cases {

@@ -16,6 +16,7 @@ use support::{monty_worker, runner_exe, wait_for};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -324,6 +325,18 @@ fn each_bad_input_is_quarantined_with_its_reasons_and_the_next_request_runs() {
     text.push_str(&"x".repeat(2 << 20));
     dirs.submit(big, &text);
     expected.insert(big.into(), "request.too_large".into());
+    // A second name of a file the writer wants quoted back (a hard link needs no
+    // symlink): refused unread; no line of it reaches the reports.
+    let secret = dirs.root.join("secret.txt");
+    std::fs::write(
+        &secret,
+        "SECRET-LINE-1 must never be quoted\nSECRET-LINE-2\n",
+    )
+    .unwrap();
+    let hard_link = "TR-20261121-140000Z-request-is-a-hard-link.md";
+    std::fs::hard_link(&secret, staging.join(hard_link)).unwrap();
+    std::fs::rename(staging.join(hard_link), dirs.inbox.join(hard_link)).unwrap();
+    expected.insert(hard_link.into(), "io.hard_link".into());
     // And after them all, a good request.
     let good = "TR-20261121-140000Z-after-the-attacks.md";
     dirs.submit(good, &hello("TR-20261121-140000Z-after-the-attacks"));
@@ -367,6 +380,23 @@ fn each_bad_input_is_quarantined_with_its_reasons_and_the_next_request_runs() {
             "{report}"
         );
         assert!(quarantine.join(format!("{name}.reasons.md")).is_file());
+        // Reports quote what they judge: the operator's only.
+        for report in [".reasons.md", ".reasons.json"] {
+            let path = quarantine.join(format!("{name}{report}"));
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", path.display());
+        }
+    }
+    let quarantine = dirs.inbox.join("quarantine");
+    let mode = std::fs::metadata(&quarantine).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the quarantine directory the host created");
+    for report in [".reasons.md", ".reasons.json"] {
+        let text =
+            std::fs::read_to_string(quarantine.join(format!("{hard_link}{report}"))).unwrap();
+        assert!(
+            !text.contains("SECRET-LINE"),
+            "{report} quotes the linked file: {text}"
+        );
     }
     // A request's inputs travel with it into quarantine.
     assert!(
@@ -708,6 +738,67 @@ fn metrics_are_scraped_from_loopback() {
         assert!(metrics.contains(needle), "{needle} not in {metrics}");
     }
     assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
+    host.stop();
+}
+
+/// The attack: slow-loris clients, each sending its request a byte at a time (one every
+/// 300 ms, never finishing it inside the host's header timeout), hold connections open
+/// while a scraper asks for `/healthz` and `/metrics`: every answer still comes, in full
+/// (the old responder served one connection at a time, and a trickle of bytes held it).
+#[test]
+fn slow_loris_clients_do_not_stall_the_metrics_endpoint() {
+    use std::io::Write;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dirs = Dirs::new();
+    let host = Host::start(&dirs, "host", &["--metrics", "0"]);
+    let addr = metrics_addr(&host);
+    let stop = Arc::new(AtomicBool::new(false));
+    let request =
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let lorises: Vec<_> = (0..16)
+        .map(|_| {
+            let (addr, stop) = (addr.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut sent = 0usize;
+                // Bounded: at most the request's bytes (about 20 s), or until told to stop;
+                // a connection the host closed is opened again.
+                let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+                for &byte in request.iter().take(request.len() - 1) {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if stream.write_all(&[byte]).is_err() {
+                        stream = std::net::TcpStream::connect(&addr).unwrap();
+                    }
+                    sent += 1;
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                sent
+            })
+        })
+        .collect();
+    // Let them connect and start trickling.
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..10 {
+        let health = http_get(&addr, "/healthz");
+        assert!(
+            health.starts_with("HTTP/1.1 200 OK") && health.ends_with("\r\n\r\nok\n"),
+            "{health:?}"
+        );
+        let metrics = http_get(&addr, "/metrics");
+        assert!(
+            metrics.starts_with("HTTP/1.1 200 OK")
+                && metrics.contains("runner_serve_queue_depth")
+                && metrics.trim_end().ends_with("# EOF"),
+            "{metrics:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for loris in lorises {
+        assert!(loris.join().unwrap() > 0, "every slow client was sending");
+    }
     host.stop();
 }
 

@@ -80,6 +80,24 @@ fn three_shards_in_parallel_run_each_request_once() {
     union.sort();
     assert_eq!(union, all);
     assert!(picked.iter().all(|p| p.len() < all.len()), "{picked:?}");
+    // The partition is the one documented: the whole sha256 of the normalized text,
+    // modulo N. For N = 3 that is the sum of its 32 bytes modulo 3 (256 ≡ 1 mod 3), a
+    // check that shares nothing with the runner's digit-by-digit reduction.
+    for (k, names) in picked.iter().enumerate() {
+        for name in names {
+            let text = std::fs::read_to_string(name).unwrap();
+            let tagged = runner::lock::text_sha256_tagged(&text);
+            let hex = tagged.trim_start_matches("sha256:");
+            let sum: u64 = (0..32)
+                .map(|i| u64::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .sum();
+            assert_eq!(
+                sum % 3,
+                k as u64,
+                "{name}: sha256 {hex} is not in shard {k}"
+            );
+        }
+    }
     // And each shard wrote exactly the results of its requests.
     for (k, names) in picked.iter().enumerate() {
         let results = tmp.path().join(format!("results-1-{k}"));

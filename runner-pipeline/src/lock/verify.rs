@@ -210,13 +210,14 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
         compare_front_matter(text, &lock, &mut differences);
     }
     let artifact_dir = dir.join(&id);
-    match runner_sandbox::host::open_dir(&artifact_dir) {
+    match open_artifact_dir(&dir, &id) {
         Err(e) => differences.push(diff(
             format!("artifact directory {}", artifact_dir.display()),
-            "present",
+            "a directory (not a link)",
             e.to_string(),
         )),
         Ok(adir) => {
+            unlisted_entries(&adir, &lock, &mut differences);
             for (name, pin) in [
                 ("stdout", &lock.outputs.stdout),
                 ("stderr", &lock.outputs.stderr),
@@ -256,8 +257,32 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
                     }
                 }
             }
-            if let Ok(out) = adir.open_dir("out") {
-                let on_disk = crate::stage::list_files(&out, 64, 100_000);
+            if adir
+                .symlink_metadata("out")
+                .is_ok_and(|m| !m.file_type().is_dir())
+            {
+                differences.push(diff(
+                    "artifact directory out/",
+                    "a directory (not a link)",
+                    "a symlink or another file",
+                ));
+            } else if let Ok(out) = runner_gate::artifacts::open_dir_nofollow(&adir, "out") {
+                // The gate's own listing: a link, a special file, a level too deep or an
+                // entry past the cap is a difference, never skipped.
+                let mut problems = runner_gate::fields::Reasons::default();
+                let on_disk = runner_gate::artifacts::list_out(
+                    &out,
+                    MAX_OUT_ENTRIES,
+                    &runner_core::result::escaped(std::ffi::OsStr::new(&id)),
+                    &mut problems,
+                );
+                for p in problems.0 {
+                    differences.push(diff(
+                        format!("artifact directory out/ ({})", p.code),
+                        "only regular files the lock lists, within the depth and count caps",
+                        p.message,
+                    ));
+                }
                 for a in &lock.outputs.artifacts {
                     if a.path.split('/').any(|c| c == ".." || c.is_empty()) {
                         differences.push(diff(
@@ -291,7 +316,7 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
                         )),
                     }
                 }
-                for path in on_disk {
+                for path in on_disk.into_keys() {
                     if !lock.outputs.artifacts.iter().any(|a| a.path == path) {
                         differences.push(diff(
                             format!("artifact {path}"),
@@ -537,6 +562,67 @@ fn compare_front_matter(text: &str, lock: &Lock, differences: &mut Vec<Differenc
             show(&pinned),
             show(&stated),
         ));
+    }
+}
+
+/// The most entries `out/` may hold: as many as `/out` may (100,000), and a margin.
+const MAX_OUT_ENTRIES: u64 = 100_016;
+
+/// The result's artifact directory `id` in the results directory `dir`, which must
+/// itself be a directory, not a link to one.
+///
+/// # Ambient authority
+/// Opens the results directory ([`runner_sandbox::host`]).
+fn open_artifact_dir(dir: &Path, id: &str) -> std::io::Result<Dir> {
+    let results = runner_sandbox::host::open_dir(dir)?;
+    if results.symlink_metadata(id)?.file_type().is_symlink() {
+        return Err(std::io::Error::other(
+            "a symlink; a result's files are never links",
+        ));
+    }
+    runner_gate::artifacts::open_dir_nofollow(&results, id)
+}
+
+/// Each entry of the artifact directory the lock does not account for: it holds `out/`,
+/// `stdout`, `stderr` and the body of each response the lock pins, nothing else.
+fn unlisted_entries(adir: &Dir, lock: &Lock, differences: &mut Vec<Difference>) {
+    let bodies: Vec<String> = lock
+        .network
+        .iter()
+        .flat_map(|n| &n.exchanges)
+        .filter(|e| e.response_sha256.is_some())
+        .map(|e| crate::net::body_file_name(e.seq))
+        .collect();
+    let entries = match adir.entries() {
+        Ok(entries) => entries,
+        Err(e) => {
+            differences.push(diff("artifact directory", "listable", e.to_string()));
+            return;
+        }
+    };
+    // The directory holds at most 3 entries and a body per pinned response.
+    let cap = bodies.len() + 4;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .take(cap + 1)
+        .map(|e| runner_core::result::escaped(&e.file_name()))
+        .collect();
+    names.sort();
+    if names.len() > cap {
+        differences.push(diff(
+            "artifact directory",
+            format!("at most {cap} entries"),
+            "more",
+        ));
+    }
+    for name in names {
+        if !matches!(name.as_str(), "out" | "stdout" | "stderr") && !bodies.contains(&name) {
+            differences.push(diff(
+                format!("artifact directory entry {name}"),
+                "absent (not in the lock)",
+                "present",
+            ));
+        }
     }
 }
 

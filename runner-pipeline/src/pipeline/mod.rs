@@ -40,6 +40,8 @@ pub struct Pipeline {
     engines: Engines,
     sign_key: Option<SigningKey>,
     progress: Option<MakeProgress>,
+    /// Where run directories are made (default: the system temporary directory).
+    run_base: std::sync::OnceLock<PathBuf>,
 }
 
 /// Makes the reporter of one run's preparation steps (a guest's download and compile):
@@ -82,7 +84,15 @@ impl Pipeline {
             engines: Engines::default(),
             sign_key: None,
             progress: None,
+            run_base: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Make every run's directory under `base` instead of the system temporary
+    /// directory (a host's scratch directory, which the next host sweeps if this one is
+    /// killed). Set before the first run; a second call is ignored.
+    pub fn set_run_base(&self, base: &Path) {
+        let _ = self.run_base.set(base.to_owned());
     }
 
     /// Sign every run's in-toto statement with `key` (a run asked to sign never
@@ -264,7 +274,8 @@ impl Pipeline {
                 .fresh()
                 .map_err(SetupError::Determinism)?,
         };
-        let run = RunDir::create(None).map_err(SetupError::RunDir)?;
+        let run = RunDir::create(self.run_base.get().map(PathBuf::as_path))
+            .map_err(SetupError::RunDir)?;
         let staged = stage::stage_inputs(plan.approved.inputs(), inputs, &run)
             .map_err(SetupError::Inputs)?;
         // A guest's scratch `/tmp` is a directory inside `/out`: its own inode is the

@@ -10,6 +10,18 @@
 
 use std::path::{Path, PathBuf};
 
+/// The hexadecimal number `hex` (all 256 bits of a sha256) modulo `n` (at least 1),
+/// digit by digit: what the documentation says, not a prefix of it.
+pub fn modulo(hex: &str, n: u64) -> u64 {
+    let n = u128::from(n.max(1));
+    let rest = hex
+        .chars()
+        .filter_map(|c| c.to_digit(16))
+        .fold(0u128, |rest, digit| (rest * 16 + u128::from(digit)) % n);
+    // Less than n, which fits in a u64.
+    u64::try_from(rest).unwrap_or(0)
+}
+
 /// `K/N`: this process runs shard K (0-based) of N.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
@@ -59,10 +71,7 @@ impl Shard {
                 crate::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
             }
         };
-        let hex = sha.trim_start_matches("sha256:");
-        // The first 16 hex digits: 64 bits, uniform.
-        let prefix = u64::from_str_radix(hex.get(..16).unwrap_or("0"), 16).unwrap_or(0);
-        prefix % self.count
+        modulo(sha.trim_start_matches("sha256:"), self.count)
     }
 
     /// The requests of this shard, in the order given.
@@ -80,6 +89,21 @@ impl Shard {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_whole_hash_is_reduced_not_a_prefix() {
+        // 2^64 = 18446744073709551616 ≡ 1 (mod 3), 2^64 ≡ 6 (mod 10).
+        assert_eq!(modulo("10000000000000000", 3), 1);
+        assert_eq!(modulo("10000000000000000", 10), 6);
+        assert_eq!(modulo("ff", 7), 255 % 7);
+        // The first 64 bits alone give another shard for this hash.
+        let hex = "0000000000000000000000000000000000000000000000000000000000000005";
+        assert_eq!(modulo(hex, 3), 2);
+        assert_eq!(modulo(&"f".repeat(64), 1), 0);
+        // 2^256 - 1 = 3 · 5 · 17 · 257 · … is divisible by 3 and 5.
+        assert_eq!(modulo(&"f".repeat(64), 3), 0);
+        assert_eq!(modulo(&"f".repeat(64), 5), 0);
+    }
 
     #[test]
     fn parses_k_of_n_and_names_what_is_wrong() {
