@@ -688,6 +688,11 @@ fn run_exchange_attack(name: &str, fixture: &str) {
     }
     let time_limit = fixture["time_limit_sec"].as_u64().unwrap_or(60);
     let case = Case::era(&[listed.origin()], 16, "plant.py", &inputs, "", time_limit);
+    if let Some(t) = fixture["timeout_sec"].as_u64() {
+        let policy = std::fs::read_to_string(case.policy()).unwrap();
+        let policy = policy.replace("timeout_sec = 2\n", &format!("timeout_sec = {t}\n"));
+        std::fs::write(case.policy(), policy).unwrap();
+    }
     let started = Instant::now();
     let (result, lines) = case.exec();
     let took = started.elapsed();
