@@ -280,6 +280,35 @@ impl Url {
             path,
         })
     }
+
+    /// The URL a redirect's `Location` leads to, resolved against this one as urllib
+    /// resolves it as far as the origin goes (what the broker checks): absolute
+    /// (`http(s)://…`), scheme-relative (`//host:port/…`, another origin), an absolute
+    /// path or a relative reference (this origin; its path is not resolved). `None` for
+    /// another scheme, a backslash, or anything that does not parse.
+    pub fn resolve(&self, location: &str) -> Option<Self> {
+        let has_scheme = location.split_once(':').is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        });
+        let absolute = if has_scheme {
+            location.to_owned()
+        } else if location.starts_with("//") {
+            format!("{}:{location}", self.origin.scheme.as_str())
+        } else if location.starts_with('/') {
+            format!("{}{location}", self.origin)
+        } else {
+            // A relative reference (`next`, `?page=2`) stays on this origin.
+            format!("{}/{location}", self.origin)
+        };
+        if absolute.contains('\\') {
+            return None;
+        }
+        Self::parse(&absolute).ok()
+    }
 }
 
 /// True for addresses a public name must never resolve to: loopback, private,
@@ -319,13 +348,24 @@ pub struct Exchange {
     /// 1, 2, 3… in the order the broker took the requests.
     pub seq: u32,
     pub method: String,
-    /// The URL as the guest asked for it (fragment dropped).
+    /// The URL as the guest asked for it, in full (a URL longer than 8192 bytes is
+    /// refused before anything leaves, and kept cut to 2048 characters).
     pub url: String,
     /// `scheme://host[:port]`; empty when the URL did not parse.
     pub origin: String,
     pub path: String,
     pub request_bytes: u64,
     pub request_sha256: String,
+    /// `sha256:` of the request head the broker sent: the method, the URL as sent and
+    /// every header it forwarded, one `name: value` line each (the broker's own,
+    /// `Host`, `Content-Length`, `User-Agent`, `Accept`, follow from these). Absent for
+    /// a request refused before a head was built, and in locks written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_head_sha256: Option<String>,
+    /// The size of that head in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_head_bytes: Option<u64>,
     /// `allowed` (the exchange happened) or `refused`.
     pub verdict: String,
     /// The broker opened a connection to the origin for it (live mode): true also for
@@ -492,6 +532,25 @@ mod tests {
         assert_eq!(u.origin.to_string(), "http://127.0.0.1:9");
         assert_eq!(u.path, "/a/b?q=1");
         assert_eq!(Url::parse("https://x.org").unwrap().path, "/");
+    }
+
+    /// A redirect's target as urllib resolves it: a scheme-relative `//other:port/`
+    /// is another origin (what the broker's redirect check must see), a path or a
+    /// relative reference this one, another scheme nothing.
+    #[test]
+    fn locations_resolve_as_urllib_does() {
+        let base = Url::parse("http://127.0.0.1:8080/a/b").unwrap();
+        let origin = |loc: &str| base.resolve(loc).map(|u| u.origin.to_string());
+        assert_eq!(
+            origin("//127.0.0.1:9999/hello").as_deref(),
+            Some("http://127.0.0.1:9999")
+        );
+        assert_eq!(origin("https://x.org/p").as_deref(), Some("https://x.org"));
+        assert_eq!(origin("/c").as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(origin("c?d=1").as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(origin("ftp://x.org/"), None);
+        assert_eq!(origin("javascript:alert(1)"), None);
+        assert_eq!(origin("/\\evil.example/"), None);
     }
 
     #[test]

@@ -5,8 +5,12 @@
 //! `max_requests`) ends as the README says, recorded; a body that tries to inject text
 //! into the result stays inside its fenced excerpt. The attacks are data fixtures, one
 //! file each under `tests/network/attacks/` (named after the attack, with the ending it
-//! must have), driven by [`attack_fixtures_end_as_they_say`]. Monty's `fetch`, HTTPS
-//! against the committed test CA, and `replay --live` are tested here too.
+//! must have), driven by [`attack_fixtures_end_as_they_say`]; the attacks on the
+//! exchange directory and the broker itself (symlinks, an entry it cannot remove, an
+//! origin that never answers while the guest exits, an 8 KB path with 55 KB of headers)
+//! are played step by step by the guest (`tests/network/plant.py`) from
+//! `tests/network/symlink-attacks/` and `tests/network/exchange-attacks/`. Monty's
+//! `fetch`, HTTPS against the committed test CA, and `replay --live` are tested here too.
 //!
 //! Needs the CPython guest fetched (`just guests`); a run without it fails loudly.
 
@@ -123,6 +127,16 @@ fn serve(mut stream: TcpStream, hits: &Mutex<Vec<String>>, other_port: u16) {
             &format!("Location: http://127.0.0.1:{other_port}/hello\r\n"),
             b"",
         ),
+        "/off-scheme-relative" => reply(
+            "302 Found",
+            &format!("Location: //127.0.0.1:{other_port}/hello\r\n"),
+            b"",
+        ),
+        "/hang" => {
+            // An origin that never answers (bounded: 20 s, then the connection closes).
+            std::thread::sleep(Duration::from_secs(20));
+            return;
+        }
         "/slow" => {
             // Slow loris: promise 100 bytes, send one every 400 ms (bounded: 25 bytes).
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
@@ -187,17 +201,20 @@ impl Case {
             "fetch.py",
             &[("urls.json", urls)],
             extra,
+            60,
         )
     }
 
     /// An ERA request running `tests/network/SCRIPT` (`python -u SCRIPT`) with `files`
-    /// beside it in `/in`, under a policy allowing `allow` (plus `extra` keys).
+    /// beside it in `/in`, under a policy allowing `allow` (plus `extra` keys), limited
+    /// to `time_limit_sec`.
     fn era(
         allow: &[String],
         max_requests: u32,
         script: &str,
         files: &[(&str, Vec<u8>)],
         extra: &str,
+        time_limit_sec: u64,
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let inputs = dir.path().join("inputs");
@@ -227,7 +244,7 @@ impl Case {
             described += &format!("- `/in/{name}` sha256: {sha}\n");
         }
         let request = format!(
-            "{FRONT}backend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: 60\ninputs:\n{listed}---\n# Network fetch\n\n## Command\n`python -u {script}`\n\n## Input Files\n{described}\n## Output Expectations\n- stdout: one JSON line per URL.\n{RISK}"
+            "{FRONT}backend: ERA\nlanguage: python\nnetwork: allowlist\ncpu_limit: \"30\"\nmemory_limit_mb: 256\ntime_limit_sec: {time_limit_sec}\ninputs:\n{listed}---\n# Network fetch\n\n## Command\n`python -u {script}`\n\n## Input Files\n{described}\n## Output Expectations\n- stdout: one JSON line per URL.\n{RISK}"
         );
         std::fs::write(dir.path().join(REQUEST), request).unwrap();
         Self { dir }
@@ -483,7 +500,7 @@ fn fixture_files(sub: &str, min: usize) -> Vec<PathBuf> {
 /// CPython guest against a listed loopback server and an unlisted one.
 #[test]
 fn attack_fixtures_end_as_they_say() {
-    for file in &fixture_files("attacks", 8) {
+    for file in &fixture_files("attacks", 9) {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
         let fixture: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
         run_attack(&name, &fixture);
@@ -618,11 +635,28 @@ fn run_attack(name: &str, fixture: &Value) {
 fn symlink_attack_fixtures_end_as_they_say() {
     for file in &fixture_files("symlink-attacks", 2) {
         let name = file.file_stem().unwrap().to_string_lossy().into_owned();
-        run_symlink_attack(&name, &std::fs::read_to_string(file).unwrap());
+        run_exchange_attack(&name, &std::fs::read_to_string(file).unwrap());
     }
 }
 
-fn run_symlink_attack(name: &str, fixture: &str) {
+/// The attacks on the broker itself, one data fixture each under
+/// `tests/network/exchange-attacks/`, played the same way: an origin that never answers
+/// while the guest exits (the run's deadline bounds the broker; nothing is sent after
+/// the guest ended, and the lock says what was not served), an entry of `/net` the
+/// broker cannot remove (answered and recorded once, no busy loop), an 8 KB path with
+/// 55 KB of headers (refused; what is sent is recorded in full or by its head's hash).
+/// Besides what [`run_exchange_attack`] checks: the exchanges' `contacted` flags, the
+/// recorded paths' lengths, which heads hash alike, the run's outcome and a generous
+/// bound on its wall time.
+#[test]
+fn exchange_attack_fixtures_end_as_they_say() {
+    for file in &fixture_files("exchange-attacks", 3) {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        run_exchange_attack(&name, &std::fs::read_to_string(file).unwrap());
+    }
+}
+
+fn run_exchange_attack(name: &str, fixture: &str) {
     let listed = Server::start(1);
     // The host files the links point at, outside the run: `secret` holds a request the
     // broker would send (its bytes name the path the server would see), `victim` is
@@ -652,8 +686,16 @@ fn run_symlink_attack(name: &str, fixture: &str) {
     for (file, text) in fixture["files"].as_object().into_iter().flatten() {
         inputs.push((file.as_str(), text.as_str().unwrap().as_bytes().to_vec()));
     }
-    let case = Case::era(&[listed.origin()], 16, "plant.py", &inputs, "");
+    let time_limit = fixture["time_limit_sec"].as_u64().unwrap_or(60);
+    let case = Case::era(&[listed.origin()], 16, "plant.py", &inputs, "", time_limit);
+    if let Some(t) = fixture["timeout_sec"].as_u64() {
+        let policy = std::fs::read_to_string(case.policy()).unwrap();
+        let policy = policy.replace("timeout_sec = 2\n", &format!("timeout_sec = {t}\n"));
+        std::fs::write(case.policy(), policy).unwrap();
+    }
+    let started = Instant::now();
     let (result, lines) = case.exec();
+    let took = started.elapsed();
     let expect = &fixture["expect"];
     let want = expect["lines"].as_array().unwrap();
     assert_eq!(lines.len(), want.len(), "{name}: {lines:?}");
@@ -671,19 +713,78 @@ fn run_symlink_attack(name: &str, fixture: &str) {
             );
         }
     }
-    let want_hits: Vec<String> = serde_json::from_value(expect["listed_hits"].clone()).unwrap();
-    assert_eq!(listed.hits(), want_hits, "{name}");
-    let refusals: Vec<Value> = exchanges(&result)
-        .iter()
-        .map(|e| e["refusal"].clone())
-        .collect();
+    if let Some(n) = expect["listed_hit_count"].as_u64() {
+        assert_eq!(listed.hits().len() as u64, n, "{name}");
+    } else {
+        let want_hits: Vec<String> = serde_json::from_value(expect["listed_hits"].clone()).unwrap();
+        assert_eq!(listed.hits(), want_hits, "{name}");
+    }
+    if let Some(s) = expect["max_seconds"].as_u64() {
+        assert!(took < Duration::from_secs(s), "{name} took {took:?}");
+    }
+    let l = lock(&result);
+    if let Some(n) = expect["unrecorded_refusals"].as_u64() {
+        assert_eq!(l["network"]["unrecorded_refusals"], n, "{name}");
+    }
+    if let Some(outcome) = expect["outcome"].as_str() {
+        assert_eq!(l["outputs"]["outcome"], outcome, "{name}: {l}");
+    }
+    let ex = exchanges(&result);
+    if let Some(want) = expect["lock_contacted"].as_array() {
+        let got: Vec<Value> = ex.iter().map(|e| e["contacted"].clone()).collect();
+        assert_eq!(&got, want, "{name}");
+    }
+    if let Some(want) = expect["lock_path_bytes"].as_array() {
+        let got: Vec<Value> = ex
+            .iter()
+            .map(|e| Value::from(e["path"].as_str().unwrap().len()))
+            .collect();
+        assert_eq!(&got, want, "{name}");
+        // The URL is recorded in full: its origin and that path.
+        for e in &ex {
+            assert_eq!(
+                e["url"].as_str().unwrap(),
+                format!("{}{}", listed.origin(), e["path"].as_str().unwrap()),
+                "{name}"
+            );
+        }
+    }
+    if let Some(labels) = expect["lock_head_hashes"].as_array() {
+        // Equal labels, equal hashes; "none", no hash; each hash a sha256.
+        let hashes: Vec<Option<&str>> = ex
+            .iter()
+            .map(|e| e["request_head_sha256"].as_str())
+            .collect();
+        assert_eq!(hashes.len(), labels.len(), "{name}: {ex:?}");
+        for (i, (label, hash)) in labels.iter().zip(&hashes).enumerate() {
+            if label == "none" {
+                assert_eq!(*hash, None, "{name}: exchange {i}");
+                continue;
+            }
+            let hash = hash.unwrap_or_else(|| panic!("{name}: exchange {i} has no head hash"));
+            assert!(
+                hash.starts_with("sha256:") && hash.len() == 71,
+                "{name}: {hash}"
+            );
+            for (j, (other_label, other)) in labels.iter().zip(&hashes).enumerate() {
+                if other_label != "none" {
+                    assert_eq!(
+                        label == other_label,
+                        Some(hash) == *other,
+                        "{name}: exchanges {i} and {j}"
+                    );
+                }
+            }
+        }
+    }
+    let refusals: Vec<Value> = ex.iter().map(|e| e["refusal"].clone()).collect();
     // The result names every refusal, as the broker reported it.
     let text = std::fs::read_to_string(&result).unwrap();
     for code in refusals.iter().filter_map(Value::as_str) {
         assert!(text.contains(code), "{name}: {code} not in the result");
     }
     assert_eq!(&Value::Array(refusals), &expect["lock_refusals"], "{name}");
-    for file in expect["unchanged"].as_array().unwrap() {
+    for file in expect["unchanged"].as_array().into_iter().flatten() {
         let (path, bytes) = match file.as_str().unwrap() {
             "secret" => (&secret, secret_bytes.as_bytes()),
             "victim" => (&victim, &victim_bytes[..]),

@@ -4,8 +4,10 @@
 //! result, and verified before every run. The wheels are data fixtures in
 //! `tests/envs/` (written by `tests/envs/make_fixtures.py`), named after what they try:
 //! a native extension (tagged as such, or disguised as pure), a path-traversal member,
-//! a symlink member, a package that writes into its own directory at import; plus a
-//! wheel whose hash is not the pinned one and a tree modified after install.
+//! a symlink member, a package that writes into its own directory at import, a wheel
+//! that ships a top-level `sitecustomize` or shadows the stdlib's `json`; plus a wheel
+//! whose hash is not the pinned one, a tree modified after install, and an environment
+//! with the network (one `PYTHONPATH`, the runner's urllib door kept).
 //!
 //! Each test has its own environment store (`RUNNER_ENV_DIR`); the guest comes from the
 //! default guest store (`just guests`, which `just test` runs first).
@@ -86,6 +88,24 @@ impl World {
 
     /// Writes `req/TR-….md` running `main.py` (with `language`), returns its path.
     fn request(&self, language: &str, main_py: &str) -> PathBuf {
+        self.request_with(language, main_py, "none")
+    }
+
+    /// Adds a `[network]` table allowing `origin` to the policy.
+    fn allow_network(&self, origin: &str) {
+        let path = self.dir.path().join("policy.toml");
+        let mut policy = std::fs::read_to_string(&path).unwrap();
+        policy += &format!("\n[network]\nallow = [\"{origin}\"]\ntimeout_sec = 5\n");
+        std::fs::write(path, policy).unwrap();
+    }
+
+    /// [`World::request`] asking for `network` (`none` or `allowlist`).
+    fn request_with(&self, language: &str, main_py: &str, network: &str) -> PathBuf {
+        let rationale = if network == "none" {
+            "none needed"
+        } else {
+            "the test server on 127.0.0.1 is the data source"
+        };
         let req = self.dir.path().join("req");
         std::fs::create_dir_all(req.join("inputs")).unwrap();
         std::fs::write(req.join("inputs/main.py"), main_py).unwrap();
@@ -105,7 +125,7 @@ approved_utc: "2026-11-25T06:05:00Z"
 purpose: "Import a package from the operator's environment."
 backend: ERA
 language: {language}
-network: none
+network: {network}
 cpu_limit: "20"
 memory_limit_mb: 256
 time_limit_sec: 60
@@ -128,7 +148,7 @@ inputs:
 - Risk level: low
 - Justification: imports one pinned package and prints one line.
 - Data sensitivity: public
-- Network rationale: none needed
+- Network rationale: {rationale}
 "#
             ),
         )
@@ -310,6 +330,18 @@ fn hostile_wheels_are_refused_with_the_reason() {
             "symlink-member-to-host-file",
             "member `linky/passwd.py` is a symbolic link",
         ),
+        (
+            "wheel_ships_sitecustomize-1.0-py3-none-any.whl",
+            "wheel-ships-sitecustomize",
+            "member `sitecustomize.py` is a top-level `sitecustomize`, which Python's `site` \
+             runs at every start",
+        ),
+        (
+            "wheel_shadows_stdlib_json-1.0-py3-none-any.whl",
+            "wheel-shadows-stdlib-json",
+            "member `json/__init__.py` is a top-level `json`, a module of the guest's \
+             standard library",
+        ),
     ];
     for (file, name, reason) in cases {
         let w = World::new(&[(name, "1.0", &file_sha(&fixture(file)))]);
@@ -328,6 +360,96 @@ fn hostile_wheels_are_refused_with_the_reason() {
         assert!(trees.is_empty(), "{file}: {trees:?}");
     }
     assert!(!Path::new("/tmp/runner-env-zip-slip.py").exists());
+}
+
+/// A loopback HTTP server answering every request with `hello from loopback`, counting
+/// them; it stops accepting after a minute.
+fn hello_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let origin = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let Ok((mut stream, _)) = listener.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            };
+            stream.set_nonblocking(false).unwrap();
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let body = b"hello from loopback";
+            let _ = stream.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            let _ = stream.write_all(body);
+        }
+    });
+    (origin, hits)
+}
+
+/// A package environment and the network in one run: the guest gets one `PYTHONPATH`,
+/// the runner's network directory first (its `sitecustomize`, the urllib door, is the
+/// one imported), then the stdlib, then the environment; `urlopen` goes through the
+/// broker (recorded in the lock, the server reached once) and the package imports.
+#[test]
+fn package_environment_with_network_keeps_the_urllib_door() {
+    let w = World::new(&[("greet", "1.0", &file_sha(&fixture(GREET)))]);
+    let out = w.install(&[GREET]);
+    assert!(out.status.success(), "{}", text(&out));
+    let (origin, hits) = hello_server();
+    w.allow_network(&origin);
+    let main = format!(
+        "import json, sys, urllib.request\nimport greet\nprint(json.dumps(sys.path))\n\
+         with urllib.request.urlopen('{origin}/hello') as r:\n    print(r.read().decode())\n\
+         print(greet.hello('net'))\n"
+    );
+    let request = w.request_with("python-t", &main, "allowlist");
+    let (out, report) = w.exec(&request);
+    assert!(out.status.success(), "{}", text(&out));
+    let result = PathBuf::from(report["result_path"].as_str().unwrap());
+    let stdout = stdout_of(&result);
+    let mut lines = stdout.lines();
+    let path: Vec<String> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let at = |dir: &str| {
+        path.iter()
+            .position(|p| p == dir)
+            .unwrap_or_else(|| panic!("{dir} not on sys.path {path:?}"))
+    };
+    assert!(
+        at("/usr/lib/runner-net") < at("/usr/local/lib/python3.12"),
+        "{path:?}"
+    );
+    assert!(
+        at("/usr/local/lib/python3.12") < at("/site-packages"),
+        "{path:?}"
+    );
+    assert_eq!(lines.next(), Some("hello from loopback"), "{stdout}");
+    assert_eq!(lines.next(), Some("hello net from greet"), "{stdout}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let lock: Value =
+        serde_json::from_slice(&std::fs::read(result.with_extension("lock.json")).unwrap())
+            .unwrap();
+    let exchanges = lock["network"]["exchanges"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 1, "{lock}");
+    assert_eq!(exchanges[0]["verdict"], "allowed", "{lock}");
 }
 
 #[test]

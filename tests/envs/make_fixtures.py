@@ -75,3 +75,14 @@ wheel("path-traversal-in-member-name", "1.0", {
 wheel("symlink-member-to-host-file", "1.0", {
     "linky/__init__.py": b"",
 }, links=[("linky/passwd.py", "/etc/passwd")])
+# A top-level sitecustomize.py: Python's `site` imports it at every start, before the
+# program runs (and, were it first on the path, instead of the runner's network door).
+wheel("wheel-ships-sitecustomize", "1.0", {
+    "sitecustomize.py": b"print('the wheel sitecustomize ran')\n",
+    "harmless/__init__.py": b"",
+})
+# A top-level `json` package: ahead of the stdlib on the path, `import json` (the
+# runner's own network door uses it) would be the wheel's.
+wheel("wheel-shadows-stdlib-json", "1.0", {
+    "json/__init__.py": b"def dumps(*args, **kwargs):\n    return 'shadowed'\n",
+})

@@ -4,6 +4,11 @@
 #   {"symlink": LINK, "to": TARGET}  plant LINK as a symlink to TARGET
 #   {"request": N, "url": URL}       send request N as the protocol says (N.req.tmp, renamed)
 #   {"await": N}                     wait (at most plan["wait_sec"]) for N.resp; print its head
+#   {"mkdir": PATH}                  make a directory (an entry the broker cannot remove)
+#   {"until_taken": N}               wait (at most plan["wait_sec"]) until N.req is gone
+#   {"sleep": SECONDS}               sleep
+# A request may carry "path_bytes" (the URL's path padded to that many characters) and
+# "headers" ([[name, value], ...]) or "pad_headers" ([count, value bytes]).
 import json
 import os
 import time
@@ -21,11 +26,30 @@ for step in plan["steps"]:
             line.update(created=False, errno=e.errno, error=str(e))
     elif "request" in step:
         n = step["request"]
+        url = step["url"]
+        if "path_bytes" in step:
+            url += "/" + "p" * (step["path_bytes"] - 1)
+        headers = step.get("headers", [])
+        if "pad_headers" in step:
+            count, size = step["pad_headers"]
+            headers = [["X-Pad-%d" % i, "h" * size] for i in range(count)]
         tmp = "/net/%d.req.tmp" % n
         with open(tmp, "wb") as f:
-            f.write(json.dumps({"method": "GET", "url": step["url"]}).encode() + b"\n")
+            head = {"method": "GET", "url": url, "headers": headers}
+            f.write(json.dumps(head).encode() + b"\n")
         os.rename(tmp, "/net/%d.req" % n)
         line["sent"] = True
+    elif "mkdir" in step:
+        os.mkdir(step["mkdir"])
+        line["created"] = True
+    elif "until_taken" in step:
+        entry = "/net/%d.req" % step["until_taken"]
+        deadline = time.monotonic() + wait_sec
+        while os.path.lexists(entry) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        line["taken"] = not os.path.lexists(entry)
+    elif "sleep" in step:
+        time.sleep(step["sleep"])
     elif "await" in step:
         answer = "/net/%d.resp" % step["await"]
         deadline = time.monotonic() + wait_sec

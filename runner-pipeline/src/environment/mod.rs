@@ -6,7 +6,9 @@
 //! (`$RUNNER_ENV_DIR`, else `<cache dir>/envs`, created 0700):
 //!
 //! - `trees/<tree_sha256>/`: the wheels unpacked (directories 0700, files 0600), which
-//!   the guest sees read-only at [`GUEST_MOUNT`], on its `PYTHONPATH`;
+//!   the guest sees read-only at [`GUEST_MOUNT`], on its `PYTHONPATH` after the stdlib
+//!   (a wheel with a top-level `sitecustomize`/`usercustomize` or a stdlib module name
+//!   is refused, [`wheel::unpack`]);
 //! - `sets/<set_id>.json`: which tree holds a package set ([`set_id`]), written once the
 //!   tree is complete.
 //!
@@ -17,6 +19,7 @@
 //! [`fetch`] (pip), this file (the policy's table, the store, listing).
 
 pub mod fetch;
+pub mod stdlib;
 pub mod tree;
 pub mod wheel;
 
@@ -188,6 +191,20 @@ pub fn locate(spec: &EnvironmentSpec, env_dir: &Path) -> Result<Located, EnvErro
             path: dir,
             expected: record.tree_sha256,
             actual,
+        });
+    }
+    let top = store
+        .open_dir(&rel)
+        .and_then(|tree| wheel::check_tree_top_level(&tree))
+        .map_err(EnvError::io(&spec.name, "list", &dir))?;
+    if let Err(e) = top {
+        return Err(EnvError::Invalid {
+            env: spec.name.clone(),
+            reason: format!(
+                "the installed tree {} is refused: {e}; remove the package from the \
+                 environment",
+                dir.display()
+            ),
         });
     }
     // For trees unpacked before trees were made readable to the worker: only modes

@@ -134,6 +134,17 @@ pub enum MemberError {
          WASI guest"
     )]
     NativeExtension(String),
+    #[error(
+        "member `{name}` is a top-level `{module}`, which Python's `site` runs at every \
+         start: a package may not run code before the program does (the runner's own \
+         `sitecustomize` is the network door)"
+    )]
+    StartupHook { name: String, module: String },
+    #[error(
+        "member `{name}` is a top-level `{module}`, a module of the guest's standard \
+         library: a package may not shadow the stdlib"
+    )]
+    ShadowsStdlib { name: String, module: String },
 }
 
 /// What is wrong with a member's name ([`check_member_name`]).
@@ -263,6 +274,7 @@ pub fn unpack(
         if NATIVE_SUFFIXES.iter().any(|s| base.ends_with(s)) || base.contains(".so.") {
             return Err(MemberError::NativeExtension(name.to_owned()));
         }
+        check_top_level(name)?;
         if let Some((dir, "WHEEL")) = name.split_once('/')
             && normalize_dist_info(dir) == dist_info
         {
@@ -427,6 +439,57 @@ fn install_path(name: &str) -> Option<&str> {
         return (kind == "purelib" && !rest.is_empty()).then_some(rest);
     }
     Some(name)
+}
+
+/// The module a member installs at the tree's top level, as an import would find it: a
+/// directory (`json/…`, a package) or a module file (`json.py`, `json.pyc`); `None`
+/// for anything else (metadata, data files, what is not installed).
+fn top_level_module(name: &str) -> Option<&str> {
+    let target = install_path(name)?;
+    match target.split_once('/') {
+        Some((dir, _)) if !dir.contains('.') => Some(dir),
+        Some(_) => None,
+        None => [".py", ".pyc", ".pyw"]
+            .iter()
+            .find_map(|ext| target.strip_suffix(ext))
+            .map(|stem| stem.split('.').next().unwrap_or(stem)),
+    }
+}
+
+/// Refuses a member that would install a startup hook (`sitecustomize`,
+/// `usercustomize`) or a module of the stdlib at the tree's top level.
+fn check_top_level(name: &str) -> Result<(), MemberError> {
+    let Some(module) = top_level_module(name) else {
+        return Ok(());
+    };
+    let refused = |module: &str| (name.to_owned(), module.to_owned());
+    if super::stdlib::STARTUP_HOOKS.contains(&module) {
+        let (name, module) = refused(module);
+        return Err(MemberError::StartupHook { name, module });
+    }
+    if super::stdlib::is_stdlib(module) {
+        let (name, module) = refused(module);
+        return Err(MemberError::ShadowsStdlib { name, module });
+    }
+    Ok(())
+}
+
+/// [`check_top_level`] over the top-level entries of an installed tree: one unpacked
+/// before these members were refused is refused before it is mounted.
+pub(crate) fn check_tree_top_level(tree: &Dir) -> io::Result<Result<(), MemberError>> {
+    for entry in tree.entries()? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let as_member = if entry.file_type()?.is_dir() {
+            format!("{name}/")
+        } else {
+            name
+        };
+        if let Err(e) = check_top_level(&as_member) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// `WHEEL` must say `Root-Is-Purelib: true` and carry only `-none-any` tags.
@@ -606,6 +669,53 @@ mod tests {
         for (error, text) in cases {
             assert_eq!(error.to_string(), text, "{error:?}");
         }
+    }
+
+    /// What an import would find at the top level: a startup hook or a stdlib module
+    /// is refused however the wheel spells it; a package's own modules and its
+    /// metadata pass.
+    #[test]
+    fn top_level_startup_hooks_and_stdlib_modules_are_refused() {
+        for name in [
+            "sitecustomize.py",
+            "usercustomize.pyc",
+            "sitecustomize/__init__.py",
+            "pkg-1.0.data/purelib/sitecustomize.py",
+        ] {
+            assert!(
+                matches!(check_top_level(name), Err(MemberError::StartupHook { .. })),
+                "{name}"
+            );
+        }
+        for name in [
+            "json/__init__.py",
+            "json.py",
+            "os.cpython-312.pyc",
+            "pkg-1.0.data/purelib/urllib/request.py",
+        ] {
+            assert!(
+                matches!(
+                    check_top_level(name),
+                    Err(MemberError::ShadowsStdlib { .. })
+                ),
+                "{name}"
+            );
+        }
+        for name in [
+            "mypkg/json.py",
+            "mypkg/__init__.py",
+            "mypkg-1.0.dist-info/METADATA",
+            "six.py",
+            "pkg-1.0.data/scripts/json",
+            "README.md",
+        ] {
+            assert!(check_top_level(name).is_ok(), "{name}");
+        }
+        assert_eq!(
+            check_top_level("json/__init__.py").unwrap_err().to_string(),
+            "member `json/__init__.py` is a top-level `json`, a module of the guest's \
+             standard library: a package may not shadow the stdlib"
+        );
     }
 
     #[test]

@@ -37,14 +37,56 @@ pub fn site_sha256() -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where a CPython `major.minor` guest (prefix `/usr/local`, as both pinned builds) looks
-/// for its site-packages; `None` for a version that is not `X.Y[.Z…]`.
-pub fn guest_site_packages(python_version: &str) -> Option<String> {
+/// `(major, minor)` of a CPython version `X.Y[.Z…]`; `None` for anything else.
+fn major_minor(python_version: &str) -> Option<(&str, &str)> {
     let mut parts = python_version.split('.');
     let (major, minor) = (parts.next()?, parts.next()?);
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(major) && digits(minor))
-        .then(|| format!("/usr/local/lib/python{major}.{minor}/site-packages"))
+    (digits(major) && digits(minor)).then_some((major, minor))
+}
+
+/// Where a CPython `major.minor` guest (prefix `/usr/local`, as both pinned builds) looks
+/// for its site-packages; `None` for a version that is not `X.Y[.Z…]`.
+pub fn guest_site_packages(python_version: &str) -> Option<String> {
+    let (major, minor) = major_minor(python_version)?;
+    Some(format!(
+        "/usr/local/lib/python{major}.{minor}/site-packages"
+    ))
+}
+
+/// Where such a guest finds its standard library, in the order its own `sys.path`
+/// lists them: the zip, then the directory.
+pub fn guest_stdlib(python_version: &str) -> Option<[String; 2]> {
+    let (major, minor) = major_minor(python_version)?;
+    Some([
+        format!("/usr/local/lib/python{major}{minor}.zip"),
+        format!("/usr/local/lib/python{major}.{minor}"),
+    ])
+}
+
+/// Sets the guest's one `PYTHONPATH` in `env`: `front`, then what it held, then
+/// `back`, each directory once. The pipeline builds it in this order: the runner's own
+/// network directory (its `sitecustomize`) first, then the standard library, then a
+/// package environment, so no package shadows the runner's modules or the stdlib's.
+pub fn add_python_path(env: &mut Vec<(String, String)>, front: &[&str], back: &[&str]) {
+    let held: Vec<String> = env
+        .iter()
+        .filter(|(k, _)| k == "PYTHONPATH")
+        .flat_map(|(_, v)| v.split(':').map(str::to_owned))
+        .collect();
+    env.retain(|(k, _)| k != "PYTHONPATH");
+    let mut path: Vec<String> = Vec::new();
+    let all = front
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(held)
+        .chain(back.iter().map(|s| (*s).to_owned()));
+    for dir in all {
+        if !dir.is_empty() && !path.contains(&dir) {
+            path.push(dir);
+        }
+    }
+    env.push(("PYTHONPATH".into(), path.join(":")));
 }
 
 /// The site directory in `guest_dir`, written or repaired as needed.
@@ -110,7 +152,38 @@ mod tests {
             Some("/usr/local/lib/python3.15/site-packages")
         );
         assert_eq!(guest_site_packages("3"), None);
+        assert_eq!(
+            guest_stdlib("3.12.0"),
+            Some([
+                "/usr/local/lib/python312.zip".to_owned(),
+                "/usr/local/lib/python3.12".to_owned()
+            ])
+        );
+        assert_eq!(guest_stdlib("3.x"), None);
         assert_eq!(guest_site_packages("3.x.1"), None);
+    }
+
+    /// An environment and the network both on the path: one `PYTHONPATH`, the runner's
+    /// directory first, the stdlib ahead of the environment, whatever order they came.
+    #[test]
+    fn one_python_path_with_the_runner_first_and_the_stdlib_before_packages() {
+        let mut env = vec![("TMPDIR".to_owned(), "/tmp".to_owned())];
+        let [zip, lib] = guest_stdlib("3.12.0").unwrap();
+        add_python_path(&mut env, &[], &[&zip, &lib, "/site-packages"]);
+        add_python_path(&mut env, &["/usr/lib/runner-net"], &[]);
+        let paths: Vec<&(String, String)> = env.iter().filter(|(k, _)| k == "PYTHONPATH").collect();
+        assert_eq!(paths.len(), 1, "{env:?}");
+        assert_eq!(
+            paths[0].1,
+            "/usr/lib/runner-net:/usr/local/lib/python312.zip:/usr/local/lib/python3.12:/site-packages"
+        );
+        let mut net_only = Vec::new();
+        add_python_path(&mut net_only, &["/usr/lib/runner-net"], &[]);
+        add_python_path(&mut net_only, &["/usr/lib/runner-net"], &[]);
+        assert_eq!(
+            net_only,
+            [("PYTHONPATH".to_owned(), "/usr/lib/runner-net".to_owned())]
+        );
     }
 
     #[test]

@@ -16,20 +16,53 @@
 //! (the directory lies inside `/out`). wasmtime-wasi reads files with `pread`, so a
 //! FIFO (which would avoid polling) cannot be read by the guest. The cost is the poll:
 //! the broker looks every millisecond and the guest's handler backs off from 1 ms.
+//!
+//! # Bounds
+//! The run's deadline bounds the broker: every exchange's timeout is the policy's cut to
+//! what is left of the run's time limit. When the guest ends (or the deadline passes)
+//! the broker contacts nothing more: an exchange in flight is abandoned
+//! (`network.run_ended`) and each request still waiting is recorded, never sent
+//! (`network.not_served`). Each entry of `/net` is taken once: one it cannot remove (a
+//! directory the guest made) is answered and recorded once, then skipped.
 
 use super::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name, is_internal};
 use crate::digest::sha256_hex;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::io::{self, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long the broker sleeps when the directory holds no request.
+/// How long the broker sleeps when the directory holds no new request.
 const POLL: Duration = Duration::from_millis(1);
+/// How often the broker looks at the stop flag while an exchange is in flight.
+const IN_FLIGHT_CHECK: Duration = Duration::from_millis(10);
+/// How long past the run's deadline the broker's thread stops by itself if nobody
+/// stopped it (the worker is killed at the deadline plus its grace, well before).
+const STOP_AFTER_DEADLINE: Duration = Duration::from_secs(60);
+/// The most request files taken in one look at the directory.
+const MAX_PENDING: usize = 1024;
+/// The most headers a request may carry, and their total size (`name: value` lines):
+/// more is refused, not cut, so what leaves is what the log's head hash covers.
+const MAX_REQUEST_HEADERS: usize = 64;
+const MAX_REQUEST_HEADER_BYTES: usize = 16 * 1024;
+/// The longest URL a request may name (as [`Url::parse`] allows); a longer one is
+/// refused before anything leaves and recorded cut to [`REFUSED_URL_KEPT`] characters.
+const MAX_URL_BYTES: usize = 8192;
+const REFUSED_URL_KEPT: usize = 2048;
+/// Headers the broker decides, not the guest (dropped from what the guest asked).
+const BROKER_HEADERS: &[&str] = &[
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "proxy-authorization",
+];
 /// The largest CA file the policy may name (a system bundle is about 200 KB).
 const MAX_CA_FILE_BYTES: u64 = 16 << 20;
 /// The longest request header line accepted.
@@ -69,14 +102,30 @@ pub struct BrokerOutput {
     pub body_dir: Dir,
 }
 
-/// A running broker; [`Broker::finish`] stops it and returns the log.
+/// A running broker; [`Broker::finish`] stops it and returns the log. Dropped without
+/// `finish`, it stops too (its thread ends within a poll).
 pub struct Broker {
-    stop: Arc<AtomicBool>,
+    stop: StopOnDrop,
     thread: JoinHandle<(NetworkLog, Vec<String>)>,
     body_dir: Dir,
 }
 
-#[derive(Deserialize)]
+/// The broker's stop flag, raised when the broker is finished or dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl StopOnDrop {
+    fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.raise();
+    }
+}
+
+#[derive(Deserialize, Clone)]
 struct WireRequest {
     method: String,
     url: String,
@@ -138,8 +187,9 @@ struct Answer {
 
 impl Broker {
     /// Starts the broker on `exchange` (the guest's `/net`), storing bodies in
-    /// `bodies` (a directory of the run, outside the sandbox). It works only through
-    /// these handles: whatever the guest puts in `/net` (a symlink out of it) is never
+    /// `bodies` (a directory of the run, outside the sandbox), until `deadline` (the
+    /// run's time limit): no exchange lasts past it. It works only through these
+    /// handles: whatever the guest puts in `/net` (a symlink out of it) is never
     /// followed out of it.
     ///
     /// # Ambient authority
@@ -150,6 +200,7 @@ impl Broker {
         exchange: Dir,
         bodies: Dir,
         source: Source,
+        deadline: Instant,
     ) -> Result<Self, BrokerError> {
         let fetcher = match source {
             Source::Live => Fetcher::Live(Box::new(live_agent(&policy)?)),
@@ -178,25 +229,32 @@ impl Broker {
                     bodies: Vec::new(),
                     taken: 0,
                     unrecorded: 0,
+                    deadline,
+                    stop: flag,
+                    stuck: BTreeSet::new(),
                 };
-                while !flag.load(Ordering::Relaxed) {
-                    if !state.serve_pending() {
+                let hard_stop = deadline + STOP_AFTER_DEADLINE;
+                while !state.stopped() && Instant::now() < hard_stop {
+                    if state.serve_pending() == 0 {
                         std::thread::sleep(POLL);
                     }
                 }
+                state.record_unserved();
                 state.output()
             })
             .map_err(BrokerError::Start)?;
         Ok(Self {
-            stop,
+            stop: StopOnDrop(stop),
             thread,
             body_dir,
         })
     }
 
-    /// Stops the broker (the guest has ended) and returns what it recorded.
+    /// Stops the broker (the guest has ended) and returns what it recorded: an
+    /// exchange in flight is abandoned, the requests not yet taken are recorded as not
+    /// served, and nothing more is sent.
     pub fn finish(self) -> BrokerOutput {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.raise();
         let (log, bodies) = self.thread.join().unwrap_or_else(|_| {
             let log = NetworkLog {
                 mode: "failed".into(),
@@ -232,7 +290,18 @@ struct State {
     /// Requests taken, allowed or not.
     taken: u32,
     unrecorded: u64,
+    /// The run's deadline: no exchange lasts past it.
+    deadline: Instant,
+    /// Raised when the guest has ended.
+    stop: Arc<AtomicBool>,
+    /// Request entries answered once that could not be removed (a directory): never
+    /// taken again. At most one per entry `/out`'s caps let the guest make.
+    stuck: BTreeSet<String>,
 }
+
+/// A request as the broker read it: the wire request and its body, or why it was
+/// refused before anything was decided.
+type Parsed = Result<(WireRequest, Vec<u8>), Refusal>;
 
 impl State {
     fn output(self) -> (NetworkLog, Vec<String>) {
@@ -247,11 +316,16 @@ impl State {
         (log, self.bodies)
     }
 
-    /// Serves every request file present, in the order of their numbers; false when
-    /// there was none.
-    fn serve_pending(&mut self) -> bool {
+    /// The guest has ended: nothing more is taken.
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The request files present, in the order of their numbers (at most
+    /// [`MAX_PENDING`]), without the entries already answered that could not be removed.
+    fn pending(&self) -> Vec<(u64, String)> {
         let Ok(entries) = self.exchange.entries() else {
-            return false;
+            return Vec::new();
         };
         let mut pending: Vec<(u64, String)> = entries
             .filter_map(|e| e.ok())
@@ -261,34 +335,69 @@ impl State {
                 if n.is_empty() || n.len() > 9 || !n.bytes().all(|b| b.is_ascii_digit()) {
                     return None;
                 }
+                if self.stuck.contains(&name) {
+                    return None;
+                }
                 Some((n.parse().ok()?, name))
             })
-            .take(1024)
+            .take(MAX_PENDING)
             .collect();
         pending.sort();
-        for (n, name) in &pending {
-            self.serve_one(*n, name);
-        }
-        !pending.is_empty()
+        pending
     }
 
-    fn serve_one(&mut self, n: u64, name: &str) {
-        let raw = read_capped(
-            &self.exchange,
-            name,
-            MAX_HEADER_LINE + self.policy.max_response_bytes,
-        );
-        let _ = self.exchange.remove_file(name);
+    /// Serves the request files present, in the order of their numbers, until the
+    /// guest ends; returns how many were taken.
+    fn serve_pending(&mut self) -> usize {
+        let mut served = 0;
+        for (n, name) in self.pending() {
+            if self.stopped() {
+                break;
+            }
+            self.serve_one(n, &name);
+            served += 1;
+        }
+        served
+    }
+
+    /// Records every request still waiting once the guest has ended, as not served:
+    /// read (to say what it was), never sent, never answered.
+    fn record_unserved(&mut self) {
+        for (_, name) in self.pending() {
+            let mut ex = self.take();
+            let Refusal(code, detail) = match self.parse(&name, &mut ex) {
+                Ok((req, _)) => {
+                    if let Ok(url) = Url::parse(&req.url) {
+                        ex.origin = url.origin.to_string();
+                        ex.path = url.path;
+                    }
+                    Refusal(
+                        "network.not_served",
+                        "the guest had ended before the broker took this request; nothing was sent"
+                            .into(),
+                    )
+                }
+                Err(refusal) => refusal,
+            };
+            ex.refusal = Some(code.to_owned());
+            ex.detail = Some(detail);
+            self.record(ex);
+        }
+    }
+
+    /// Numbers the next exchange.
+    fn take(&mut self) -> Exchange {
         self.taken = self.taken.saturating_add(1);
-        let seq = self.taken;
-        let mut ex = Exchange {
-            seq,
+        Exchange {
+            seq: self.taken,
             method: String::new(),
             url: String::new(),
             origin: String::new(),
             path: String::new(),
             request_bytes: 0,
             request_sha256: String::new(),
+            request_head_sha256: None,
+            request_head_bytes: None,
             verdict: "refused".into(),
             contacted: false,
             refusal: None,
@@ -297,8 +406,59 @@ impl State {
             response_headers: Vec::new(),
             response_bytes: 0,
             response_sha256: None,
+        }
+    }
+
+    /// Reads and removes the request file `name` (or, when it cannot be removed,
+    /// never takes it again) and parses it into `ex` (method, URL, body size and hash).
+    fn parse(&mut self, name: &str, ex: &mut Exchange) -> Parsed {
+        let raw = read_capped(
+            &self.exchange,
+            name,
+            MAX_HEADER_LINE + self.policy.max_response_bytes,
+        );
+        if self.exchange.remove_file(name).is_err() {
+            self.stuck.insert(name.to_owned());
+        }
+        let raw = raw.map_err(|e| Refusal("network.bad_request", e.to_string()))?;
+        let split = raw.iter().position(|&b| b == b'\n').unwrap_or(raw.len());
+        let (line, body) = raw.split_at(split);
+        let body = body.get(1..).unwrap_or(&[]).to_vec();
+        let req: WireRequest = serde_json::from_slice(line).map_err(|e| {
+            Refusal(
+                "network.bad_request",
+                format!("the request line is not the broker's JSON: {e}"),
+            )
+        })?;
+        ex.method = req.method.to_ascii_uppercase().chars().take(16).collect();
+        ex.url = if req.url.len() <= MAX_URL_BYTES {
+            req.url.clone()
+        } else {
+            req.url.chars().take(REFUSED_URL_KEPT).collect()
         };
-        let result = self.decide(raw, &mut ex);
+        ex.request_bytes = body.len() as u64;
+        ex.request_sha256 = format!("sha256:{}", sha256_hex(&body));
+        Ok((req, body))
+    }
+
+    /// Adds `ex` to the log, or counts it past the log's cap.
+    fn record(&mut self, ex: Exchange) {
+        let recorded_cap = self
+            .policy
+            .max_requests
+            .saturating_add(EXTRA_REFUSALS_RECORDED);
+        if ex.allowed() || ex.seq <= recorded_cap {
+            self.log.push(ex);
+        } else {
+            self.unrecorded += 1;
+        }
+    }
+
+    fn serve_one(&mut self, n: u64, name: &str) {
+        let mut ex = self.take();
+        let parsed = self.parse(name, &mut ex);
+        let seq = ex.seq;
+        let result = parsed.and_then(|(req, body)| self.decide(&req, &body, &mut ex));
         let response = match &result {
             Ok(answer) => {
                 ex.verdict = "allowed".into();
@@ -336,14 +496,10 @@ impl State {
                 )
             }
         };
-        let recorded_cap = self
-            .policy
-            .max_requests
-            .saturating_add(EXTRA_REFUSALS_RECORDED);
-        if ex.allowed() || seq <= recorded_cap {
-            self.log.push(ex);
-        } else {
-            self.unrecorded += 1;
+        self.record(ex);
+        if self.stopped() {
+            // Nobody is left to read an answer.
+            return;
         }
         let tmp = format!("{n}.resp.tmp");
         // A guest that filled its /out sees no answer and times out on its side.
@@ -357,23 +513,10 @@ impl State {
     /// Checks the request and answers it (fetched, or from the recording).
     fn decide(
         &mut self,
-        raw: Result<Vec<u8>, RequestFileError>,
+        req: &WireRequest,
+        body: &[u8],
         ex: &mut Exchange,
     ) -> Result<Answer, Refusal> {
-        let raw = raw.map_err(|e| Refusal("network.bad_request", e.to_string()))?;
-        let split = raw.iter().position(|&b| b == b'\n').unwrap_or(raw.len());
-        let (line, body) = raw.split_at(split);
-        let body = body.get(1..).unwrap_or(&[]);
-        let req: WireRequest = serde_json::from_slice(line).map_err(|e| {
-            Refusal(
-                "network.bad_request",
-                format!("the request line is not the broker's JSON: {e}"),
-            )
-        })?;
-        ex.method = req.method.to_ascii_uppercase().chars().take(16).collect();
-        ex.url = req.url.chars().take(2048).collect();
-        ex.request_bytes = body.len() as u64;
-        ex.request_sha256 = format!("sha256:{}", sha256_hex(body));
         if ex.seq > self.policy.max_requests {
             return Err(Refusal(
                 "network.max_requests",
@@ -385,7 +528,7 @@ impl State {
         }
         let url = Url::parse(&req.url).map_err(|e| Refusal("network.bad_url", e.to_string()))?;
         ex.origin = url.origin.to_string();
-        ex.path = url.path.chars().take(2048).collect();
+        ex.path = url.path.clone();
         if !METHODS.contains(&ex.method.as_str()) {
             return Err(Refusal(
                 "network.bad_request",
@@ -398,10 +541,31 @@ impl State {
                 format!("{} is not on the policy's allowlist", url.origin),
             ));
         }
+        let head = RequestHead::new(&ex.method, &url, &req.headers)?;
+        ex.request_head_sha256 = Some(format!("sha256:{}", sha256_hex(&head.text)));
+        ex.request_head_bytes = Some(head.text.len() as u64);
         let answer = match &mut self.fetcher {
             Fetcher::Live(agent) => {
+                let left = self.deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Refusal(
+                        "network.run_ended",
+                        "the run's time limit had passed; nothing was sent".into(),
+                    ));
+                }
+                let limit = Duration::from_secs(self.policy.timeout_sec).min(left);
                 ex.contacted = true;
-                fetch(agent, &self.policy, &req, &url, body)?
+                let job = Fetch {
+                    agent: (**agent).clone(),
+                    method: ex.method.clone(),
+                    head,
+                    body: body.to_vec(),
+                    https: url.origin.scheme == super::Scheme::Https,
+                    cap: self.policy.max_response_bytes,
+                    limit,
+                    cut_by_run: limit < Duration::from_secs(self.policy.timeout_sec),
+                };
+                in_flight(job, &self.stop, &url)?
             }
             Fetcher::Replay {
                 recorded,
@@ -415,11 +579,7 @@ impl State {
         if (300..400).contains(&answer.status)
             && let Some((_, location)) = answer.headers.iter().find(|(k, _)| k == "location")
         {
-            let target = if location.starts_with('/') {
-                Url::parse(&format!("{}{location}", url.origin)).ok()
-            } else {
-                Url::parse(location).ok()
-            };
+            let target = url.resolve(location);
             let allowed = target
                 .as_ref()
                 .is_some_and(|t| self.policy.allows(&t.origin));
@@ -440,6 +600,118 @@ impl State {
             }
         }
         Ok(answer)
+    }
+}
+
+/// The request head the broker hands its HTTP client: the method, the URL it sends
+/// (origin and path, the fragment dropped) and the guest's headers it forwards, in
+/// order, one `name: value` line each. What the client adds (`Host`, `Content-Length`,
+/// `User-Agent: runner-net-broker`, `Accept: */*`) follows from these and the body, so
+/// the head's hash and the body's pin everything that left.
+struct RequestHead {
+    url: String,
+    headers: Vec<(String, String)>,
+    text: Vec<u8>,
+}
+
+impl RequestHead {
+    /// The head of `method` to `url` with the guest's `headers`; more than
+    /// [`MAX_REQUEST_HEADERS`] or [`MAX_REQUEST_HEADER_BYTES`] is refused, never cut.
+    fn new(method: &str, url: &Url, headers: &[(String, String)]) -> Result<Self, Refusal> {
+        let bad = |detail: String| Refusal("network.bad_request", detail);
+        if headers.len() > MAX_REQUEST_HEADERS {
+            return Err(bad(format!(
+                "the request has {} headers, more than the broker's {MAX_REQUEST_HEADERS}",
+                headers.len()
+            )));
+        }
+        let forwarded: Vec<(String, String)> = headers
+            .iter()
+            .filter(|(k, _)| !BROKER_HEADERS.contains(&k.to_ascii_lowercase().as_str()))
+            .cloned()
+            .collect();
+        let size: usize = forwarded.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+        if size > MAX_REQUEST_HEADER_BYTES {
+            return Err(bad(format!(
+                "the request's headers are {size} bytes, more than the broker's \
+                 {MAX_REQUEST_HEADER_BYTES}"
+            )));
+        }
+        let sent = format!("{}{}", url.origin, url.path);
+        let mut text = format!("{method} {sent}\r\n").into_bytes();
+        for (k, v) in &forwarded {
+            text.extend_from_slice(k.as_bytes());
+            text.extend_from_slice(b": ");
+            text.extend_from_slice(v.as_bytes());
+            text.extend_from_slice(b"\r\n");
+        }
+        Ok(Self {
+            url: sent,
+            headers: forwarded,
+            text,
+        })
+    }
+}
+
+/// One live exchange, owned, so it can run on a thread of its own.
+struct Fetch {
+    agent: ureq::Agent,
+    method: String,
+    head: RequestHead,
+    body: Vec<u8>,
+    https: bool,
+    cap: u64,
+    /// The exchange's timeout: the policy's, cut to what is left of the run.
+    limit: Duration,
+    cut_by_run: bool,
+}
+
+/// Runs `job` on a thread of its own and waits for it while the guest runs: when the
+/// guest ends first, the exchange is abandoned (its thread ends by its own timeout,
+/// which the run's deadline bounds) and refused as `network.run_ended`.
+fn in_flight(job: Fetch, stop: &AtomicBool, url: &Url) -> Result<Answer, Refusal> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    let limit = job.limit;
+    let spawned = std::thread::Builder::new()
+        .name("runner-net-fetch".into())
+        .spawn(move || {
+            let _ = tx.send(fetch(&job));
+        });
+    if let Err(e) = spawned {
+        return Err(Refusal(
+            "network.fetch_failed",
+            format!("cannot start the exchange: {e}"),
+        ));
+    }
+    // The fetch ends by its own timeout; a second more covers its last read.
+    let give_up = Instant::now() + limit + Duration::from_secs(1);
+    loop {
+        match rx.recv_timeout(IN_FLIGHT_CHECK) {
+            Ok(answer) => return answer,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Refusal(
+                        "network.run_ended",
+                        format!(
+                            "the guest ended before {} answered; the exchange was abandoned",
+                            url.origin
+                        ),
+                    ));
+                }
+                if Instant::now() > give_up {
+                    return Err(Refusal(
+                        "network.timeout",
+                        format!("no answer within {} ms", limit.as_millis()),
+                    ));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Refusal(
+                    "network.fetch_failed",
+                    "the exchange ended without an answer".into(),
+                ));
+            }
+        }
     }
 }
 
@@ -574,38 +846,44 @@ impl ureq::unversioned::resolver::Resolver for GuardedResolver {
     }
 }
 
-fn fetch(
-    agent: &ureq::Agent,
-    policy: &NetworkPolicy,
-    req: &WireRequest,
-    url: &Url,
-    body: &[u8],
-) -> Result<Answer, Refusal> {
-    let mut builder = ureq::http::Request::builder()
-        .method(req.method.to_ascii_uppercase().as_str())
-        .uri(format!("{}{}", url.origin, url.path));
-    for (k, v) in req.headers.iter().take(64) {
-        let lower = k.to_ascii_lowercase();
-        // The broker decides these, not the guest.
-        if matches!(
-            lower.as_str(),
-            "host" | "connection" | "content-length" | "transfer-encoding" | "proxy-authorization"
-        ) {
-            continue;
+/// [`fetch_now`]; a timeout says when it was the run's time limit that cut it.
+fn fetch(job: &Fetch) -> Result<Answer, Refusal> {
+    fetch_now(job).map_err(|Refusal(code, detail)| {
+        if code == "network.timeout" && job.cut_by_run {
+            let detail = format!(
+                "{detail}; the exchange had {} ms, what was left of the run's time limit",
+                job.limit.as_millis()
+            );
+            Refusal(code, detail)
+        } else {
+            Refusal(code, detail)
         }
+    })
+}
+
+fn fetch_now(job: &Fetch) -> Result<Answer, Refusal> {
+    let mut builder = ureq::http::Request::builder()
+        .method(job.method.as_str())
+        .uri(job.head.url.as_str());
+    for (k, v) in &job.head.headers {
         builder = builder.header(k.as_str(), v.as_str());
     }
-    let request = builder.body(body.to_vec()).map_err(|e| {
+    let request = builder.body(job.body.clone()).map_err(|e| {
         Refusal(
             "network.bad_request",
             format!("the request cannot be built: {e}"),
         )
     })?;
-    let deadline = Instant::now() + Duration::from_secs(policy.timeout_sec);
-    let https = url.origin.scheme == super::Scheme::Https;
-    let mut response = agent
+    let request = job
+        .agent
+        .configure_request(request)
+        .timeout_global(Some(job.limit))
+        .build();
+    let deadline = Instant::now() + job.limit;
+    let mut response = job
+        .agent
         .run(request)
-        .map_err(|e| transport_refusal(e, https))?;
+        .map_err(|e| transport_refusal(e, job.https))?;
     let status = response.status().as_u16();
     let headers: Vec<(String, String)> = response
         .headers()
@@ -620,7 +898,7 @@ fn fetch(
         .collect();
     // Read in chunks against the deadline: a slow-loris server that sends a byte just
     // before each read would time out would otherwise hold the broker indefinitely.
-    let cap = policy.max_response_bytes;
+    let cap = job.cap;
     let too_large = || {
         Refusal(
             "network.response_too_large",
@@ -634,10 +912,7 @@ fn fetch(
         if Instant::now() > deadline {
             return Err(Refusal(
                 "network.timeout",
-                format!(
-                    "the response took longer than the policy's {} s",
-                    policy.timeout_sec
-                ),
+                format!("the response took longer than {} ms", job.limit.as_millis()),
             ));
         }
         match reader.read(&mut chunk) {
@@ -651,7 +926,7 @@ fn fetch(
             Err(e) => {
                 return Err(match ureq::Error::from(e) {
                     ureq::Error::BodyExceedsLimit(_) => too_large(),
-                    other => transport_refusal(other, https),
+                    other => transport_refusal(other, job.https),
                 });
             }
         }
@@ -715,6 +990,24 @@ fn replay(
             want.method, want.url, ex.method, ex.url
         )));
     }
+    // What left is pinned by the head's hash too (the headers the guest sent); a
+    // recording made before heads were hashed cannot show this request is its own.
+    match &want.request_head_sha256 {
+        None => {
+            return Err(unrecorded(format!(
+                "the recording's exchange {} holds no request-head hash (recorded by an \
+                 older runner), so its headers cannot be matched",
+                want.seq
+            )));
+        }
+        Some(head) if Some(head) != ex.request_head_sha256.as_ref() => {
+            return Err(unrecorded(format!(
+                "the recording's exchange {} sent other headers ({head}) than this request",
+                want.seq
+            )));
+        }
+        Some(_) => {}
+    }
     *next = recorded
         .iter()
         .position(|r| r.seq == want.seq)
@@ -754,8 +1047,239 @@ fn replay(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+// a failed unwrap is a failed test
+// reason: the tests make their exchange directories and listeners on the host.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
+
+    /// A broker on a fresh exchange directory, allowing `origin`, with the policy's
+    /// timeout `timeout_sec`, until `deadline`; the directory's path is returned too.
+    fn broker(
+        origin: &str,
+        timeout_sec: u64,
+        source: Source,
+        deadline: Instant,
+    ) -> (Broker, tempfile::TempDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("net")).unwrap();
+        std::fs::create_dir(tmp.path().join("bodies")).unwrap();
+        let open = |name: &str| {
+            Dir::open_ambient_dir(tmp.path().join(name), cap_std::ambient_authority()).unwrap()
+        };
+        let policy = NetworkPolicy {
+            allow: vec![crate::net::Origin::parse(origin).unwrap()],
+            timeout_sec,
+            ..Default::default()
+        };
+        let b = Broker::start(policy, open("net"), open("bodies"), source, deadline).unwrap();
+        (b, tmp)
+    }
+
+    fn request(dir: &std::path::Path, n: u32, url: &str) {
+        let tmp = dir.join(format!("{n}.req.tmp"));
+        std::fs::write(
+            &tmp,
+            format!("{{\"method\": \"GET\", \"url\": \"{url}\"}}\n"),
+        )
+        .unwrap();
+        std::fs::rename(tmp, dir.join(format!("{n}.req"))).unwrap();
+    }
+
+    /// Waits (at most 20 s) until `path` is `present` or not.
+    fn wait_for(path: &std::path::Path, present: bool) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while path.exists() != present && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(path.exists(), present, "{}", path.display());
+    }
+
+    fn codes(log: &NetworkLog) -> Vec<Option<&str>> {
+        log.exchanges.iter().map(|e| e.refusal.as_deref()).collect()
+    }
+
+    /// A listener that accepts connections and never answers, counting them.
+    fn silent_origin() -> (String, TcpListener) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let origin = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        (origin, listener)
+    }
+
+    fn accepted(listener: &TcpListener) -> usize {
+        listener.set_nonblocking(true).unwrap();
+        std::iter::from_fn(|| listener.accept().ok())
+            .take(100)
+            .count()
+    }
+
+    /// The guest ends while request 1 waits on an origin that never answers and 2 is
+    /// listed: 1 is abandoned, 2 is recorded as not served, and the origin saw one
+    /// connection (the policy's 30 s timeout never runs out).
+    #[test]
+    fn the_guests_end_abandons_the_exchange_in_flight_and_sends_nothing_more() {
+        let (origin, listener) = silent_origin();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let (b, tmp) = broker(&origin, 30, Source::Live, deadline);
+        let net = tmp.path().join("net");
+        request(&net, 1, &format!("{origin}/hang"));
+        wait_for(&net.join("1.req"), false);
+        request(&net, 2, &format!("{origin}/never"));
+        let out = b.finish();
+        assert_eq!(
+            codes(&out.log),
+            [Some("network.run_ended"), Some("network.not_served")]
+        );
+        let contacted: Vec<bool> = out.log.exchanges.iter().map(|e| e.contacted).collect();
+        assert_eq!(contacted, [true, false]);
+        assert_eq!(out.log.exchanges[1].url, format!("{origin}/never"));
+        assert_eq!(accepted(&listener), 1);
+    }
+
+    /// The run's deadline cuts the policy's timeout: an origin that never answers is a
+    /// timeout by the deadline (here 300 ms away), not after the policy's 30 s, and the
+    /// guest gets that answer; after the deadline nothing is sent at all.
+    #[test]
+    fn the_runs_deadline_bounds_every_exchange() {
+        let (origin, listener) = silent_origin();
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let (b, tmp) = broker(&origin, 30, Source::Live, deadline);
+        let net = tmp.path().join("net");
+        request(&net, 1, &format!("{origin}/hang"));
+        wait_for(&net.join("1.resp"), true);
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        request(&net, 2, &format!("{origin}/late"));
+        wait_for(&net.join("2.resp"), true);
+        let out = b.finish();
+        assert_eq!(
+            codes(&out.log),
+            [Some("network.timeout"), Some("network.run_ended")]
+        );
+        assert!(
+            out.log.exchanges[0]
+                .detail
+                .as_deref()
+                .unwrap()
+                .contains("the run's time limit"),
+            "{:?}",
+            out.log.exchanges[0]
+        );
+        assert!(!out.log.exchanges[1].contacted);
+        assert_eq!(accepted(&listener), 1);
+    }
+
+    /// An entry the broker cannot remove (a directory named like a request) is answered
+    /// and recorded once, then left alone; the next request is served as usual.
+    #[test]
+    fn an_entry_that_cannot_be_removed_is_taken_once() {
+        let recorded = Vec::new();
+        let source = Source::Replay {
+            recorded,
+            bodies: Err(io::Error::other("no recording")),
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let (b, tmp) = broker("http://127.0.0.1:9", 30, source, deadline);
+        let net = tmp.path().join("net");
+        std::fs::create_dir(net.join("1.req")).unwrap();
+        wait_for(&net.join("1.resp"), true);
+        std::fs::remove_file(net.join("1.resp")).unwrap();
+        // Time for a busy loop to show itself: it would answer again and again.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!net.join("1.resp").exists());
+        request(&net, 2, "http://127.0.0.1:9/x");
+        wait_for(&net.join("2.resp"), true);
+        let out = b.finish();
+        assert_eq!(
+            codes(&out.log),
+            [
+                Some("network.bad_request"),
+                Some("network.replay_unrecorded")
+            ]
+        );
+        assert_eq!(out.log.unrecorded_refusals, 0);
+    }
+
+    fn head(headers: &[(&str, &str)]) -> Result<RequestHead, Refusal> {
+        let url = Url::parse("http://127.0.0.1:9/a?b").unwrap();
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        RequestHead::new("GET", &url, &headers)
+    }
+
+    /// The head the log hashes is what the client is handed: the broker's own headers
+    /// dropped, the rest in order; too many or too large is refused, never cut.
+    #[test]
+    fn the_request_head_is_what_is_sent_and_bounded() {
+        let h = head(&[("Host", "evil"), ("X-A", "1"), ("Content-Length", "9")]).unwrap();
+        assert_eq!(h.text, b"GET http://127.0.0.1:9/a?b\r\nX-A: 1\r\n");
+        assert_eq!(h.headers, [("X-A".to_owned(), "1".to_owned())]);
+        assert_ne!(head(&[("X-A", "2")]).unwrap().text, h.text);
+        let many: Vec<(&str, &str)> = (0..=MAX_REQUEST_HEADERS).map(|_| ("X", "y")).collect();
+        let Err(Refusal(code, detail)) = head(&many) else {
+            panic!("65 headers were taken");
+        };
+        assert_eq!(code, "network.bad_request");
+        assert!(detail.contains("65 headers"), "{detail}");
+        let big = "v".repeat(MAX_REQUEST_HEADER_BYTES);
+        let Err(Refusal(_, detail)) = head(&[("X", &big)]) else {
+            panic!("a 16 KiB header was taken");
+        };
+        assert!(detail.contains("more than the broker's 16384"), "{detail}");
+    }
+
+    /// A replay serves a recorded exchange only to the request that made it: the same
+    /// method, full URL, body and head (headers); a recording without a head hash is
+    /// matched to nothing.
+    #[test]
+    fn replay_matches_the_request_head_too() {
+        let recorded = |head: Option<&str>| Exchange {
+            seq: 1,
+            method: "GET".into(),
+            url: "http://127.0.0.1:9/a".into(),
+            origin: "http://127.0.0.1:9".into(),
+            path: "/a".into(),
+            request_bytes: 0,
+            request_sha256: "sha256:e".into(),
+            request_head_sha256: head.map(str::to_owned),
+            request_head_bytes: None,
+            verdict: "refused".into(),
+            contacted: true,
+            refusal: Some("network.timeout".into()),
+            detail: None,
+            status: None,
+            response_headers: Vec::new(),
+            response_bytes: 0,
+            response_sha256: None,
+        };
+        let asked = |head: &str| Exchange {
+            seq: 1,
+            request_head_sha256: Some(head.to_owned()),
+            ..recorded(None)
+        };
+        let dir: io::Result<Dir> = Err(io::Error::other("unused"));
+        let serve = |rec: Exchange, head: &str| {
+            let mut next = 0;
+            replay(&[rec], &dir, &mut next, &mut asked(head)).map_err(|Refusal(c, d)| (c, d))
+        };
+        let Err((code, _)) = serve(recorded(Some("sha256:h")), "sha256:h") else {
+            panic!("a recorded timeout was not served as one");
+        };
+        assert_eq!(code, "network.timeout");
+        let Err((code, detail)) = serve(recorded(Some("sha256:h")), "sha256:other") else {
+            panic!("another head was served");
+        };
+        assert_eq!(code, "network.replay_unrecorded");
+        assert!(detail.contains("other headers"), "{detail}");
+        let Err((code, detail)) = serve(recorded(None), "sha256:h") else {
+            panic!("a recording without head hashes was served");
+        };
+        assert_eq!(code, "network.replay_unrecorded");
+        assert!(detail.contains("no request-head hash"), "{detail}");
+    }
 
     /// The reasons read as the texts they replaced: a run that cannot start its broker
     /// says them, and a guest's refused request is answered with them.

@@ -14,8 +14,8 @@ pub mod broker;
 
 /// Where the exchange directory appears in the guest.
 pub const GUEST_EXCHANGE: &str = "/net";
-/// Where the read-only directory holding [`SITECUSTOMIZE`] appears in the guest (it is
-/// put on `PYTHONPATH`).
+/// Where the read-only directory holding [`SITECUSTOMIZE`] appears in the guest: first
+/// on its one `PYTHONPATH`, so this `sitecustomize` is the one `site` imports.
 pub const GUEST_LIB: &str = "/usr/lib/runner-net";
 /// The guest side of the protocol for the ERA (CPython) guests: a urllib handler.
 pub const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");

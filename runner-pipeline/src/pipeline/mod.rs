@@ -302,6 +302,7 @@ impl Pipeline {
             plan.network_replay.as_ref(),
             &run,
             &mut engine,
+            limits.wall,
         )?;
         let preinit = select_module(plan, engine.guest_mut(), &run.in_dir, &determinism)?;
         let spec = SandboxSpec {

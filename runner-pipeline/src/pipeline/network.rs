@@ -11,6 +11,7 @@ use crate::stage::RunDir;
 use runner_sandbox::runtime::ReadOnlyMount;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A baseline's recording, for a replay: its exchanges and the directory holding its
 /// bodies (the baseline result's own directory), opened (or why it could not be: each
@@ -27,17 +28,21 @@ pub struct Recording {
 /// Everything is made through the run directory's handles ([`RunDir::dir`],
 /// [`RunDir::out`], the latter after the `/out` tmpfs is mounted); the paths built
 /// here are for the guest's mounts. The broker it starts uses the network as
-/// [`Broker::start`] says.
+/// [`Broker::start`] says, until the run's time limit `wall` from now at the latest.
 pub(super) fn start(
     policy: &Policy,
     allowlist: bool,
     recording: Option<&Recording>,
     run: &RunDir,
     program: &mut Run,
+    wall: Duration,
 ) -> Result<Option<Broker>, SetupError> {
     if !allowlist {
         return Ok(None);
     }
+    // Taken before the guest starts: the broker's deadline is never later than the
+    // worker's.
+    let deadline = Instant::now() + wall;
     let exchange_path = run.out_dir.join(runner_sandbox::runtime::NET_IN_OUT);
     let exchange = run
         .out()
@@ -61,10 +66,8 @@ pub(super) fn start(
                 host: lib,
                 guest: net::GUEST_LIB.into(),
             });
-            guest
-                .runtime
-                .env
-                .push(("PYTHONPATH".into(), net::GUEST_LIB.into()));
+            // First on the one PYTHONPATH: its sitecustomize is the one imported.
+            crate::guest::site::add_python_path(&mut guest.runtime.env, &[net::GUEST_LIB], &[]);
             // The guest waits a little longer than the broker's own timeout for an answer.
             guest.runtime.env.push((
                 "RUNNER_NET_WAIT_SEC".into(),
@@ -90,7 +93,7 @@ pub(super) fn start(
         },
         None => Source::Live,
     };
-    Broker::start(policy.network.clone(), exchange, bodies, source)
+    Broker::start(policy.network.clone(), exchange, bodies, source, deadline)
         .map(Some)
         .map_err(|e| NetworkSetupError::Broker(e).into())
 }

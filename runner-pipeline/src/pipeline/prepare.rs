@@ -145,10 +145,16 @@ impl Engines {
                             host: found.dir.clone(),
                             guest: environment::GUEST_MOUNT.to_owned(),
                         });
-                        program
-                            .runtime
-                            .env
-                            .push(("PYTHONPATH".into(), environment::GUEST_MOUNT.into()));
+                        // After the stdlib: a package cannot shadow a stdlib module
+                        // (the wheel check refuses those that try, too).
+                        let manifest = GuestManifest::embedded()?;
+                        let stdlib = crate::guest::site::guest_stdlib(
+                            &manifest.require(guest)?.python_version,
+                        )
+                        .unwrap_or_default();
+                        let mut path: Vec<&str> = stdlib.iter().map(String::as_str).collect();
+                        path.push(environment::GUEST_MOUNT);
+                        crate::guest::site::add_python_path(&mut program.runtime.env, &[], &path);
                         Some(found)
                     }
                     None => None,

@@ -487,7 +487,15 @@ pub fn compare_exchanges(
         (Some(code), false) => format!("refused {code}"),
         (None, false) => "refused".to_owned(),
     };
-    let request = |x: &Exchange| format!("{} {} {}", x.method, x.url, x.request_sha256);
+    let request = |x: &Exchange| {
+        format!(
+            "{} {} {} head {}",
+            x.method,
+            x.url,
+            x.request_sha256,
+            x.request_head_sha256.as_deref().unwrap_or("-")
+        )
+    };
     (0..e.len().max(a.len()))
         .filter_map(|i| {
             let (verdict, expected, actual, base) = match (e.get(i), a.get(i)) {
@@ -585,6 +593,7 @@ pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
                             &x.method,
                             &x.url,
                             &x.request_sha256,
+                            &x.request_head_sha256,
                             &x.verdict,
                             &x.refusal,
                             x.status,
