@@ -601,7 +601,7 @@ fn result_with(text: &str, policy: &Policy) -> String {
     let ticks = shown
         .iter()
         .map(|l| {
-            l.split(|c| c != '`')
+            l.split(|c: char| c != '`')
                 .map(str::len)
                 .max()
                 .unwrap_or_default()
@@ -647,6 +647,11 @@ fn judge_thirdparty(text: &str, policy: &Policy) -> (Vec<String>, Vec<String>) {
     .map(|r| r.code)
     .collect();
     (packet, result)
+}
+
+/// Whether `codes` refuse the document for form reasons alone.
+fn only_form(codes: &[String]) -> bool {
+    !codes.is_empty() && !codes.iter().any(|c| is_content(c))
 }
 
 fn content_only(codes: Vec<String>) -> Vec<String> {
@@ -719,8 +724,6 @@ fn measure_thirdparty(attacks: &str, benign: &str) -> ThirdParty {
             } else {
                 &mut form_only.1
             };
-            let only_form =
-                |codes: &[String]| !codes.is_empty() && !codes.iter().any(|c| is_content(c));
             form.add(only_form(&packet), only_form(&result));
             let (packet, result) = (content_only(packet), content_only(result));
             let rows = if positive {
