@@ -507,13 +507,14 @@ pub fn escaped(s: &str, max_chars: usize) -> String {
 /// strips from each end. At most `max_chars` characters of `s` are shown.
 pub fn code_span(s: &str, max_chars: usize) -> String {
     let shown = escaped(s, max_chars);
+    // An empty span does not exist: "" is shown as one space.
+    if shown.is_empty() {
+        return "` `".to_owned();
+    }
     let delimiter = "`".repeat(longest_run(&shown, '`') + 1);
-    // Text of spaces only is shown as it is; an empty span does not exist, so "" is
-    // shown as one space.
-    let all_spaces = !shown.is_empty() && shown.bytes().all(|b| b == b' ');
-    let pad = if shown.is_empty()
-        || (!all_spaces && (shown.starts_with(['`', ' ']) || shown.ends_with(['`', ' '])))
-    {
+    // Text of spaces only is shown as it is (CommonMark strips nothing from it).
+    let all_spaces = shown.bytes().all(|b| b == b' ');
+    let pad = if !all_spaces && (shown.starts_with(['`', ' ']) || shown.ends_with(['`', ' '])) {
         " "
     } else {
         ""

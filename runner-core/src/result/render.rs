@@ -717,7 +717,7 @@ mod tests {
         d.findings = &findings;
         d.network = Some(&network);
         d.purpose = "see ![p](https://evil.example/p.png) and <b>this</b>";
-        d.outcome = OutcomeKind::Timeout;
+        d.outcome = OutcomeKind::TimedOut;
         d.outcome_detail = Some("[detail](https://evil.example/t)");
         d.provenance.approved_by = "<https://evil.example/a>";
         d.provenance.command = "python `x` ![c](https://evil.example/c.png)";
