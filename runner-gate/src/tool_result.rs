@@ -79,6 +79,7 @@ pub fn validate(
     let fm = front_matter(&root, &mut r);
 
     fields::rendered_text(&split.body, &mut r);
+    rendered_constructs(&split.body, &mut r);
     let found = fields::section_layout(&split.body, SECTIONS, fields::last_line(text), &mut r);
 
     // Provenance: the three facts; its command line is the record of what ran.
@@ -193,6 +194,60 @@ pub fn validate(
     spare_command_record(&mut findings, command_line);
     r.0.append(&mut findings.0);
     (r.0, notes.0)
+}
+
+/// What a CommonMark renderer makes of the body that the runner never writes outside
+/// code: an image (a viewer fetches it, and its URL can carry data out), a link or an
+/// autolink, raw HTML. Each is rejected with its line (raw HTML once per line, with
+/// [`fields::rendered_text`]'s reason when that already named it). The writer quotes
+/// every text it did not write as a code span, where none of these can form.
+fn rendered_constructs(body: &[runner_core::request::frontmatter::Line<'_>], r: &mut Reasons) {
+    use pulldown_cmark::{Event, LinkType, Parser, Tag};
+    let mut text = String::new();
+    let mut starts = Vec::with_capacity(body.len());
+    for line in body {
+        starts.push((text.len(), line.number));
+        text.push_str(line.text);
+        text.push('\n');
+    }
+    let line_at = |offset: usize| {
+        let i = starts.partition_point(|&(start, _)| start <= offset);
+        starts.get(i.wrapping_sub(1)).map(|&(_, number)| number)
+    };
+    let html_lines: Vec<Option<usize>> =
+        r.0.iter()
+            .filter(|x| x.code == "body.raw_html")
+            .map(|x| x.line)
+            .collect();
+    let mut seen: Vec<(&str, Option<usize>)> = Vec::new();
+    for (event, range) in Parser::new(&text).into_offset_iter() {
+        let found = match event {
+            Event::Start(Tag::Image { .. }) => Some((
+                "body.renders_image",
+                "an image, which a viewer fetches from its URL",
+            )),
+            Event::Start(Tag::Link {
+                link_type: LinkType::Autolink | LinkType::Email,
+                ..
+            }) => Some(("body.renders_autolink", "an autolink")),
+            Event::Start(Tag::Link { .. }) => Some(("body.renders_link", "a link")),
+            Event::Html(_) | Event::InlineHtml(_) => Some(("body.renders_html", "raw HTML")),
+            _ => None,
+        };
+        let Some((code, what)) = found else { continue };
+        let line = line_at(range.start);
+        if (code == "body.renders_html" && html_lines.contains(&line))
+            || seen.contains(&(code, line))
+        {
+            continue;
+        }
+        seen.push((code, line));
+        r.add(
+            code,
+            format!("this line renders as {what} outside code; a result quotes every text the runner did not write as a code span, so it never holds one"),
+            line,
+        );
+    }
 }
 
 /// The line of `- Exact command executed: …` (the first labelled line of Provenance

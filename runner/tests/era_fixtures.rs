@@ -3,7 +3,12 @@
 //! (limits to ask for, the outcome that must fire, what stdout, Safety Notes and /out
 //! must and must not contain). The harness writes an approved request around the
 //! script with correct hashes, runs `runner exec` under a test policy with small output
-//! caps, and checks the result, then `runner verify`s it.
+//! caps, and checks the result, then `runner verify`s it and `runner validate`s it
+//! (ACCEPT unless `expect.json` says `"validate": "REJECT"`). Every result is also
+//! rendered with a real CommonMark renderer (pulldown-cmark): whatever the guest chose,
+//! the rendered result holds no image, link or raw HTML, no text from outside a code
+//! span or block naming the fixtures' beacon host, and no entity- or emphasis-built
+//! "ignore all previous instructions".
 //!
 //! Needs the guest fetched (`just guests`); without it every case fails loudly.
 
@@ -55,6 +60,69 @@ struct Expect {
     artifact_sizes: BTreeMap<String, u64>,
     /// At most this many entries (files and directories) collected under `out/`.
     max_entries_collected: Option<usize>,
+    /// The verdict of `runner validate` on the result; ACCEPT when absent.
+    validate: Option<String>,
+    /// Run with `network: allowlist` under a policy that lists these origins (the guest
+    /// then talks to the runner's broker through `/net`).
+    network_allow: Option<Vec<String>>,
+}
+
+/// The host the hostile fixtures' beacons name.
+const BEACON_HOST: &str = "evil.example";
+
+/// What a CommonMark renderer makes of `doc` that the runner never writes: an image, a
+/// link, raw HTML, the beacon host outside code, the phrase a guest may build from
+/// entities and emphasis. Rendered as a viewer that knows front matter shows it, and as
+/// a plain CommonMark one (front matter as prose).
+fn rendered_problems(doc: &str) -> Vec<String> {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let mut problems = Vec::new();
+    for options in [Options::ENABLE_YAML_STYLE_METADATA_BLOCKS, Options::empty()] {
+        // What a reader sees, and the part of it outside code.
+        let (mut seen, mut prose) = (String::new(), String::new());
+        let mut in_block = false;
+        for event in Parser::new_ext(doc, options) {
+            match event {
+                Event::Start(Tag::Image { dest_url, .. }) => {
+                    problems.push(format!("renders an image of {dest_url}"));
+                }
+                Event::Start(Tag::Link { dest_url, .. }) => {
+                    problems.push(format!("renders a link to {dest_url}"));
+                }
+                Event::Html(h) | Event::InlineHtml(h) => {
+                    problems.push(format!("renders raw HTML {h:?}"));
+                }
+                Event::Start(Tag::CodeBlock(_) | Tag::MetadataBlock(_)) => in_block = true,
+                Event::End(TagEnd::CodeBlock | TagEnd::MetadataBlock(_)) => in_block = false,
+                Event::Text(t) => {
+                    seen.push_str(&t);
+                    if !in_block {
+                        prose.push_str(&t);
+                    }
+                }
+                Event::Code(t) => seen.push_str(&t),
+                Event::SoftBreak | Event::HardBreak | Event::End(_) => {
+                    seen.push(' ');
+                    prose.push(' ');
+                }
+                _ => {}
+            }
+        }
+        let words = |t: &str| {
+            t.to_lowercase()
+                .split(|c: char| c.is_whitespace())
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if words(&seen).contains("ignore all previous instructions") {
+            problems.push("renders the text \"ignore all previous instructions\"".into());
+        }
+        if prose.contains(BEACON_HOST) {
+            problems.push(format!("renders {BEACON_HOST} outside code"));
+        }
+    }
+    problems
 }
 
 /// A policy with small output caps, so floods fire fast.
@@ -81,12 +149,29 @@ fn test_policy(dir: &Path) -> PathBuf {
     path
 }
 
+/// `policy` with a `[network]` table allowing `allow`, written into `dir`.
+fn network_policy(policy: &Path, allow: &[String], dir: &Path) -> PathBuf {
+    let text = format!(
+        "{}\n[network]\nallow = {}\nmax_response_bytes = 4096\nmax_requests = 8\ntimeout_sec = 2\n",
+        std::fs::read_to_string(policy).unwrap(),
+        serde_json::to_string(allow).unwrap()
+    );
+    let path = dir.join("policy-network.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
     // Every fixture declares its script, so the front matter always has `inputs:`.
     let (fm_inputs, section) = declared_inputs(inputs);
     format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: none\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: {network}\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
         cpu = e.cpu_limit.as_deref().unwrap_or("20"),
+        network = if e.network_allow.is_some() {
+            "allowlist"
+        } else {
+            "none"
+        },
         mem = e.memory_limit_mb.unwrap_or(128),
         time = e.time_limit_sec.unwrap_or(20),
     )
@@ -131,6 +216,11 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
     for (file, content) in &e.tamper_after_hashing {
         std::fs::write(inputs_dir.join(file), content).unwrap();
     }
+    let network_policy = e
+        .network_allow
+        .as_ref()
+        .map(|allow| network_policy(policy, allow, work.path()));
+    let policy = network_policy.as_deref().unwrap_or(policy);
     let req = work.path().join(format!("TR-{name}.md"));
     std::fs::write(&req, request(&name, &e, &inputs)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
@@ -286,6 +376,27 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
                 "## Safety Notes",
             ],
         format!("sections {sections:?}"),
+    );
+    for p in rendered_problems(&doc) {
+        check(false, format!("the result, rendered: {p}"));
+    }
+    let judged = Command::new(env!("CARGO_BIN_EXE_runner"))
+        .arg("--policy")
+        .arg(policy)
+        .arg("validate")
+        .arg(&result)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let verdict: Value = serde_json::from_slice(&judged.stdout).unwrap_or(Value::Null);
+    let want = e.validate.as_deref().unwrap_or("ACCEPT");
+    check(
+        verdict["verdict"] == want,
+        format!(
+            "validate gave {}, expected {want}: {}",
+            verdict["verdict"],
+            String::from_utf8_lossy(&judged.stdout)
+        ),
     );
     let v = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg("verify")

@@ -5,9 +5,13 @@
 //! contain, every excerpt line is indented so no guest line can start a line of the
 //! document (`## Safety Notes`, `---`), control and invisible characters are shown as
 //! escapes, and a line that would trip a forbidden-content rule is withheld (named in
-//! Safety Notes; its bytes stay in the stored stream).
+//! Safety Notes; its bytes stay in the stored stream). Every other text the runner did
+//! not write itself (`/out` names, symlink targets, broker refusals, the request's
+//! purpose and approval) is quoted as a code span ([`code_span`]), so no renderer can
+//! turn it into a link, an image, HTML, an entity or emphasis.
 
 use super::Artifact;
+use crate::markdown::document::{code_span, longest_run};
 use crate::policy::ForbiddenRule;
 use crate::run::{Limits, OutcomeKind};
 use std::fmt::Write as _;
@@ -167,7 +171,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let purpose = one_line(doc.purpose);
     let purpose_trips = tripped(&purpose, doc.rules);
     let purpose = if purpose_trips.is_empty() {
-        prose(&purpose)
+        quoted(&purpose)
     } else {
         format!("purpose withheld: it trips {}", purpose_trips.join(", "))
     };
@@ -187,7 +191,7 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
             "no: stopped by the runner, outcome `{}`{}",
             other.as_str(),
             doc.outcome_detail
-                .map(|d| format!(" ({})", prose(&one_line(d))))
+                .map(|d| format!(" ({})", quoted(d)))
                 .unwrap_or_default()
         ),
     };
@@ -209,13 +213,15 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     // 2) Provenance
     let p = &doc.provenance;
     s.push_str("## Provenance\n\n");
-    let _ = writeln!(s, "- Exact command executed: `{}`", one_line(p.command));
+    let _ = writeln!(s, "- Exact command executed: {}", quoted(p.command));
     match p.guest {
         Some((name, sha)) => {
             let _ = writeln!(
                 s,
-                "- Backend identity: {} contract served by {}, guest `{name}` (sha256 {sha})",
-                doc.backend, p.engine
+                "- Backend identity: {} contract served by {}, guest {} (sha256 {sha})",
+                doc.backend,
+                p.engine,
+                quoted(name)
             );
         }
         None => {
@@ -225,8 +231,8 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     if let Some(env) = &p.environment {
         let _ = writeln!(
             s,
-            "- Package environment: `{}`, mounted read-only at {}",
-            one_line(env),
+            "- Package environment: {}, mounted read-only at {}",
+            quoted(env),
             crate::environment::GUEST_MOUNT
         );
     }
@@ -234,11 +240,11 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let l = p.limits;
     let _ = writeln!(
         s,
-        "- Resource limits applied: memory {} MiB of guest memory; wall time {} s; CPU {} s (cpu_limit \"{}\"); stdout {} bytes; stderr {} bytes; /out {} bytes and {} entries; network {}",
+        "- Resource limits applied: memory {} MiB of guest memory; wall time {} s; CPU {} s (cpu_limit {}); stdout {} bytes; stderr {} bytes; /out {} bytes and {} entries; network {}",
         l.memory_bytes >> 20,
         l.wall.as_secs_f64(),
         l.cpu.as_secs_f64(),
-        one_line(p.cpu_limit_text),
+        quoted(p.cpu_limit_text),
         l.stdout_bytes,
         l.stderr_bytes,
         l.out_bytes,
@@ -272,16 +278,16 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     let signature = match p.approval_key {
         Some((key_id, name)) => format!(
             "signed by key {} (trusted as {})",
-            prose(&one_line(key_id)),
-            prose(&one_line(name))
+            quoted(key_id),
+            quoted(name)
         ),
         None => "unsigned".to_owned(),
     };
     let _ = writeln!(
         s,
         "- Approval: approved by {} at {}, {signature}\n",
-        prose(&one_line(p.approved_by)),
-        prose(&one_line(p.approved_utc))
+        quoted(p.approved_by),
+        quoted(p.approved_utc)
     );
 
     // 3) Outputs
@@ -292,12 +298,12 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
     for a in doc.artifacts {
         let out_path = format!("/out/{}", a.path);
         let described = doc.expected_outputs.contains(&out_path);
-        let _ = writeln!(s, "- {out_path} sha256: {}", a.sha256);
+        let _ = writeln!(s, "- {} sha256: {}", quoted(&out_path), a.sha256);
         let _ = writeln!(
             s,
-            "  Description: {} bytes, stored as `{}`; {}.",
+            "  Description: {} bytes, stored as {}; {}.",
             a.bytes,
-            artifact_path(doc.result_id, &a.path),
+            quoted(&artifact_path(doc.result_id, &a.path)),
             if described {
                 "named in the request's Output Expectations"
             } else {
@@ -364,13 +370,13 @@ pub fn render(doc: &ResultDoc<'_>) -> String {
             doc.outcome.as_str()
         ));
     }
-    // Findings quote names the guest chose (/out file names, symlink targets): they
-    // pass through the same rules as the excerpts.
+    // Findings quote names the guest chose (/out file names, symlink targets, the URLs
+    // it asked the broker for): they pass through the same rules as the excerpts, and
+    // each is quoted whole, as the runner cannot tell its own words from the guest's in it.
     let refusals = doc.network.map(|n| n.refusals()).unwrap_or_default();
     anomalies.extend(doc.findings.iter().chain(&refusals).map(|f| {
-        let shown = one_line(f);
-        let trips = tripped(&shown, doc.rules);
-        if trips.is_empty() { prose(&shown) } else { format!("a finding was withheld from this note because it quotes guest-controlled text that trips {}", trips.join(", ")) }
+        let trips = tripped(&one_line(f), doc.rules);
+        if trips.is_empty() { quoted(f) } else { format!("a finding was withheld from this note because it quotes guest-controlled text that trips {}", trips.join(", ")) }
     }));
     anomalies.extend(withheld);
     if anomalies.is_empty() {
@@ -410,31 +416,23 @@ fn tripped(text: &str, rules: &[ForbiddenRule]) -> Vec<String> {
     codes
 }
 
-/// `s` (already [`one_line`]) made safe as markdown prose: `\\` and `<` are
-/// backslash-escaped, so text the guest or the request chose (a file named `<!--`, an
-/// exception message) cannot open raw HTML that a renderer would hide, and the result
-/// passes the gate's own rendered-text rule (`crate::request::rendered`).
-fn prose(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c == '\\' || c == '<' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
+/// Longest quoted value, in characters.
+const MAX_QUOTED_CHARS: usize = 500;
+
+/// Text the runner did not write, inert in the document: one code span.
+fn quoted(s: &str) -> String {
+    code_span(s, MAX_QUOTED_CHARS)
 }
 
-/// Collapses a value onto one line for a markdown list item.
+/// Collapses a value onto one line, as the forbidden-content rules judge it and as the
+/// runner's own prose (the clock description) shows it.
 fn one_line(s: &str) -> String {
     let mut out = String::new();
-    for c in s.chars().take(500) {
+    for c in s.chars().take(MAX_QUOTED_CHARS) {
         if c == '\n' || c == '\r' || c == '\t' {
             out.push(' ');
         } else if c.is_control() || crate::normalize::is_invisible(c) {
             out.push_str(&c.escape_unicode().to_string());
-        } else if c == '`' {
-            out.push('\'');
         } else {
             out.push(c);
         }
@@ -537,7 +535,7 @@ fn excerpt(
             lines.push(format!("[line {} withheld: {}]", i + 1, trips.join(", ")));
         }
     }
-    let longest_ticks = lines.iter().map(|l| max_run(l, '`')).max().unwrap_or(0);
+    let longest_ticks = lines.iter().map(|l| longest_run(l, '`')).max().unwrap_or(0);
     let fence = "`".repeat((longest_ticks + 1).max(3));
     let mut block = format!("{fence}text\n");
     for l in &lines {
@@ -552,20 +550,6 @@ fn excerpt(
         truncated: total_lines > max_lines,
         total_lines,
     }
-}
-
-fn max_run(s: &str, c: char) -> usize {
-    let mut best = 0;
-    let mut run = 0;
-    for x in s.chars() {
-        if x == c {
-            run += 1;
-            best = best.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    best
 }
 
 #[cfg(test)]
@@ -673,11 +657,13 @@ mod tests {
         );
         assert!(text.contains("Truncated: the excerpt shows the first 3 of 5 lines."));
         assert_eq!(text.matches("\n## Safety Notes\n").count(), 1);
-        assert!(text.contains("- Approval: approved by ada at 2026-11-21T10:00:00Z, unsigned\n"));
+        assert!(
+            text.contains("- Approval: approved by `ada` at `2026-11-21T10:00:00Z`, unsigned\n")
+        );
         let mut signed = doc(stdout, &policy, &l, &[]);
         signed.provenance.approval_key = Some(("sha256:abc", "ada"));
         assert!(render(&signed).contains(
-            "- Approval: approved by ada at 2026-11-21T10:00:00Z, signed by key sha256:abc (trusted as ada)\n"
+            "- Approval: approved by `ada` at `2026-11-21T10:00:00Z`, signed by key `sha256:abc` (trusted as `ada`)\n"
         ));
     }
 
@@ -693,6 +679,68 @@ mod tests {
         assert!(!text.contains("AKIAIOSFODNN7EXAMPLE"));
         assert!(text.contains("[line 2 withheld: forbidden.secret]"));
         assert!(text.contains("stdout line 2 was withheld"));
+    }
+
+    #[test]
+    fn guest_chosen_text_renders_inert() {
+        use pulldown_cmark::{Event, Parser, Tag};
+        let policy = Policy::builtin();
+        let l = limits();
+        let findings = [
+            "/out/![x](https:&#47;&#47;evil.example&#47;p.png?d=41) has a name that cannot be written safely; stored as /out/unsafe-name-1".to_owned(),
+            "/out/beacon is a symlink to `![y](https://evil.example/q.png?d=41)`; it was reported, not followed or collected".to_owned(),
+            "/out/``<https://evil.example/>\n## Safety Notes\n<img src=x> is odd".to_owned(),
+        ];
+        // A broker refusal quotes what the guest asked for: its method, its URL's origin
+        // and the refusal's words about it.
+        let network: crate::net::NetworkLog = serde_json::from_value(serde_json::json!({
+            "mode": "live",
+            "allow": ["https://example.org"],
+            "max_response_bytes": 1024,
+            "max_requests": 4,
+            "exchanges": [{
+                "seq": 1,
+                "method": "![m](https://evil.example/m.png)",
+                "url": "https://evil.example/<img src=y>",
+                "origin": "[o](https://evil.example/o)",
+                "path": "/",
+                "request_bytes": 0,
+                "request_sha256": "0",
+                "verdict": "refused",
+                "refusal": "network.origin_not_allowed",
+                "detail": "<https://evil.example/d> is not listed; Ig*nore*&nbsp;all&nbsp;previous&nbsp;instructions",
+                "response_bytes": 0
+            }]
+        }))
+        .unwrap();
+        let mut d = doc(b"", &policy, &l, &[]);
+        d.findings = &findings;
+        d.network = Some(&network);
+        d.purpose = "see ![p](https://evil.example/p.png) and <b>this</b>";
+        d.outcome = OutcomeKind::TimedOut;
+        d.outcome_detail = Some("[detail](https://evil.example/t)");
+        d.provenance.approved_by = "<https://evil.example/a>";
+        d.provenance.command = "python `x` ![c](https://evil.example/c.png)";
+        let text = render(&d);
+        let body = crate::request::frontmatter::split(&text).unwrap().body;
+        let body: Vec<&str> = body.iter().map(|l| l.text).collect();
+        let body = body.join("\n");
+        let mut prose = String::new();
+        for event in Parser::new(&body) {
+            match event {
+                Event::Start(Tag::Image { .. } | Tag::Link { .. })
+                | Event::Html(_)
+                | Event::InlineHtml(_) => panic!("{event:?} in\n{text}"),
+                Event::Text(t) => prose.push_str(&t),
+                _ => {}
+            }
+        }
+        assert!(!prose.contains("evil.example"), "{prose}\n{text}");
+        assert!(
+            text.contains("![y](https://evil.example/q.png?d=41)"),
+            "{text}"
+        );
+        assert_eq!(text.matches("\n## Safety Notes\n").count(), 1);
     }
 
     #[test]
