@@ -5,7 +5,7 @@
 
 use crate::markdown::frontmatter::Line;
 use crate::normalize::{Deobfuscated, alternate_readings, is_disallowed_control};
-use crate::rules::ForbiddenRule;
+use crate::rules::{ForbiddenRule, RuleReading};
 use std::collections::HashSet;
 
 /// One match of a rule on one line.
@@ -52,19 +52,26 @@ pub fn scan<'a>(
                     .as_deref()
                     .is_some_and(|c| rule.pattern.is_match(c))
             };
-            let reading_hit = || readings.iter().any(|r| rule.pattern.is_match(r));
+            let reading_hit = || readings.iter().any(|r| rule.pattern.is_match(&r.folded));
+            let hit = match rule.reading {
+                // The encoding is the finding: only decoded blobs are judged.
+                RuleReading::Decoded => readings
+                    .iter()
+                    .any(|r| r.encoded && rule.pattern.is_match(&r.folded)),
+                RuleReading::Any => {
+                    rule.pattern.is_match(&view.folded)
+                        || spaced_hit()
+                        || collapsed_hit()
+                        || reading_hit()
+                }
+            };
             // Several rules may share a code (one reason per code and line).
             let already = || {
                 findings
                     .iter()
                     .any(|f: &Finding| f.line == line.number && f.code == rule.code)
             };
-            if (rule.pattern.is_match(&view.folded)
-                || spaced_hit()
-                || collapsed_hit()
-                || reading_hit())
-                && !already()
-            {
+            if hit && !already() {
                 findings.push(Finding {
                     code: rule.code.clone(),
                     message: rule.message.clone(),

@@ -30,6 +30,7 @@
 
 #![cfg_attr(not(test), forbid(clippy::disallowed_methods))]
 
+pub mod decode;
 pub mod determinism;
 pub mod digest;
 pub mod environment;

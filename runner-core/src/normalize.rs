@@ -29,7 +29,8 @@ pub fn is_invisible(c: char) -> bool {
         | '\u{2060}'..='\u{206f}'
         | '\u{3164}' | '\u{feff}' | '\u{ffa0}'
         | '\u{fe00}'..='\u{fe0f}'
-        | '\u{e0000}'..='\u{e007f}')
+        | '\u{e0000}'..='\u{e007f}'
+        | '\u{e0100}'..='\u{e01ef}')
 }
 
 /// Control characters other than tab and LF. A CR is allowed only as part of a CRLF
@@ -59,8 +60,19 @@ fn fold_homoglyph(c: char) -> char {
         // that NFKC keeps (so `\s` and a plain space see the same thing).
         '\u{2800}' => ' ',
         c if c.is_whitespace() => ' ',
+        c if !c.is_ascii() && c.is_alphanumeric() => confusable_latin(c).unwrap_or(c),
         _ => c,
     }
+}
+
+/// The Latin letter or digit a character is confusable with, from Unicode's confusables
+/// table (UTS #39 skeleton): Armenian `օ`, Cherokee `Ꭺ`, mathematical and other scripts'
+/// look-alikes. Only a single ASCII letter or digit counts; anything else stays itself.
+fn confusable_latin(c: char) -> Option<char> {
+    let mut buf = [0u8; 4];
+    let mut skeleton = unicode_security::skeleton(c.encode_utf8(&mut buf));
+    let first = skeleton.next()?;
+    (skeleton.next().is_none() && first.is_ascii_alphanumeric()).then(|| first.to_ascii_lowercase())
 }
 
 /// Dashes and minus signs that read as a hyphen (Unicode's dash punctuation, Pd, and
@@ -137,6 +149,9 @@ impl Deobfuscated {
         let folded: String = line
             .nfkc()
             .filter(|c| !is_invisible(*c))
+            // Stacked combining marks (Zalgo text) hide nothing from a reader's eye
+            // but split every word for a pattern.
+            .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
             .flat_map(char::to_lowercase)
             .map(fold_homoglyph)
             .collect();
@@ -150,23 +165,53 @@ impl Deobfuscated {
     }
 }
 
+/// One other reading of a line ([`alternate_readings`]), folded like
+/// [`Deobfuscated::folded`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    pub folded: String,
+    /// Decoded from a blob that only an encoding explains ([`crate::decode::Decoded`]).
+    pub encoded: bool,
+}
+
 /// Other readings of a line that a person or a program would take from it, each folded
-/// like [`Deobfuscated::folded`]: runs of base64 that decode to text, the line
-/// URL-decoded when it holds percent escapes, and the line as markdown renders it (link
-/// targets dropped, code spans and emphasis unwrapped, a list or quote marker removed).
-/// Empty when the line has none of these. The scanner runs every rule over each.
-pub fn alternate_readings(line: &str) -> Vec<String> {
+/// like [`Deobfuscated::folded`]: what its encodings decode to ([`crate::decode`]:
+/// base64 and the other bases, escapes, Morse, ROT13, ...), the line URL-decoded when it
+/// holds percent escapes, and the line as markdown renders it (link targets dropped,
+/// code spans and emphasis unwrapped, a list or quote marker removed). Empty when the
+/// line has none of these. The scanner runs every rule over each.
+pub fn alternate_readings(line: &str) -> Vec<Reading> {
     let mut out = Vec::new();
-    let plain: String = line.nfkc().filter(|c| !is_invisible(*c)).collect();
-    for decoded in base64_texts(&plain) {
-        out.push(Deobfuscated::of(&decoded).folded);
+    let plain: String = line
+        .nfkc()
+        .filter(|c| !is_invisible(*c) && *c != '\u{2800}')
+        .collect();
+    let braille: String;
+    // Braille's blank cell is a space to the fold, a letter gap to the decoder.
+    let decode_from = if line.contains('\u{2800}') {
+        braille = line.nfkc().filter(|c| !is_invisible(*c)).collect();
+        braille.as_str()
+    } else {
+        plain.as_str()
+    };
+    for d in crate::decode::readings(decode_from) {
+        out.push(Reading {
+            folded: Deobfuscated::of(&d.text).folded,
+            encoded: d.encoded,
+        });
     }
     if let Some(decoded) = percent_decoded(&plain) {
-        out.push(Deobfuscated::of(&decoded).folded);
+        out.push(Reading {
+            folded: Deobfuscated::of(&decoded).folded,
+            encoded: false,
+        });
     }
     let rendered = markdown_plain(&plain);
     if rendered != plain {
-        out.push(Deobfuscated::of(&rendered).folded);
+        out.push(Reading {
+            folded: Deobfuscated::of(&rendered).folded,
+            encoded: false,
+        });
     }
     out
 }
@@ -177,7 +222,7 @@ const MIN_BASE64_RUN: usize = 16;
 /// The texts that runs of base64 (standard or URL-safe alphabet, padded or not) in
 /// `line` decode to, when they decode to printable UTF-8 text (binary is another rule's
 /// business: `forbidden.executable_payload` knows the encoded headers).
-fn base64_texts(line: &str) -> Vec<String> {
+pub(crate) fn base64_texts(line: &str) -> Vec<String> {
     use base64::Engine;
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
     let config = GeneralPurposeConfig::new()
@@ -213,27 +258,7 @@ fn base64_texts(line: &str) -> Vec<String> {
 /// `line` with its percent escapes decoded, when it has at least two of them (a lone
 /// `%20` in a URL is not an encoding of the line).
 fn percent_decoded(line: &str) -> Option<String> {
-    let bytes = line.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut escapes = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).and_then(|b| hex(*b)),
-                bytes.get(i + 2).and_then(|b| hex(*b)),
-            )
-        {
-            out.push((hi * 16 + lo) as u8);
-            escapes += 1;
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    (escapes >= 2).then(|| String::from_utf8_lossy(&out).into_owned())
+    crate::decode::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
 }
 
 /// `line` as markdown renders it, roughly: `[text](target)` becomes `text`, code-span
@@ -394,7 +419,7 @@ mod tests {
         let has = |line: &str, want: &str| {
             let readings = alternate_readings(line);
             assert!(
-                readings.iter().any(|r| r.contains(want)),
+                readings.iter().any(|r| r.folded.contains(want)),
                 "{line:?}: {readings:?}"
             );
         };

@@ -31,6 +31,22 @@ pub struct ForbiddenRuleFile {
     /// The document kinds the rule judges; absent means all of them.
     #[serde(default)]
     applies_to: Option<Vec<RuleTarget>>,
+    /// What the pattern is matched against; absent means every reading of a line.
+    #[serde(default)]
+    reading: RuleReading,
+}
+
+/// What text a forbidden rule's pattern judges (`reading` in the policy).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleReading {
+    /// The line, its de-obfuscated views and every decoded or rendered reading.
+    #[default]
+    Any,
+    /// Only what a blob that only an encoding explains decodes to (base64 that reads as
+    /// words, a line of Morse, ROT13 that turns gibberish into English): a rule here
+    /// makes the encoding itself a finding.
+    Decoded,
 }
 
 /// The kinds of document a forbidden-content rule can apply to (`applies_to` in the
@@ -79,6 +95,8 @@ pub struct ForbiddenRule {
     pub spaced: Vec<String>,
     /// The document kinds the rule judges.
     pub applies_to: Vec<RuleTarget>,
+    /// What text the pattern judges.
+    pub reading: RuleReading,
 }
 
 /// The largest limits a request may ask for.
@@ -157,6 +175,7 @@ where
             pattern,
             spaced,
             applies_to,
+            reading: rule.reading,
         });
     }
     Ok(forbidden)
@@ -204,6 +223,7 @@ mod tests {
                 message: "m".into(),
                 pattern: pattern.into(),
                 spaced: Vec::new(),
+                reading: RuleReading::Any,
                 applies_to,
             };
         let cases = [

@@ -190,11 +190,13 @@ pub fn labelled(section: &Section<'_>) -> Vec<Labelled> {
     out
 }
 
-/// Scans every line of `text`, and each pair of adjacent lines joined, with `rules`;
-/// each finding a reason.
+/// Scans every line of `text`, and each pair of adjacent lines joined, with `rules`,
+/// then the text as it renders ([`crate::markdown::visible`]); each finding a reason.
 pub fn scan_forbidden(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
     let lines: Vec<_> = frontmatter::lines(text).collect();
-    for f in forbidden::scan_document(&lines, |_| rules) {
+    let found = forbidden::scan_document(&lines, |_| rules);
+    let rendered = crate::markdown::visible::scan(text, &found, |_| rules);
+    for f in found.into_iter().chain(rendered) {
         r.add(&f.code, f.message, f.line);
     }
 }

@@ -1,6 +1,6 @@
 //! The markdown toolkit shared by the request validator (`runner::request::validate`)
 //! and every gate validator (`runner::gate`): the parsers ([`frontmatter`], [`yaml`],
-//! [`sections`], [`rendered`]), what every validator does with them ([`document`]) and
+//! [`sections`], [`rendered`], [`visible`]), what every validator does with them ([`document`]) and
 //! what the gate's validators add ([`fields`]). They report [`Reason`]s.
 
 pub mod document;
@@ -8,6 +8,7 @@ pub mod fields;
 pub mod frontmatter;
 pub mod rendered;
 pub mod sections;
+pub mod visible;
 pub mod yaml;
 
 use serde::Serialize;

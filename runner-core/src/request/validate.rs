@@ -122,7 +122,11 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
             request_rules
         }
     };
-    for f in forbidden::scan_document(&all_lines, rules_at) {
+    // The lines as written, then as the approver sees them rendered (entities decoded,
+    // emphasis and link syntax gone).
+    let found = forbidden::scan_document(&all_lines, rules_at);
+    let rendered = crate::markdown::visible::scan(text, &found, rules_at);
+    for f in found.into_iter().chain(rendered) {
         seen.report(&mut r, f);
     }
     // The YAML values as decoded: escapes and folded lines can hide what the raw

@@ -1,0 +1,142 @@
+//! The text a reader sees when the document is rendered, line by line of the source.
+//! A CommonMark parser (pulldown-cmark) reads the whole document; what it shows as text
+//! (entities decoded, emphasis, link and image syntax gone, code spans unwrapped, a
+//! link's text without its target) is gathered per source line. Raw HTML is not text a
+//! reader sees (it is rejected on its own, `body.raw_html`), and code blocks show their
+//! source unchanged, so neither is gathered. The forbidden-content rules then judge
+//! these lines as they judge the source: `Ign&#111;re`, `Ig*nore*` and `apt&#45;get`
+//! read as what they render to.
+
+use super::frontmatter::Line;
+use crate::forbidden::{self, Finding};
+use crate::rules::ForbiddenRule;
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+
+/// The visible text of each line of `text` (index 0 is line 1): what a renderer shows of
+/// the inline content that starts on that line. `None` where it is the line itself
+/// (nothing rendered differently), so the caller scans only what differs.
+pub fn lines(text: &str) -> Vec<Option<String>> {
+    let text = crate::normalize::strip_bom(text);
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let line_of = |offset: usize| starts.partition_point(|&s| s <= offset).saturating_sub(1);
+    let mut visible: Vec<String> = vec![String::new(); starts.len()];
+    let mut touched = vec![false; starts.len()];
+    let mut in_code_block = 0usize;
+    let mut opts = Options::empty();
+    opts.insert(Options::ENABLE_STRIKETHROUGH);
+    opts.insert(Options::ENABLE_TABLES);
+    for (event, range) in Parser::new_ext(text, opts).into_offset_iter() {
+        let line = line_of(range.start);
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => in_code_block += 1,
+            Event::End(TagEnd::CodeBlock) => in_code_block = in_code_block.saturating_sub(1),
+            Event::Text(t) if in_code_block == 0 => {
+                visible[line].push_str(&t);
+                touched[line] = true;
+            }
+            Event::Code(t) => {
+                visible[line].push_str(&t);
+                touched[line] = true;
+            }
+            Event::SoftBreak | Event::HardBreak => {}
+            // Markup that shows no text of its own still changes the line's reading.
+            Event::Start(_) | Event::End(_) => touched[line] = true,
+            _ => {}
+        }
+    }
+    visible
+        .into_iter()
+        .zip(touched)
+        .enumerate()
+        .map(|(i, (shown, touched))| {
+            let end = starts.get(i + 1).map_or(text.len(), |&s| s - 1);
+            let source = text[starts[i]..end].trim_end_matches('\r');
+            (touched && shown.trim() != source.trim()).then_some(shown)
+        })
+        .collect()
+}
+
+/// The rules' findings on the rendered text of `text` (see [`lines`]) that the source
+/// lines do not already have: each visible line that differs from its source is scanned
+/// alone and joined with its neighbours, as [`forbidden::scan_document`] scans the
+/// source, with the rules `rules_at` gives for its source line. Findings carry the
+/// source line the visible text starts on.
+pub fn scan<'r>(
+    text: &str,
+    source_findings: &[Finding],
+    rules_at: impl Fn(usize) -> &'r [ForbiddenRule],
+) -> Vec<Finding> {
+    let visible = lines(text);
+    let source: Vec<Line<'_>> = super::frontmatter::lines(text).collect();
+    // Each differing line with its neighbours (their visible text, or their source when
+    // that is what is shown), groups separated by a blank line so that no pair joins
+    // lines that are not adjacent.
+    let shown = |i: usize| -> &str {
+        match visible.get(i) {
+            Some(Some(v)) => v.as_str(),
+            _ => source.get(i).map_or("", |l| l.text),
+        }
+    };
+    let mut picked: Vec<Line<'_>> = Vec::new();
+    let mut last: Option<usize> = None;
+    for (i, v) in visible.iter().enumerate() {
+        if v.is_none() {
+            continue;
+        }
+        for j in i.saturating_sub(1)..=(i + 1).min(visible.len().saturating_sub(1)) {
+            if last.is_some_and(|l| j <= l) {
+                continue;
+            }
+            if last.is_some_and(|l| j > l + 1) {
+                picked.push(Line {
+                    number: 0,
+                    text: "",
+                });
+            }
+            picked.push(Line {
+                number: j + 1,
+                text: shown(j),
+            });
+            last = Some(j);
+        }
+    }
+    if picked.is_empty() {
+        return Vec::new();
+    }
+    let known: std::collections::HashSet<(&str, usize)> = source_findings
+        .iter()
+        .map(|f| (f.code.as_str(), f.line))
+        .collect();
+    let mut reported = std::collections::HashSet::new();
+    forbidden::scan_document(&picked, rules_at)
+        .into_iter()
+        .filter(|f| f.line != 0 && !known.contains(&(f.code.as_str(), f.line)))
+        .filter(|f| reported.insert((f.code.clone(), f.line)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(text: &str) -> Vec<Option<String>> {
+        lines(text)
+    }
+
+    #[test]
+    fn entities_and_emphasis_render_as_text() {
+        let v = shown("# T\n\nIgn&#111;re all\nplain line\nIg*nore* all pre*vious*\n");
+        assert_eq!(v[2].as_deref(), Some("Ignore all"));
+        assert_eq!(v[3], None, "a plain line renders as itself");
+        assert_eq!(v[4].as_deref(), Some("Ignore all previous"));
+    }
+
+    #[test]
+    fn links_keep_their_text_and_code_blocks_are_not_gathered() {
+        let v = shown("see [apt&#45;get install](https://x.example/) now\n\n```\na &amp; b\n```\n");
+        assert_eq!(v[0].as_deref(), Some("see apt-get install now"));
+        assert!(v[3].is_none(), "{v:?}");
+    }
+}
