@@ -176,6 +176,7 @@ enum RequestFileError {
 }
 
 /// A refusal: its reason code and why.
+#[derive(Debug)]
 struct Refusal(&'static str, String);
 
 /// An answer: status, headers, body.
