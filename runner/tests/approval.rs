@@ -327,7 +327,9 @@ fn exec_runs_a_signed_request_and_names_the_key() {
         .find(|l| l.starts_with("- Approval:"))
         .expect("an Approval line");
     assert!(
-        line.contains(&format!("signed by key `{key_id}` (trusted as `{APPROVER}`)")),
+        line.contains(&format!(
+            "signed by key `{key_id}` (trusted as `{APPROVER}`)"
+        )),
         "{line}"
     );
     let stem = result.file_stem().unwrap().to_str().unwrap();
