@@ -758,42 +758,31 @@ fn cell(t: Tally) -> String {
     format!("{:>4}/{:<4} {:.3}", t.flagged, t.n, t.rate())
 }
 
+/// One table's rows, a line per family and the line "all" of their sum.
+fn print_rows(rows: &BTreeMap<String, Row>) {
+    for (family, r) in rows
+        .iter()
+        .map(|(f, r)| (f.as_str(), r))
+        .chain([("all", &sum(rows))])
+    {
+        println!(
+            "  {family:<26} {:<15} {:<15}",
+            cell(r.packet),
+            cell(r.result)
+        );
+    }
+}
+
 fn report_thirdparty(split: &str, m: &ThirdParty) {
     println!(
         "third-party corpus, {split} split: recall per family (issue target: >= {ISSUE_RECALL} overall, >= {ISSUE_FAMILY_RECALL} per family)"
     );
     println!("  {:<26} {:<15} {:<15}", "family", "packet", "result");
-    for (family, r) in &m.recall {
-        println!(
-            "  {family:<26} {:<15} {:<15}",
-            cell(r.packet),
-            cell(r.result)
-        );
-    }
-    let all = sum(&m.recall);
-    println!(
-        "  {:<26} {:<15} {:<15}",
-        "all",
-        cell(all.packet),
-        cell(all.result)
-    );
+    print_rows(&m.recall);
     println!(
         "third-party corpus, {split} split: false positives on benign text (issue target: <= {ISSUE_FALSE_POSITIVES})"
     );
-    for (family, r) in &m.false_positives {
-        println!(
-            "  {family:<26} {:<15} {:<15}",
-            cell(r.packet),
-            cell(r.result)
-        );
-    }
-    let all = sum(&m.false_positives);
-    println!(
-        "  {:<26} {:<15} {:<15}",
-        "all",
-        cell(all.packet),
-        cell(all.result)
-    );
+    print_rows(&m.false_positives);
     println!(
         "third-party corpus, {split} split: refused for a form reason only (not counted above)"
     );
