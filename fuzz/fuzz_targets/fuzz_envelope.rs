@@ -2,7 +2,7 @@
 //! envelope, and verifying any envelope with a real key never panics and accepts only a
 //! signature by that key over the pre-authentication encoding.
 //! The invariant is `runner_fuzz::envelope` (src/lib.rs), which the regression test
-//! (runner/tests/fuzz_regressions.rs) also runs on every saved finding and seed.
+//! (runner/tests/it/fuzz_regressions.rs) also runs on every saved finding and seed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -2,7 +2,7 @@
 //! canonical text of anything read parses back and canonicalizes to itself, and its
 //! numbers agree with RFC 8785 (serde_jcs) wherever a number is a double.
 //! The invariant is `runner_fuzz::gate_json` (src/lib.rs), which the regression test
-//! (runner/tests/fuzz_regressions.rs) also runs on every saved finding and seed.
+//! (runner/tests/it/fuzz_regressions.rs) also runs on every saved finding and seed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -2,7 +2,7 @@
 //! panics, judges the same bytes the same way twice, and points only at lines the
 //! document has. Also the excerpt shaper the writer and validator share.
 //! The invariant is `runner_fuzz::result` (src/lib.rs), which the regression test
-//! (runner/tests/fuzz_regressions.rs) also runs on every saved finding and seed.
+//! (runner/tests/it/fuzz_regressions.rs) also runs on every saved finding and seed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

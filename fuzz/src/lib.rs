@@ -1,6 +1,6 @@
 //! The invariant each fuzz target asserts, one function per target, shared by the
 //! libFuzzer targets (`fuzz_targets/`) and by the runner crate's test
-//! `runner/tests/fuzz_regressions.rs`, which feeds every saved finding
+//! `runner/tests/it/fuzz_regressions.rs`, which feeds every saved finding
 //! (`regressions/TARGET/`) and every seed (`corpus/TARGET/`) to the same function in
 //! the normal test suite. A function panics when its invariant fails.
 //!

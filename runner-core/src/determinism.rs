@@ -1,4 +1,4 @@
-//! The guest's clocks and entropy as values of a run (issue 23): the clock and entropy
+//! The guest's clocks and entropy as values of a run: the clock and entropy
 //! models as locks name them, a run's [`Determinism`] (a virtual clock and a seed, or
 //! the host's), and the lock's record of them ([`DeterminismPin`]). The running clock
 //! and the seeded stream are `runner_sandbox::determinism`'s; drawing fresh values for

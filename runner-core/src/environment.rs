@@ -1,4 +1,4 @@
-//! The policy's package environments (issue 21, `[[environments]]`): named, hash-pinned
+//! The policy's package environments (`[[environments]]`): named, hash-pinned
 //! sets of pure-Python wheels a request selects by its `language`, checked when the
 //! policy is parsed, and a package set's identity. Installing, storing and verifying
 //! them is `runner::environment`'s.

@@ -1,4 +1,4 @@
-//! The network allowlist's data (issue 18): the policy's `[network]` table and its
+//! The network allowlist's data: the policy's `[network]` table and its
 //! checked form, origins and URLs as the broker judges them, and the egress log every
 //! exchange is recorded in (the lock and the statement carry it). The broker that
 //! performs the exchanges is `runner::net::broker`.

@@ -23,7 +23,7 @@
 //! the corpora under `tests/` and on generated edge strings.
 //!
 //! Neither is built for a text that cannot match: before either, the text is searched
-//! for the literals every match of the pattern contains ([`needs`]: one Aho-Corasick
+//! for the literals every match of the pattern contains (`needs`: one Aho-Corasick
 //! pass, ASCII case folded, over the words the rule names). A hello-world request or
 //! result holds none of most rules' literals, so judging it compiles no regex at all
 //! (`tests::a_plain_request_compiles_no_rule`), where it used to compile every request
@@ -111,7 +111,7 @@ impl RulePattern {
         self.unicode().is_match(text)
     }
 
-    /// Prepares now what judging a text needs first: the literal condition ([`needs`]),
+    /// Prepares now what judging a text needs first: the literal condition (`needs`),
     /// so a text that holds none of its literals is refused at once. The regexes are
     /// still compiled only for a text that may match.
     pub fn warm(&self) {
@@ -315,10 +315,13 @@ mod tests {
         assert!(RulePattern::deferred(r"t\u{e9}l\u{e9}chargez").is_match("TÉLÉCHARGEZ"));
     }
 
-    /// Every text file under the repository's `tests/` and `runner/tests/corpus/`.
+    /// Every text file under the repository's `tests/` and `runner/tests/it/corpus/`.
     fn corpus_texts() -> Vec<(std::path::PathBuf, String)> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut dirs = vec![root.join("../tests"), root.join("../runner/tests/corpus")];
+        let mut dirs = vec![
+            root.join("../tests"),
+            root.join("../runner/tests/it/corpus"),
+        ];
         let mut out = Vec::new();
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).unwrap() {

@@ -1,5 +1,5 @@
 //! Re-deriving a result's hashes from the directory beside it (`TS-…/`, laid out as
-//! [`crate::result`] writes it: `out/…`, `stdout`, `stderr`).
+//! `crate::result` writes it: `out/…`, `stdout`, `stderr`).
 //!
 //! Nothing is followed: the directory itself, every entry under `out/` and both
 //! streams must be what they claim (a directory, regular files), and `out/` must hold
@@ -399,7 +399,7 @@ fn walk(
     }
 }
 
-/// A recorded network response body (`net-0001.body`, …; issue 18), which `runner
+/// A recorded network response body (`net-0001.body`, …), which `runner
 /// verify` checks against the lock's egress log.
 fn is_network_body(name: &str) -> bool {
     name.strip_prefix("net-")

@@ -3,7 +3,7 @@
 //! A document's kind comes from its own text ([`kind`]): a tool request, a tool result,
 //! a research packet or a governed packet. Each kind has its validator:
 //!
-//! * tool requests: [`runner_core::request::validate`];
+//! * tool requests: [`runner_core::request::validate()`];
 //! * tool results: [`tool_result`], which re-derives every artifact and stream hash when
 //!   the result's directory `TS-…/` sits beside it ([`artifacts`]);
 //! * research packets: [`research_packet`], which re-derives `content_hashes`;

@@ -1,4 +1,4 @@
-//! Monty's network door (issue 18): `fetch(url, method='GET', body=None, headers=None)`.
+//! Monty's network door: `fetch(url, method='GET', body=None, headers=None)`.
 //!
 //! A run granted `network: allowlist` has the exchange directory `/out/.net`, served by
 //! the runner's broker outside the sandbox (the protocol is `runner::net::broker`'s:

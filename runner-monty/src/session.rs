@@ -162,7 +162,7 @@ pub struct Host {
     pub net: Option<crate::net::Door>,
 }
 
-/// [`run`] with the run's host services ([`Host`]).
+/// `run` with the run's host services ([`Host`]).
 pub fn run_determined(
     code: String,
     inputs: BoundInputs,

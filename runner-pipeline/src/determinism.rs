@@ -1,4 +1,4 @@
-//! A run's clocks and entropy (issue 23): here a new run gets fresh values (a clock
+//! A run's clocks and entropy: here a new run gets fresh values (a clock
 //! start at the present microsecond, a seed of 32 bytes from the host's entropy). The
 //! policy's `[determinism]` table, the values and the lock's record of them
 //! (`DeterminismPin`, which a replay reads them back from) are `runner-core`'s; their

@@ -21,7 +21,7 @@ pub const DRIFT: i32 = 5;
 pub const INTERNAL: i32 = 70;
 
 /// All codes with their meaning, for `--help`, the man page and the README table
-/// (`runner/tests/readme.rs` checks that the README shows exactly [`markdown_table`]).
+/// (`runner/tests/it/readme.rs` checks that the README shows exactly [`markdown_table`]).
 pub const TABLE: &[(i32, &str)] = &[
     (
         OK,

@@ -3,7 +3,7 @@
 //! Tool Execution Results whose every hash is re-derivable; `runner exec`, `runner
 //! replay` and the inbox host (`runner-serve`) all call it.
 //!
-//! The pipeline is a chain of types: raw request text → [`request::ToolRequest`] →
+//! The pipeline is a chain of types: raw request text → `request::ToolRequest` →
 //! [`request::ApprovedRequest`] (only the validator builds one) → [`backend::SandboxSpec`]
 //! → [`backend::Outcome`] → result document.
 

@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(findings.len(), 2, "{findings:?}");
     }
 
-    /// Attack (audit, issue 24.2): `inputs -> /etc` beside a request declaring
+    /// Attack (audit): `inputs -> /etc` beside a request declaring
     /// `/in/passwd`. The default root is refused; the same link named with `--inputs`
     /// is the operator's choice and is followed.
     #[test]
@@ -599,7 +599,7 @@ mod tests {
         );
     }
 
-    /// Attack (audit, issue 24.2): a hard link in the inputs directory names a file that
+    /// Attack (audit): a hard link in the inputs directory names a file that
     /// lives elsewhere; it is refused, and the refusal does not reveal its digest.
     #[test]
     fn hardlinked_input_is_refused_without_its_digest() {

@@ -1,4 +1,4 @@
-//! The guest's clocks and entropy as inputs of the run (issue 23): a virtual clock that
+//! The guest's clocks and entropy as inputs of the run: a virtual clock that
 //! starts at an instant recorded for the run and advances by a fixed step at every read,
 //! and a ChaCha20 stream from a recorded seed. Both are data here; the wasmtime engine
 //! hands them to the WASI context, the Monty worker to its session policy. A run records

@@ -44,7 +44,7 @@ pub struct GuestProgram {
     pub wasm_path: PathBuf,
     /// sha256 of that file, as pinned in the manifest.
     pub wasm_sha256: String,
-    /// argv as the guest sees it (argv[0] is the program word of the command, unless
+    /// argv as the guest sees it (`argv[0]` is the program word of the command, unless
     /// `runtime.argv0` replaces it).
     pub argv: Vec<String>,
     /// How this guest is entered and what else it sees (its manifest entry's settings,
@@ -140,7 +140,7 @@ pub struct Outcome {
     pub engine: String,
     /// Confinement layers that applied to the worker (rlimits, namespaces, …).
     pub confinement: Vec<String>,
-    /// What the run used (issue 18 item 5), filled in by the runner after the worker
+    /// What the run used, filled in by the runner after the worker
     /// ended; `None` in the worker's own reply except for its peak memory.
     /// Boxed: the figures would otherwise make every `Outcome` twice its size.
     #[serde(default)]

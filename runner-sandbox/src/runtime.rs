@@ -45,10 +45,10 @@ pub struct ReadOnlyMount {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuestRuntime {
     pub entry: EntryPoint,
-    /// argv[0] as the guest sees it instead of the command's program word (the
+    /// `argv[0]` as the guest sees it instead of the command's program word (the
     /// scientific guest finds its prefix from it: `/usr/local/bin/python.wasm`).
     pub argv0: Option<String>,
-    /// Environment beyond [`GUEST_ENV`] (which it may not change).
+    /// Environment beyond `GUEST_ENV` (which it may not change).
     pub env: Vec<(String, String)>,
     pub host_imports: HostImports,
     /// Guest path of a per-run scratch directory (`/tmp`): it is [`SCRATCH_IN_OUT`]

@@ -47,7 +47,7 @@ pub const MAX_REQUEST_BYTES: u64 = 8 << 20;
 pub const MAX_REPLY_BYTES: usize = 1 << 20;
 /// Largest excerpt of the worker's own stderr kept (diagnostics, panics).
 const MAX_WORKER_STDERR: usize = 64 << 10;
-/// Time the worker gets past the wall-clock limit (and [`STARTUP_ALLOWANCE`]) before
+/// Time the worker gets past the wall-clock limit (and `STARTUP_ALLOWANCE`) before
 /// it is SIGKILLed, for its own orderly stop and reply. The worker stops the guest at
 /// the limit itself; the kill is the last resort for a worker that does not.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);

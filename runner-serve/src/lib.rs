@@ -9,7 +9,7 @@
 //! companions into `INBOX/done/`. A request that is rejected, or whose inputs are
 //! refused, or that is not a request at all (a symlink, a FIFO, a directory, a `*.md`
 //! not named `TR-*.md`) is filed into quarantine with `NAME.reasons.md` and
-//! `NAME.reasons.json`, exactly as `runner gate` files a document ([`crate::gate::inbox::place`]).
+//! `NAME.reasons.json`, exactly as `runner gate` files a document (`runner_gate::inbox::Filer::place`).
 //! Names not ending in `.md` and hidden names are not requests and are left alone.
 //!
 //! **Failures that are not the request's** (a full or unwritable results directory, a

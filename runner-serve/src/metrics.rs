@@ -199,8 +199,8 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds `addr` and answers `/metrics` and `/healthz` with hyper's HTTP/1.1 server on a
-/// thread of its own, each connection concurrently (at most [`MAX_CONNECTIONS`], each
-/// bounded by [`HEADER_READ_TIMEOUT`] and [`CONNECTION_TIMEOUT`], one request per
+/// thread of its own, each connection concurrently (at most `MAX_CONNECTIONS`, each
+/// bounded by `HEADER_READ_TIMEOUT` and `CONNECTION_TIMEOUT`, one request per
 /// connection), so a slow client holds only its own connection; returns the bound
 /// address (a port 0 is chosen by the kernel).
 ///

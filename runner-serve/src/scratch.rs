@@ -8,7 +8,7 @@
 //! name, then renamed, so a `.lock` is never seen unlocked while its host lives). A
 //! `runner-serve-*` directory whose `.lock` can be taken belongs to a host that died and
 //! is removed; one with no `.lock` at all (a host killed while creating it) is removed
-//! once it is older than [`ABANDONED_AFTER`]. A host that stops gracefully removes its own.
+//! once it is older than `ABANDONED_AFTER`. A host that stops gracefully removes its own.
 
 use cap_std::fs::Dir;
 use nix::fcntl::{Flock, FlockArg};

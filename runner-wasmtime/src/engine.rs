@@ -15,7 +15,7 @@
 //!   name `.` so that relative paths resolve inside `/in` (see [`preopens`]);
 //! - stdout and stderr captured in bounded in-memory pipes; stdin closed;
 //! - and, for a guest whose manifest entry asks for it ([`GuestRuntime`]): a fixed
-//!   argv[0], a few more environment variables, read-only asset directories (the
+//!   `argv[0]`, a few more environment variables, read-only asset directories (the
 //!   scientific guest's stdlib zip at `/usr/local/lib`), a scratch directory under
 //!   `/out`'s caps, and a stub answering "no host" for its `host` imports.
 
@@ -702,7 +702,7 @@ pub fn preopens(spec: &SandboxSpec<GuestProgram>) -> [(PathBuf, &'static str, Fs
     ]
 }
 
-/// The guest's argv: the command's words, with argv[0] replaced when the guest's
+/// The guest's argv: the command's words, with `argv[0]` replaced when the guest's
 /// runtime fixes it.
 fn guest_argv(guest: &GuestProgram) -> Vec<String> {
     let mut argv = guest.argv.clone();
@@ -1482,7 +1482,7 @@ mod tests {
         );
     }
 
-    /// The runtime hooks on the real (3.12) guest: argv[0] replaced, extra environment,
+    /// The runtime hooks on the real (3.12) guest: `argv[0]` replaced, extra environment,
     /// a read-only asset mount, a scratch /tmp that is bounded by and removed from /out.
     #[test]
     fn runtime_argv0_env_mount_and_scratch() {

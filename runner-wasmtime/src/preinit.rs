@@ -14,7 +14,7 @@
 //!   wasi-libc and CPython's whole initialisation (including `site`) for argv `python`,
 //!   then returns;
 //! - `wizer-initialize`: saves the shadow-stack pointer, calls `runner_init_start`,
-//!   restores it, then runs [`INIT_SOURCE`] with `PyRun_SimpleStringFlags`, which defines
+//!   restores it, then runs `INIT_SOURCE` with `PyRun_SimpleStringFlags`, which defines
 //!   the module `_runner_boot` (`preinit/boot.py`) in `sys.modules`;
 //! - a new `_start` (the export now names it): reads the run's argv with the module's own
 //!   `args_sizes_get`/`args_get`, hex-encodes it into `__import__('sys').modules.pop(
@@ -45,13 +45,13 @@ pub const FORMAT: u32 = 1;
 /// The boot module's source (`_runner_boot`).
 pub const BOOT_SOURCE: &str = include_str!("preinit/boot.py");
 
-/// argv[0] of the snapshot's start-up.
+/// `argv[0]` of the snapshot's start-up.
 pub const SNAPSHOT_ARGV0: &str = "python";
 
-/// The argv[0] a run may have for [`boot_handles`]. CPython's start-up reads argv[0] as
+/// The `argv[0]` a run may have for [`boot_handles`]. CPython's start-up reads `argv[0]` as
 /// its program name, which in this guest changes nothing the snapshot keeps: with no
 /// `PATH`, `sys.executable` and `sys._base_executable` are empty and the prefixes and
-/// `sys.path` the same for all three (checked on the plain module); what shows argv[0]
+/// `sys.path` the same for all three (checked on the plain module); what shows `argv[0]`
 /// (`sys.orig_argv`, "can't open file" messages) the boot takes from the run's argv.
 pub const BOOT_ARGV0: &[&str] = &[SNAPSHOT_ARGV0, "python3", "python3.12"];
 
@@ -868,8 +868,8 @@ fn table_sizes(store: &mut Store<GuestState>, instance: &wasmtime::Instance) -> 
 /// Whether the boot reproduces `python ARGV` exactly: `python [-u] -c CMD [ARGS]`, or
 /// `python [-u] FILE [ARGS]` where FILE is a staged input (`in_file` maps a guest path to
 /// the host file, `None` when it is not under `/in`) that is neither compiled code nor
-/// a zip archive (CPython runs those differently), with argv[0] one of [`BOOT_ARGV0`].
-/// Anything else (options, `-m`, stdin, another argv[0]) runs the plain module.
+/// a zip archive (CPython runs those differently), with `argv[0]` one of [`BOOT_ARGV0`].
+/// Anything else (options, `-m`, stdin, another `argv[0]`) runs the plain module.
 pub fn boot_handles(argv: &[String], in_file: impl Fn(&str) -> Option<std::path::PathBuf>) -> bool {
     let Some((argv0, rest)) = argv.split_first() else {
         return false;

@@ -563,7 +563,7 @@ fn main() {
     });
 
     // 5. Compute inside the default guest: pyperformance benchmarks (`just pyperformance`),
-    // run unmodified against the pyperf stand-in of runner/tests/pyperformance.rs: the
+    // run unmodified against the pyperf stand-in of runner/tests/it/pyperformance.rs: the
     // guest's own run (`runtime_sec`) vs the host's python3 running the same files.
     let pyperf_dir = env_path("PYPERFORMANCE").unwrap_or_else(|| {
         "target/pyperformance/pyperformance-1.11.0/pyperformance/data-files/benchmarks".into()
@@ -648,7 +648,7 @@ fn main() {
         ),
     }
 
-    // 5. Fetch latency through the network broker (issue 18): 100 sequential urlopen
+    // 5. Fetch latency through the network broker: 100 sequential urlopen
     // calls of a 342-byte body from a loopback server, in the ERA guest through the
     // runner's broker, against the host's python3 fetching the same server directly.
     match fetch_latency(&runner, &dir, &results) {

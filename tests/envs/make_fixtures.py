@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the wheel fixtures of runner/tests/package_env.rs, each named after what it
+"""Writes the wheel fixtures of runner/tests/it/package_env.rs, each named after what it
 tries. Deterministic (fixed timestamps), so re-running it leaves the committed files
 unchanged. Run from this directory: `python3 make_fixtures.py`."""
 import base64

@@ -1,4 +1,4 @@
-# The guest side of runner/tests/network.rs: fetch each URL of /in/urls.json with the
+# The guest side of runner/tests/it/network.rs: fetch each URL of /in/urls.json with the
 # standard library, print one JSON line per URL (status, length, sha256, or the
 # refusal's reason), and print the body of any URL marked "print" (the injection test).
 import hashlib

@@ -1,4 +1,4 @@
-# The monty side of runner/tests/network.rs: fetch each URL of the `urls` input with
+# The monty side of runner/tests/it/network.rs: fetch each URL of the `urls` input with
 # the runner's `fetch`, print one JSON line per URL (status, length, sha256, final URL,
 # or the refusal's reason), as tests/network/fetch.py does for the ERA guest.
 import hashlib

@@ -1,4 +1,4 @@
-# The guest side of runner/tests/network.rs's symlink attacks (tests/network/symlink-attacks/):
+# The guest side of runner/tests/it/network.rs's symlink attacks (tests/network/symlink-attacks/):
 # plays the steps of /in/plan.json against the broker's exchange directory /net by hand
 # (no urllib), printing one JSON line per step, so the test can see what each layer did:
 #   {"symlink": LINK, "to": TARGET}  plant LINK as a symlink to TARGET

@@ -1,4 +1,4 @@
-# A TLS server on 127.0.0.1 for runner/tests/network.rs: python3 tls_server.py CERT KEY.
+# A TLS server on 127.0.0.1 for runner/tests/it/network.rs: python3 tls_server.py CERT KEY.
 # Prints its port on the first line, answers GET /hello with a fixed body, and exits
 # when its stdin closes (the test dropped it) or after two minutes, whichever is first.
 import http.server

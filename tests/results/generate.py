@@ -2,7 +2,7 @@
 """Regenerates the tool-result fixtures of this directory (documents and `.expect.json`
 sidecars) from the accepted base fixture, re-deriving hashes so that each fixture
 carries exactly the defect its name says. Run from anywhere: `python3 generate.py` [TS-….md written by runner exec].
-The harness (runner/tests/gate_*.rs) is what checks them; this only writes them."""
+The harness (runner/tests/it/gate_*.rs) is what checks them; this only writes them."""
 import hashlib, json, os, shutil, re, glob
 import sys
 OUT = os.path.dirname(os.path.abspath(__file__))

@@ -53,15 +53,15 @@ pub struct Lock {
     /// of a plain `runner exec`, and in locks written before replays recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<ReplayOf>,
-    /// The guest's clocks and entropy (issue 23): what a replay runs with. Absent in
+    /// The guest's clocks and entropy: what a replay runs with. Absent in
     /// locks written before runs recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub determinism: Option<crate::determinism::DeterminismPin>,
-    /// The egress log of a run granted `network: allowlist` (issue 18); absent for a
+    /// The egress log of a run granted `network: allowlist`; absent for a
     /// run without network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::net::NetworkLog>,
-    /// What the run used (CPU, memory, wall time, bytes written; issue 18 item 5).
+    /// What the run used (CPU, memory, wall time, bytes written).
     /// Varies run to run, like `created_utc`: replay compares the outputs it names,
     /// never this. Absent in locks written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

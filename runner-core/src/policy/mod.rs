@@ -55,7 +55,7 @@ struct PolicyFile {
     /// Absent: no origin allowed (`network: allowlist` refused).
     #[serde(default)]
     network: Option<crate::net::NetworkFile>,
-    /// Package environments requests may select by `language` (issue 21).
+    /// Package environments requests may select by `language`.
     #[serde(default)]
     environments: Vec<crate::environment::EnvironmentSpec>,
 }
@@ -142,7 +142,7 @@ pub struct Policy {
     /// sha256 of the policy text as loaded (pinned in results and locks).
     pub sha256: String,
     /// sha256 of what in the policy decides how an accepted request runs
-    /// ([`run_sha256`]): the hash `runner replay` compares.
+    /// (`run_sha256`): the hash `runner replay` compares.
     pub run_sha256: String,
     /// Where it came from: `built-in` or a path.
     pub origin: String,
@@ -294,7 +294,7 @@ impl Policy {
     }
 }
 
-/// The value of `run_policy_type` in the object [`run_sha256`] hashes.
+/// The value of `run_policy_type` in the object `run_sha256` hashes.
 pub const RUN_POLICY_TYPE: &str = "runner.policy-run/v1";
 
 /// sha256 (64 hex) of the canonical JSON (RFC 8785) of the tables that decide how an

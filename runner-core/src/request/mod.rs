@@ -82,7 +82,7 @@ pub struct RiskAssessment {
     pub network_rationale: String,
 }
 
-/// A request that passed every rule. Only [`validate`] builds one; its fields are
+/// A request that passed every rule. Only [`validate()`] builds one; its fields are
 /// read-only.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovedRequest {

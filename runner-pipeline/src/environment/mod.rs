@@ -1,4 +1,4 @@
-//! Package environments (issue 21): named, hash-pinned sets of pure-Python wheels that
+//! Package environments: named, hash-pinned sets of pure-Python wheels that
 //! the operator declares in the policy (`[[environments]]`) and a request selects by its
 //! `language`.
 //!

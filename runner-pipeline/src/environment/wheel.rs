@@ -60,7 +60,7 @@ pub enum WheelError {
     },
     #[error("not a zip archive: {0}")]
     NotAZip(#[source] ZipError),
-    /// A member name, a symbolic link, a native extension ([`check_members`]).
+    /// A member name, a symbolic link, a native extension (`check_members`).
     #[error(transparent)]
     Member(#[from] MemberError),
     #[error("it has no `{dist_info}/WHEEL` file")]
@@ -107,7 +107,7 @@ pub enum WheelError {
 }
 
 /// Why a member of an archive (a wheel's, a guest tree's) is refused before anything is
-/// written ([`check_members`], [`member_name`], [`check_member_name`]). `what` is what
+/// written (`check_members`, `member_name`, `check_member_name`). `what` is what
 /// messages call a member (`member`, `entry`).
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
@@ -147,7 +147,7 @@ pub enum MemberError {
     ShadowsStdlib { name: String, module: String },
 }
 
-/// What is wrong with a member's name ([`check_member_name`]).
+/// What is wrong with a member's name (`check_member_name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BadName {
     #[error("has an empty name")]

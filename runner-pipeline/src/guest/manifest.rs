@@ -6,7 +6,7 @@
 //! zip lookup without further checks.
 //!
 //! A guest may also carry how it is run ([`GuestRuntime`]: a reactor entry point, a
-//! fixed argv[0], extra environment, a stub for host imports, a scratch directory) and
+//! fixed `argv[0]`, extra environment, a stub for host imports, a scratch directory) and
 //! extra files from the same wheel ([`GuestAsset`]), each with its own sha256 and the
 //! guest path where it is mounted read-only, and directory trees unpacked from an archive
 //! inside one of those files ([`GuestTree`]), pinned by the archive's sha256 and by the

@@ -1,10 +1,10 @@
 //! The guest store: a directory of verified guest files named by their content,
 //! `<guest dir>/<file_sha256>.wasm`. The directory is created 0700 and files 0600. A
-//! file enters the store only through [`commit`]: written to a temporary file in the
+//! file enters the store only through `commit`: written to a temporary file in the
 //! same directory, fsynced, then renamed into place without replacing anything already
 //! there. The store is not trusted on read: [`locate`] hashes the file, and skips the
 //! hash only for the very version it hashed before (a stamp in `<guest dir>/verified/`,
-//! see [`Slot::locate`]).
+//! see `Slot::locate`).
 
 use super::{GuestAsset, GuestEntry, GuestError};
 use crate::digest::{file_stamp, sha256_reader};
@@ -175,7 +175,7 @@ impl<'a> Slot<'a> {
 
 /// The verified asset file, or `None` when it has not been fetched. Hashed like
 /// [`locate`] (about 60 ms for the scientific guest's 54 MB stdlib zip), unless this
-/// version was hashed before ([`Slot::locate`]).
+/// version was hashed before (`Slot::locate`).
 ///
 /// # Ambient Authority
 /// Opens a file under `guest_dir`.
@@ -191,7 +191,7 @@ pub fn locate_asset(
 ///
 /// The file is hashed (streaming; about 20 ms for the 26 MB CPython guest with SHA
 /// extensions, 80 ms without) unless this very version was hashed before (a stamp,
-/// see [`Slot::locate`]). A file
+/// see `Slot::locate`). A file
 /// whose sha256 differs from the manifest, or that is not a regular file, is an error:
 /// the store is never trusted just because a name matches.
 ///

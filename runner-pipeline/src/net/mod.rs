@@ -1,4 +1,4 @@
-//! The network allowlist (issue 18): what the operator allows (`[network]` in the
+//! The network allowlist: what the operator allows (`[network]` in the
 //! policy), the egress log every exchange is recorded in, and the broker that performs
 //! a guest's HTTP(S) requests on its behalf ([`broker`]).
 //!

@@ -1,4 +1,4 @@
-"""The runner's network door for CPython guests (issue 18), shipped read-only.
+"""The runner's network door for CPython guests, shipped read-only.
 
 The guest has no socket. When the runner grants `network: allowlist`, /net is a private
 exchange directory served by the runner's broker, outside the sandbox; this module

@@ -337,7 +337,7 @@ mod tests {
         assert!(c.findings[0].contains("more than 5 entries"));
     }
 
-    /// Attack (audit, issue 24.3): the guest writes `/out/bad name` (stored as
+    /// Attack (audit): the guest writes `/out/bad name` (stored as
     /// `unsafe-name-1`) and then `/out/unsafe-name-1` itself. Collection used to fail on
     /// the clash (`File exists`) and leave no result at all.
     #[test]

@@ -567,7 +567,7 @@ mod tests {
         }
     }
 
-    /// Issue 16: a host SIGKILLed mid-publish leaves `.tmp-…` entries; the next host
+    /// A host SIGKILLed mid-publish leaves `.tmp-…` entries; the next host
     /// sweeps those of dead processes (and of its own pid, reused), never a live
     /// process's, never another name, never through a symlink.
     #[test]
@@ -614,7 +614,7 @@ mod tests {
         names
     }
 
-    /// Attack (audit, issue 24.4): someone pre-creates the companion files of the
+    /// Attack (audit): someone pre-creates the companion files of the
     /// coming result names (`TS-<next second>-….lock.json`, `.intoto.json`). Publishing
     /// used to fail with `File exists` and leave an orphan `TS-…/` directory; it must
     /// move on to a free name for the whole set and leave the squatted files alone.
@@ -689,7 +689,7 @@ mod tests {
         );
     }
 
-    /// Attack (audit, issue 24.6): `results -> elsewhere` beside a request. The default
+    /// Attack (audit): `results -> elsewhere` beside a request. The default
     /// results directory is never followed through a symlink; one named with
     /// `--results` is the operator's choice and is.
     #[test]

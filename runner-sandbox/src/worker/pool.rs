@@ -264,7 +264,7 @@ impl WorkerPool {
     /// the way is reaped and counted as replaced.
     ///
     /// A pool limited in its starts ([`WorkerPool::limit_starts`]) waits (up to
-    /// [`TAKE_WAIT`]) for a start under way: a second worker started beside it would
+    /// `TAKE_WAIT`) for a start under way: a second worker started beside it would
     /// only start later.
     pub fn take(&self) -> Option<Child> {
         let taken = {

@@ -128,7 +128,7 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> i32 {
     }
 }
 
-/// Prints `value` as one line of JSON with [`outln!`] (a closed stdout ends the output,
+/// Prints `value` as one line of JSON with `outln!` (a closed stdout ends the output,
 /// not the command); `Err(INTERNAL)` when it cannot be encoded (reported; nothing is
 /// printed then). For a report that comes after the command's work.
 pub fn out_json<T: serde::Serialize>(value: &T) -> Result<(), i32> {
@@ -151,7 +151,7 @@ const STDOUT_OPEN: u8 = 0;
 const STDOUT_GONE: u8 = 1;
 const STDOUT_FAILED: u8 = 2;
 
-/// Writes `args` to stdout, for [`outln!`] and [`print_stdout`]. A reader that went away
+/// Writes `args` to stdout, for `outln!` and [`print_stdout`]. A reader that went away
 /// (`| head`) ends the output, not the command: what follows is dropped, and the command
 /// still finishes its work and exits with its own code (`println!` would panic here).
 /// Any other write failure is reported once on stderr and later output dropped too;

@@ -1,7 +1,7 @@
 //! The JSON Schemas of every `--json` output, derived (`schemars`) from the very types
 //! serde writes, so a schema cannot describe anything but what is printed. They are
 //! committed under `schemas/`, one file per command (`just schemas` rewrites them with
-//! the hidden `runner __schemas DIR`), and `runner/tests/cli_schemas.rs` fails when the
+//! the hidden `runner __schemas DIR`), and `runner/tests/it/cli_schemas.rs` fails when the
 //! committed files and the types disagree.
 //!
 //! Why a hidden subcommand rather than an xtask or an example: it needs nothing but the
