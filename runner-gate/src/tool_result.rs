@@ -230,7 +230,11 @@ fn scan_result(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
         match s.title.as_str() {
             "Stdout" | "Stderr" => {
                 let (fenced, _) = fields::fenced_and_prose(s);
-                let texts: Vec<_> = fenced.iter().map(|l| document::unescaped(l.text)).collect();
+                // The writer indents every excerpt line by two spaces (its own text).
+                let texts: Vec<_> = fenced
+                    .iter()
+                    .map(|l| document::unescaped(l.text.strip_prefix("  ").unwrap_or(l.text)))
+                    .collect();
                 let lines: Vec<Line<'_>> = fenced
                     .iter()
                     .zip(&texts)
