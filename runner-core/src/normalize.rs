@@ -194,7 +194,10 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
     } else {
         plain.as_str()
     };
-    for d in crate::decode::readings(decode_from) {
+    for d in crate::decode::hidden(line)
+        .into_iter()
+        .chain(crate::decode::readings(decode_from))
+    {
         out.push(Reading {
             folded: Deobfuscated::of(&d.text).folded,
             encoded: d.encoded,

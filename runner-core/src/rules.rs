@@ -34,6 +34,23 @@ pub struct ForbiddenRuleFile {
     /// What the pattern is matched against; absent means every reading of a line.
     #[serde(default)]
     reading: RuleReading,
+    /// What of a result the rule judges; absent means all of it.
+    #[serde(default)]
+    result_text: ResultText,
+}
+
+/// What text of a tool result a forbidden rule judges (`result_text` in the policy).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultText {
+    /// Every line, the runner's own included.
+    #[default]
+    All,
+    /// Only what the runner did not write: the stdout and stderr excerpts and the text
+    /// it quotes as code spans (`/out` names, findings, the request's purpose). The
+    /// runner's own lines hold its command record and sha256 digests, which read as
+    /// code and as encoded text to rules about those.
+    Guest,
 }
 
 /// What text a forbidden rule's pattern judges (`reading` in the policy).
@@ -97,6 +114,8 @@ pub struct ForbiddenRule {
     pub applies_to: Vec<RuleTarget>,
     /// What text the pattern judges.
     pub reading: RuleReading,
+    /// What of a result the rule judges.
+    pub result_text: ResultText,
 }
 
 /// The largest limits a request may ask for.
@@ -176,6 +195,7 @@ where
             spaced,
             applies_to,
             reading: rule.reading,
+            result_text: rule.result_text,
         });
     }
     Ok(forbidden)
@@ -224,6 +244,7 @@ mod tests {
                 pattern: pattern.into(),
                 spaced: Vec::new(),
                 reading: RuleReading::Any,
+                result_text: ResultText::All,
                 applies_to,
             };
         let cases = [

@@ -16,11 +16,14 @@
 use super::ArtifactsAt;
 use super::artifacts::{self, Checked, Declared, DeclaredStream, StoredStreams};
 use super::fields::{self, labelled};
-use runner_core::policy::{Policy, RuleTarget};
+use runner_core::policy::{ForbiddenRule, Policy, ResultText, RuleTarget};
 use runner_core::request::Reason;
 use runner_core::request::document::{self, Fields, Reasons, plain_scalar, scalar_str, show};
+use runner_core::request::forbidden;
+use runner_core::request::frontmatter::{self, Line};
 use runner_core::request::sections::{self, Section};
 use runner_core::request::yaml::Node;
+use std::collections::HashSet;
 
 /// The front matter keys of a result.
 pub const KEYS: &[&str] = &[
@@ -65,7 +68,7 @@ pub fn validate(
         return (r.0, notes.0);
     };
     let mut findings = Reasons::default();
-    fields::scan_forbidden(text, policy.rules_for(RuleTarget::Result), &mut findings);
+    scan_result(text, policy.rules_for(RuleTarget::Result), &mut findings);
     let Some((split, root)) = document::front_matter(text, "document", &policy.request, &mut r)
     else {
         // The record of what ran is spared even when the front matter does not load.
@@ -194,6 +197,68 @@ pub fn validate(
     spare_command_record(&mut findings, command_line);
     r.0.append(&mut findings.0);
     (r.0, notes.0)
+}
+
+/// The forbidden-content scan of a result. Every line is judged, as written and as it
+/// renders, by the result rules that judge all of a result. Then the text the runner
+/// did not write is judged by every result rule as the guest wrote it, the writer's
+/// `\u{…}` escapes read back: the lines inside the Stdout and Stderr excerpt fences
+/// (each pair of adjacent lines joined too), and the code spans of Summary, Outputs and
+/// Safety Notes (`/out` names, quoted findings, the request's purpose). Of that pass only
+/// `forbidden.*` findings count: a control or invisible character shown as an escape
+/// is the writer's business, as it is when the writer withholds excerpt lines. The
+/// runner's own lines (front matter, Provenance, the stream records with their sha256
+/// digests) are never judged by a `result_text = "guest"` rule.
+fn scan_result(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
+    let whole: Vec<ForbiddenRule> = rules
+        .iter()
+        .filter(|rule| rule.result_text == ResultText::All)
+        .cloned()
+        .collect();
+    fields::scan_forbidden(text, &whole, r);
+    let Ok(split) = frontmatter::split(text) else {
+        return;
+    };
+    let mut seen: HashSet<(String, Option<usize>)> =
+        r.0.iter().map(|x| (x.code.clone(), x.line)).collect();
+    let mut add = |f: forbidden::Finding| {
+        if f.code.starts_with("forbidden.") && seen.insert((f.code.clone(), Some(f.line))) {
+            r.add(&f.code, f.message, f.line);
+        }
+    };
+    for s in &sections::parse(&split.body).sections {
+        match s.title.as_str() {
+            "Stdout" | "Stderr" => {
+                let (fenced, _) = fields::fenced_and_prose(s);
+                // The writer indents every excerpt line by two spaces (its own text).
+                let texts: Vec<_> = fenced
+                    .iter()
+                    .map(|l| document::unescaped(l.text.strip_prefix("  ").unwrap_or(l.text)))
+                    .collect();
+                let lines: Vec<Line<'_>> = fenced
+                    .iter()
+                    .zip(&texts)
+                    .map(|(l, t)| Line {
+                        number: l.number,
+                        text: t,
+                    })
+                    .collect();
+                forbidden::scan_document(&lines, |_| rules)
+                    .into_iter()
+                    .for_each(&mut add);
+            }
+            "Summary" | "Outputs" | "Safety Notes" => {
+                for line in &s.lines {
+                    for span in document::code_span_texts(line.text) {
+                        forbidden::scan_joined(&document::unescaped(span), line.number, rules)
+                            .into_iter()
+                            .for_each(&mut add);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// What a CommonMark renderer makes of the body that the runner never writes outside

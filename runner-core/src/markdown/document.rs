@@ -522,6 +522,83 @@ pub fn code_span(s: &str, max_chars: usize) -> String {
     format!("{delimiter}{pad}{shown}{pad}{delimiter}")
 }
 
+/// `s` with every escape that [`escaped`] writes (`\u{1b}`, `\u{e0041}`) read back as
+/// its character: the text as it was before the runner escaped it, for the scanner.
+/// Borrowed when `s` has none.
+pub fn unescaped(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains("\\u{") {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("\\u{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 3..];
+        let hex_len = after.find('}').filter(|&n| (1..=6).contains(&n));
+        match hex_len
+            .and_then(|n| u32::from_str_radix(&after[..n], 16).ok())
+            .and_then(char::from_u32)
+        {
+            Some(c) => {
+                out.push(c);
+                rest = &after[hex_len.unwrap_or(0) + 1..];
+            }
+            None => {
+                out.push_str("\\u{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// The contents of the code spans of one line, as [`code_span`] writes them: an opening
+/// run of backticks, the text, a closing run of the same length (one padding space
+/// removed from each end when both are there). A run with no closing run opens nothing.
+pub fn code_span_texts(line: &str) -> Vec<&str> {
+    let b = line.as_bytes();
+    let run_at = |i: usize| b[i..].iter().take_while(|&&c| c == b'`').count();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let n = run_at(i);
+        let start = i + n;
+        // The next run of exactly `n` backticks closes the span.
+        let mut j = start;
+        let mut close = None;
+        while j < b.len() {
+            if b[j] == b'`' {
+                let m = run_at(j);
+                if m == n {
+                    close = Some(j);
+                    break;
+                }
+                j += m;
+            } else {
+                j += 1;
+            }
+        }
+        match close {
+            Some(end) => {
+                let inner = &line[start..end];
+                let inner = match inner.strip_prefix(' ').and_then(|t| t.strip_suffix(' ')) {
+                    Some(t) if !t.is_empty() => t,
+                    _ => inner,
+                };
+                out.push(inner);
+                i = end + n;
+            }
+            None => i = start,
+        }
+    }
+    out
+}
+
 /// The longest run of `c` in `s`.
 pub fn longest_run(s: &str, c: char) -> usize {
     let mut best = 0;
@@ -654,6 +731,30 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn escapes_and_code_spans_read_back() {
+        for text in [
+            "plain",
+            "a\u{1b}[31mred\u{200b}",
+            "tags \u{e0049}\u{e0067}",
+            "``ticks` inside",
+            " padded ",
+            "literal \\u{zz} and \\u{110000} stay",
+        ] {
+            assert_eq!(unescaped(&escaped(text, 1000)), text, "{text:?}");
+            let line = format!(
+                "- {} sha256: abc; then {}",
+                code_span(text, 1000),
+                code_span("x", 9)
+            );
+            let spans = code_span_texts(&line);
+            assert_eq!(spans.len(), 2, "{line:?}: {spans:?}");
+            assert_eq!(unescaped(spans[0]), text, "{line:?}");
+            assert_eq!(spans[1], "x");
+        }
+        assert!(code_span_texts("no `closing run").is_empty());
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! twice per item: as the Extracted Content of a research packet whose content hashes
 //! are re-derived, and as extra stdout lines of a tool result whose stdout hash and
 //! excerpt are those the runner would write. Its TUNE split is for tuning the rules
-//! (`thirdparty_tune`, which lists its misses with `RULES_MISSES=1`); its HELD-OUT split
+//! (`thirdparty_tune`, which lists its misses with `RULES_MISSES=1` and judges with the
+//! policy file `RULES_POLICY` names, when set, so rules are tried without rebuilding);
+//! its HELD-OUT split, always judged with the built-in policy,
 //! only ever prints counts, and `thirdparty_heldout_meets_its_floors` holds
 //! [`HELDOUT_FLOORS`] on it.
 
@@ -298,6 +300,20 @@ fn monty_test_cases() -> Vec<PathBuf> {
     cases
 }
 
+/// The policy the corpora are judged with: the built-in one, or the policy file that
+/// `RULES_POLICY` names (to try rules without rebuilding; the floors hold the built-in).
+fn bench_policy() -> Policy {
+    match std::env::var_os("RULES_POLICY") {
+        None => Policy::builtin(),
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.to_string_lossy()));
+            Policy::parse(&text, &path.to_string_lossy())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()))
+        }
+    }
+}
+
 struct Measurement {
     /// Per category: positives and how many were caught.
     recall: BTreeMap<String, Tally>,
@@ -310,7 +326,7 @@ struct Measurement {
 }
 
 fn measure() -> Measurement {
-    let policy = Policy::builtin();
+    let policy = bench_policy();
     for target in ["packet", "result", "code"] {
         // The packet's body hash cannot match every item; everything else must hold,
         // so that each item is judged as part of a well-formed document.
@@ -698,15 +714,14 @@ struct ThirdParty {
     misses: Vec<String>,
 }
 
-fn measure_thirdparty(attacks: &str, benign: &str) -> ThirdParty {
-    let policy = Policy::builtin();
+fn measure_thirdparty(attacks: &str, benign: &str, policy: &Policy) -> ThirdParty {
     // The templates alone are clean: every reason an item earns is the item's.
     let (p, r) = (
-        research_packet::validate(packet_with("Nothing to see here.").as_bytes(), &policy),
+        research_packet::validate(packet_with("Nothing to see here.").as_bytes(), policy),
         tool_result::validate(
-            result_with("Nothing to see here.", &policy).as_bytes(),
+            result_with("Nothing to see here.", policy).as_bytes(),
             &ArtifactsAt::Nowhere,
-            &policy,
+            policy,
         )
         .0,
     );
@@ -718,7 +733,7 @@ fn measure_thirdparty(attacks: &str, benign: &str) -> ThirdParty {
     let mut form_only = (Row::default(), Row::default());
     for (file, positive) in [(attacks, true), (benign, false)] {
         for item in thirdparty(file) {
-            let (packet, result) = judge_thirdparty(&item.text, &policy);
+            let (packet, result) = judge_thirdparty(&item.text, policy);
             let form = if positive {
                 &mut form_only.0
             } else {
@@ -819,21 +834,21 @@ struct Floors {
 }
 
 const HELDOUT_FLOORS: Floors = Floors {
-    // What the rules measured on HELD-OUT when these floors were set (packets 0.910,
-    // results 0.666, false positives 1/724), rounded down; the targets (0.95
+    // What the rules measured on HELD-OUT when these floors were set (packets 0.935,
+    // results 0.920, false positives 1/724 each), rounded down; the targets (0.95
     // overall, 0.9 per family, at most 0.01 false positives) are printed beside them.
-    recall: (0.91, 0.66),
+    recall: (0.93, 0.92),
     family: &[
-        ("embedded_in_documents", 0.79, 0.79),
-        ("encoded", 0.91, 0.65),
-        ("exotic_encoding", 0.85, 0.53),
-        ("goal_hijacking", 0.99, 0.99),
-        ("jailbreak", 0.76, 0.68),
-        ("obfuscation", 0.98, 0.54),
-        ("python", 0.9, 0.54),
-        ("shell", 0.99, 0.12),
-        ("smuggled_unicode", 0.99, 0.21),
-        ("sql", 0.89, 0.48),
+        ("embedded_in_documents", 0.92, 0.92),
+        ("encoded", 0.91, 0.91),
+        ("exotic_encoding", 0.85, 0.86),
+        ("goal_hijacking", 1.0, 1.0),
+        ("jailbreak", 0.82, 0.82),
+        ("obfuscation", 0.98, 0.85),
+        ("python", 0.9, 0.9),
+        ("shell", 1.0, 1.0),
+        ("smuggled_unicode", 1.0, 1.0),
+        ("sql", 0.96, 0.96),
         ("system_prompt_extraction", 0.98, 0.98),
     ],
     false_positives: (0.01, 0.01),
@@ -843,7 +858,7 @@ const HELDOUT_FLOORS: Floors = Floors {
 /// positive) for whoever tunes the rules. It holds no floor: tuning is what moves it.
 #[test]
 fn thirdparty_tune() {
-    let m = measure_thirdparty("tune.jsonl", "benign-tune.jsonl");
+    let m = measure_thirdparty("tune.jsonl", "benign-tune.jsonl", &bench_policy());
     report_thirdparty("TUNE", &m);
     if std::env::var_os("RULES_MISSES").is_some() {
         for line in &m.misses {
@@ -861,7 +876,7 @@ fn thirdparty_tune() {
 /// item: the rules are not to be tuned on it.
 #[test]
 fn thirdparty_heldout_meets_its_floors() {
-    let m = measure_thirdparty("heldout.jsonl", "benign-heldout.jsonl");
+    let m = measure_thirdparty("heldout.jsonl", "benign-heldout.jsonl", &Policy::builtin());
     report_thirdparty("HELD-OUT", &m);
     let all = sum(&m.recall);
     assert!(all.packet.n >= 900, "too few HELD-OUT attacks");
