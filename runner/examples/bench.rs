@@ -7,7 +7,8 @@
 //! measured), `PYTHON3` (the native CPython reference; default: the real binary behind
 //! `python3`), `BENCH_RUNS` (default 20), `BENCH_DIR` (scratch space, default
 //! target/bench), `BENCH_BATCH` (requests in the batch rows, default 8), `BENCH_ONLY`
-//! (`fetch` or `serve`: those rows alone).
+//! (`fetch` or `serve`: those rows alone), `BENCH_PAGE` (write the book's benchmarks page
+//! there: the table with the date, the commit and the machine).
 //!
 //! The pre-initialized guest (`cpython-3.15-snapshot`) and the plain 3.15 guest are
 //! measured when fetched (`runner guest fetch cpython-3.15-snapshot
@@ -163,9 +164,10 @@ fn main() {
     // `BENCH_ONLY=fetch`: the fetch-latency row alone (it needs no venv).
     if std::env::var("BENCH_ONLY").as_deref() == Ok("fetch") {
         let row = fetch_latency(&runner, &dir, &results).unwrap_or_else(|why| panic!("{why}"));
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            row.what, row.ours, row.reference, row.ratio, row.target
+        report(
+            &[row],
+            runs,
+            "BENCH_ONLY=fetch: the fetch-latency row alone",
         );
         return;
     }
@@ -197,12 +199,11 @@ fn main() {
                 monty_cli_med,
             },
         );
-        for row in &rows {
-            println!(
-                "| {} | {} | {} | {} | {} |",
-                row.what, row.ours, row.reference, row.ratio, row.target
-            );
-        }
+        report(
+            &rows,
+            runs,
+            "BENCH_ONLY=serve: the `runner serve` rows alone",
+        );
         return;
     }
 
@@ -656,14 +657,129 @@ fn main() {
         Err(why) => eprintln!("fetch latency not measured: {why}"),
     }
 
-    println!("| what | runner | reference (same run) | ratio | target |");
-    println!("|---|---|---|---|---|");
-    for r in rows {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            r.what, r.ours, r.reference, r.ratio, r.target
-        );
+    report(&rows, runs, "");
+}
+
+/// Prints the table and, when `BENCH_PAGE` names a file, writes the benchmarks page of the
+/// book there: the table with the date, the commit and the machine it was measured on.
+/// `partial` says which rows a `BENCH_ONLY` run left out (empty for a full run).
+fn report(rows: &[Row], runs: usize, partial: &str) {
+    let table = table(rows);
+    print!("{table}");
+    if let Some(page) = env_path("BENCH_PAGE") {
+        std::fs::write(&page, benchmarks_page(&table, runs, partial))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", page.display()));
+        eprintln!("wrote {}", page.display());
     }
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| what | runner | reference (same run) | ratio | target |\n|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            r.what, r.ours, r.reference, r.ratio, r.target
+        ));
+    }
+    out
+}
+
+/// The stdout of a command, trimmed; `None` when it cannot run or prints nothing.
+fn command_output(program: &str, args: &[&str]) -> Option<(bool, String)> {
+    let out = Command::new(program).args(args).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (!text.is_empty()).then_some((out.status.success(), text))
+}
+
+/// The machine the figures come from, as rows of the page's first table.
+fn machine() -> Vec<(&'static str, String)> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown (no model name in /proc/cpuinfo)".into());
+    let cores =
+        std::thread::available_parallelism().map_or_else(|_| "unknown".into(), |n| n.to_string());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "unknown".into(), |k| k.trim().to_owned());
+    let hypervisor_flag = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"));
+    // systemd-detect-virt exits 0 naming the VM or container, 1 printing "none".
+    let detected = command_output("systemd-detect-virt", &[]);
+    let virtualised = match (&detected, hypervisor_flag) {
+        (Some((true, what)), flag) => format!(
+            "yes: systemd-detect-virt says `{what}`{}",
+            if flag {
+                "; the CPU reports the hypervisor flag"
+            } else {
+                ""
+            }
+        ),
+        (_, true) => "yes: the CPU reports the hypervisor flag".into(),
+        (Some((false, _)), false) => {
+            "no: systemd-detect-virt says `none`, no hypervisor flag".into()
+        }
+        (None, false) => "no hypervisor flag (systemd-detect-virt not available)".into(),
+    };
+    vec![
+        ("CPU", model),
+        ("cores", cores),
+        ("kernel", kernel),
+        ("virtualised", virtualised),
+    ]
+}
+
+fn benchmarks_page(table: &str, runs: usize, partial: &str) -> String {
+    let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"])
+        .map_or_else(|| "unknown".into(), |(_, d)| d);
+    let commit = command_output("git", &["rev-parse", "--short=12", "HEAD"]).map_or_else(
+        || "unknown (not a git checkout)".into(),
+        |(_, c)| format!("`{c}`"),
+    );
+    let dirty = command_output("git", &["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|(ok, changes)| ok && !changes.is_empty());
+    let mut page = String::from(
+        "# Benchmarks\n\n\
+         <!-- Written by `just bench` (runner/examples/bench.rs): edit the bench, not this page. -->\n\n\
+         This page is written by `just bench`. Every figure stands beside its reference, \
+         measured in the same run on the same machine; whole processes are timed from spawn \
+         to exit, the median of the runs after two warm-ups. Absolute times move with the \
+         machine and its load; the ratios, taken within one run, are what to compare.\n\n",
+    );
+    if !partial.is_empty() {
+        page.push_str(&format!(
+            "A partial run ({partial}); the other rows were not measured.\n\n"
+        ));
+    }
+    page.push_str("| run | |\n|---|---|\n");
+    page.push_str(&format!("| date | {date} |\n"));
+    page.push_str(&format!(
+        "| commit | {commit}{} |\n",
+        if dirty {
+            " with uncommitted changes"
+        } else {
+            ""
+        }
+    ));
+    for (key, value) in machine() {
+        page.push_str(&format!("| {key} | {value} |\n"));
+    }
+    page.push_str(&format!("| runs per figure | {runs} |\n\n"));
+    page.push_str(table);
+    page.push_str(
+        "\nThe scale-out figure of `runner serve --nats` is measured by `just bench-nats` (see\n\
+         [Scale-out](operator/scale-out.md)); the content rules' recall by `just bench-rules` (see\n\
+         [Content rules, measured](content-rules.md)).\n",
+    );
+    page
 }
 
 /// What the `runner serve` rows need.
