@@ -66,6 +66,9 @@ pub struct DraftVerdict {
     pub reasons: Vec<Reason>,
     /// What the operator adds on approval (not errors: leave them out of the draft).
     pub added_by_operator: Vec<OperatorField>,
+    /// Declared inputs whose sha256 `submit_draft` seals in from the content handed in
+    /// (not errors).
+    pub sealed_by_submit: Vec<String>,
 }
 
 /// Judges a draft as `runner validate` judges a request, with an approval the operator
@@ -89,13 +92,28 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
     let at = runner_pipeline::result::utc_timestamp(time::OffsetDateTime::now_utc());
     let judged_text = approve::set_approval(text, PLACEHOLDER_APPROVER, &at, policy)
         .unwrap_or_else(|_| text.to_owned());
+    let mut sealed_by_submit = Vec::new();
     if let Err(rs) =
         approval::judge_with_signature(judged_text.as_bytes(), SignatureFile::Absent, "draft.md.sig", policy)
     {
-        reasons.extend(
-            rs.into_iter()
-                .filter(|r| !OPERATOR_CODES.contains(&r.code.as_str())),
-        );
+        for r in rs {
+            if OPERATOR_CODES.contains(&r.code.as_str()) {
+                continue;
+            }
+            // A declared input without its hash: `submit_draft` seals it in.
+            let path = match r.code.as_str() {
+                "inputs.hash_missing" => r.message.split('`').nth(1),
+                "inputs.section_hash_missing" => r.message.split('`').nth(3),
+                _ => None,
+            };
+            if let Some(path) = path {
+                if !sealed_by_submit.iter().any(|p| p == path) {
+                    sealed_by_submit.push(path.to_owned());
+                }
+                continue;
+            }
+            reasons.push(r);
+        }
     }
     let mut added = vec![
         OperatorField {
@@ -117,6 +135,7 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
         verdict: if reasons.is_empty() { "ACCEPT" } else { "REJECT" },
         reasons,
         added_by_operator: added,
+        sealed_by_submit,
     }
 }
 

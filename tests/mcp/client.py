@@ -108,6 +108,7 @@ async def phase_draft(session, argv):
     good = draft(good_id, COUNT, ["words.txt"])
     err, v = await call(session, "validate_draft", {"markdown": good})
     assert not err and v["verdict"] == "ACCEPT", v
+    assert v["sealed_by_submit"] == ["/in/words.txt"], v
     b64 = base64.b64encode(DATA).decode()
     err, s = await call(session, "submit_draft", {"markdown": good, "inputs": {"words.txt": b64}})
     assert not err, s
