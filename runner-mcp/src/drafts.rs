@@ -266,7 +266,8 @@ impl Drafts {
         let dir = self.draft_dir(id)?;
         let bytes = read_capped(&dir, DRAFT_FILE, policy.request.max_bytes)
             .map_err(io_err(format!("draft {id}: {DRAFT_FILE}")))?;
-        String::from_utf8(bytes).map_err(|_| DraftError::Invalid(format!("draft {id} is not UTF-8")))
+        String::from_utf8(bytes)
+            .map_err(|_| DraftError::Invalid(format!("draft {id} is not UTF-8")))
     }
 
     /// What the operator decided, if anything.
@@ -350,7 +351,10 @@ impl Drafts {
         }
 
         let tmp = moves::temp_name(OsStr::new(&id));
-        let tmp = format!("{TMP_PREFIX}{}", tmp.to_string_lossy().trim_start_matches('.'));
+        let tmp = format!(
+            "{TMP_PREFIX}{}",
+            tmp.to_string_lossy().trim_start_matches('.')
+        );
         self.dir
             .create_dir(&tmp)
             .map_err(io_err("creating the draft's temporary directory"))?;
@@ -378,7 +382,10 @@ impl Drafts {
         sub: &Submission,
         policy: &Policy,
     ) -> Result<Submitted, DraftError> {
-        let staged = self.dir.open_dir(tmp).map_err(io_err("the draft's temporary directory"))?;
+        let staged = self
+            .dir
+            .open_dir(tmp)
+            .map_err(io_err("the draft's temporary directory"))?;
         staged
             .create_dir(INPUTS_DIR)
             .map_err(io_err("the draft's inputs directory"))?;
@@ -499,7 +506,9 @@ impl Drafts {
         }
         let stage_name = format!(
             "{TMP_PREFIX}{}",
-            moves::temp_name(OsStr::new(id)).to_string_lossy().trim_start_matches('.')
+            moves::temp_name(OsStr::new(id))
+                .to_string_lossy()
+                .trim_start_matches('.')
         );
         parent
             .create_dir(&stage_name)
@@ -543,7 +552,10 @@ impl Drafts {
             at.stage
                 .create_dir(at.inputs)
                 .map_err(io_err("staging the inputs"))?;
-            let to = at.stage.open_dir(at.inputs).map_err(io_err("staged inputs"))?;
+            let to = at
+                .stage
+                .open_dir(at.inputs)
+                .map_err(io_err("staged inputs"))?;
             let from = at
                 .draft
                 .open_dir(INPUTS_DIR)
@@ -693,7 +705,16 @@ mod tests {
     #[test]
     fn ids_that_are_not_ones() {
         for bad in [
-            "", "TR-", "..", "../../etc", "TR-../x", "TR-a/b", "/abs", "TR-a\0b", "x", ".TR-a",
+            "",
+            "TR-",
+            "..",
+            "../../etc",
+            "TR-../x",
+            "TR-a/b",
+            "/abs",
+            "TR-a\0b",
+            "x",
+            ".TR-a",
             "TR-é",
         ] {
             assert!(check_id(bad).is_err(), "{bad:?}");
@@ -705,7 +726,17 @@ mod tests {
     #[test]
     fn input_names_that_are_not_ones() {
         for bad in [
-            "", ".", "..", "../x", "/etc/passwd", "a/b", "a\0b", ".hidden", "a\\b", "é", "a b",
+            "",
+            ".",
+            "..",
+            "../x",
+            "/etc/passwd",
+            "a/b",
+            "a\0b",
+            ".hidden",
+            "a\\b",
+            "é",
+            "a b",
         ] {
             assert!(check_input_name(bad).is_err(), "{bad:?}");
         }

@@ -5,11 +5,11 @@
 
 use crate::drafts::{self, ApprovalRecord, Drafts, Record, Rejection};
 use runner_core::markdown::{frontmatter, sections, yaml};
+use runner_core::rules::{GuestMapping, LimitMaxima};
 use runner_pipeline::approval::{self, SignatureFile, approve};
 use runner_pipeline::gate::{self, Context, Follow, Verdict};
 use runner_pipeline::policy::Policy;
 use runner_pipeline::request::Reason;
-use runner_core::rules::{GuestMapping, LimitMaxima};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -84,7 +84,9 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
         {
             reasons.push(Reason::new(
                 "draft.approval_preset",
-                format!("`{key}` is the operator's to write when approving; leave it out of the draft"),
+                format!(
+                    "`{key}` is the operator's to write when approving; leave it out of the draft"
+                ),
                 Some(node.line()),
             ));
         }
@@ -93,9 +95,12 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
     let judged_text = approve::set_approval(text, PLACEHOLDER_APPROVER, &at, policy)
         .unwrap_or_else(|_| text.to_owned());
     let mut sealed_by_submit = Vec::new();
-    if let Err(rs) =
-        approval::judge_with_signature(judged_text.as_bytes(), SignatureFile::Absent, "draft.md.sig", policy)
-    {
+    if let Err(rs) = approval::judge_with_signature(
+        judged_text.as_bytes(),
+        SignatureFile::Absent,
+        "draft.md.sig",
+        policy,
+    ) {
         for r in rs {
             if OPERATOR_CODES.contains(&r.code.as_str()) {
                 continue;
@@ -132,7 +137,11 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
         });
     }
     DraftVerdict {
-        verdict: if reasons.is_empty() { "ACCEPT" } else { "REJECT" },
+        verdict: if reasons.is_empty() {
+            "ACCEPT"
+        } else {
+            "REJECT"
+        },
         reasons,
         added_by_operator: added,
         sealed_by_submit,
@@ -198,7 +207,12 @@ pub fn policy_view(policy: &Policy) -> PolicyView {
         guests: policy.guests.clone(),
         limits: policy.limits.clone(),
         request_max_bytes: policy.request.max_bytes,
-        network_allowlist: policy.network.allow.iter().map(ToString::to_string).collect(),
+        network_allowlist: policy
+            .network
+            .allow
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         environments: policy
             .environments
             .iter()
@@ -303,9 +317,7 @@ pub fn status(
         if let Some(results) = &host.results
             && let Some(path) = latest_result(results, id)
         {
-            s.result_id = path
-                .file_stem()
-                .map(|n| n.to_string_lossy().into_owned());
+            s.result_id = path.file_stem().map(|n| n.to_string_lossy().into_owned());
             s.outcome = lock_outcome(&path);
         }
     } else {
@@ -329,10 +341,11 @@ fn claimed(inbox: &Path, name: &str) -> bool {
     let Ok(entries) = hosts.entries() else {
         return false;
     };
-    entries
-        .flatten()
-        .take(drafts::MAX_LISTED)
-        .any(|e| hosts.open_dir(e.file_name()).is_ok_and(|d| d.symlink_metadata(name).is_ok()))
+    entries.flatten().take(drafts::MAX_LISTED).any(|e| {
+        hosts
+            .open_dir(e.file_name())
+            .is_ok_and(|d| d.symlink_metadata(name).is_ok())
+    })
 }
 
 fn quarantine_reasons(path: &Path) -> Vec<Reason> {
@@ -438,10 +451,15 @@ pub enum ReadResultError {
     NotAccepted { result: String, codes: String },
 }
 
-pub fn read_result(id: &str, host: &HostDirs, policy: &Policy) -> Result<ResultView, ReadResultError> {
+pub fn read_result(
+    id: &str,
+    host: &HostDirs,
+    policy: &Policy,
+) -> Result<ResultView, ReadResultError> {
     drafts::check_id(id)?;
     let results = host.results.as_ref().ok_or(ReadResultError::NoResultsDir)?;
-    let path = latest_result(results, id).ok_or_else(|| ReadResultError::NoResult(id.to_owned()))?;
+    let path =
+        latest_result(results, id).ok_or_else(|| ReadResultError::NoResult(id.to_owned()))?;
     let result_id = path
         .file_stem()
         .map(|n| n.to_string_lossy().into_owned())

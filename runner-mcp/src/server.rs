@@ -109,7 +109,9 @@ fn answer<T: serde::Serialize, E: std::fmt::Display>(
         Ok(v) => serde_json::to_value(v)
             .map(CallToolResult::structured)
             .map_err(|e| McpError::internal_error(format!("encoding the answer: {e}"), None)),
-        Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())])),
+        Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(
+            e.to_string(),
+        )])),
     }
 }
 
@@ -214,7 +216,11 @@ fn only(args: &JsonObject, known: &[&str]) -> Result<(), McpError> {
             format!(
                 "unknown argument {:?} (this tool takes: {})",
                 k.chars().take(100).collect::<String>(),
-                if known.is_empty() { "nothing".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ),
             None,
         )),

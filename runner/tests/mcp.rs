@@ -141,20 +141,36 @@ fn the_loop_through_the_official_python_client() {
     assert_eq!(names(&dirs.root.join("serve")), ["inbox"]);
     assert!(names(&dirs.inbox).is_empty(), "{:?}", names(&dirs.inbox));
     let drafts = names(&dirs.drafts);
-    assert!(drafts.contains(&id) && drafts.contains(&rejected), "{drafts:?}");
+    assert!(
+        drafts.contains(&id) && drafts.contains(&rejected),
+        "{drafts:?}"
+    );
     for d in &drafts {
         assert!(d.starts_with("TR-20261128-060000Z-mcp-"), "{d}");
         let inside = names(&dirs.drafts.join(d));
         assert!(inside.contains(&"draft.md".to_owned()), "{d}: {inside:?}");
-        assert!(inside.iter().all(|n| n == "draft.md" || n == "inputs"), "{d}: {inside:?}");
+        assert!(
+            inside.iter().all(|n| n == "draft.md" || n == "inputs"),
+            "{d}: {inside:?}"
+        );
     }
     assert_eq!(names(&dirs.drafts.join(&id).join("inputs")), ["words.txt"]);
     // 2 drafts, 20 of the concurrent submissions; no hostile one.
     assert_eq!(drafts.len(), 22, "{drafts:?}");
 
     // The operator's side: list, reject one, approve the other into the inbox.
-    let out = run(&[os("drafts"), os("list"), os("--drafts"), os(&dirs.drafts), os("--json")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        os("drafts"),
+        os("list"),
+        os("--drafts"),
+        os(&dirs.drafts),
+        os("--json"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
     let entry = list
         .as_array()
@@ -177,7 +193,11 @@ fn the_loop_through_the_official_python_client() {
         ])
     };
     let out = reject(&rejected);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(reject(&rejected).status.code(), Some(1), "rejected twice");
 
     let approve = |who: &str| {
@@ -195,16 +215,27 @@ fn the_loop_through_the_official_python_client() {
         ])
     };
     let out = approve(&rejected);
-    assert_eq!(out.status.code(), Some(1), "a rejected draft is not approved");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a rejected draft is not approved"
+    );
     assert!(names(&dirs.inbox).is_empty());
     let out = approve(&id);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let approved: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         approved["request"],
         dirs.inbox.join(format!("{id}.md")).display().to_string()
     );
-    assert_eq!(names(&dirs.inbox), [format!("{id}.inputs"), format!("{id}.md")]);
+    assert_eq!(
+        names(&dirs.inbox),
+        [format!("{id}.inputs"), format!("{id}.md")]
+    );
     assert_eq!(
         std::fs::read(dirs.inbox.join(format!("{id}.inputs/words.txt"))).unwrap(),
         b"alpha\nbeta\ngamma\n"
@@ -219,12 +250,16 @@ fn the_loop_through_the_official_python_client() {
     // The host runs it, as it would any request renamed into its inbox.
     let host = Host::start(&dirs);
     let start = Instant::now();
-    wait_for(Duration::from_secs(120), "the approved draft run and filed", || {
-        dirs.inbox.join("done").join(format!("{id}.md")).exists()
-    });
+    wait_for(
+        Duration::from_secs(120),
+        "the approved draft run and filed",
+        || dirs.inbox.join("done").join(format!("{id}.md")).exists(),
+    );
     let results = names(&dirs.results);
     assert!(
-        results.iter().any(|n| n.starts_with("TS-") && n.ends_with(&format!("-{id}.md"))),
+        results
+            .iter()
+            .any(|n| n.starts_with("TS-") && n.ends_with(&format!("-{id}.md"))),
         "{results:?} after {:?}",
         start.elapsed()
     );
@@ -232,10 +267,7 @@ fn the_loop_through_the_official_python_client() {
 
     // CORE reads it back: done, the accepted result, the rejection's reason.
     let read = client(&dirs, "read", &[&id, &rejected]);
-    assert!(
-        read["result_id"].as_str().unwrap().ends_with(&id),
-        "{read}"
-    );
+    assert!(read["result_id"].as_str().unwrap().ends_with(&id), "{read}");
 }
 
 /// A result that does not pass the gate is never returned: the same loop's result,
@@ -248,13 +280,13 @@ fn a_result_the_gate_refuses_is_never_read() {
     let id = "TR-20261128-070000Z-mcp-tampered";
     // The operator's own request, run with `runner exec` into the results directory.
     let req = dirs.root.join(format!("{id}.md"));
-    std::fs::write(
-        &req,
-        support::monty_request(id, "print('genuine')", "mcp"),
-    )
-    .unwrap();
+    std::fs::write(&req, support::monty_request(id, "print('genuine')", "mcp")).unwrap();
     let out = run(&[os("exec"), os(&req), os("--results"), os(&dirs.results)]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ts = names(&dirs.results)
         .into_iter()
         .find(|n| n.ends_with(&format!("-{id}.md")))

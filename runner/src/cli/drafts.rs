@@ -165,7 +165,11 @@ impl DraftsCommand {
 
 /// Opens the drafts directory and reads the draft `id` (for `runner approve --drafts`);
 /// on failure says why and gives the exit code.
-pub fn open_draft(dir: &std::path::Path, id: &str, policy: &Policy) -> Result<(Drafts, String), i32> {
+pub fn open_draft(
+    dir: &std::path::Path,
+    id: &str,
+    policy: &Policy,
+) -> Result<(Drafts, String), i32> {
     let drafts = open(dir)?;
     match drafts.read(id, policy) {
         Ok(text) => Ok((drafts, text)),
