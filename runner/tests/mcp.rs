@@ -7,6 +7,10 @@
 //! tricks, bad base64, oversized drafts and inputs, bad ids, 60 calls at once), after
 //! which nothing exists outside the drafts directory and the inbox is still empty.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// reason: a test harness builds fixtures and runs the built binaries on the host.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 use serde_json::Value;
