@@ -297,7 +297,7 @@ fn a_result_the_gate_refuses_is_never_read() {
         .unwrap();
     let path = dirs.results.join(&ts);
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("genuine", "tampered")).unwrap();
+    std::fs::write(&path, text.replace("genuine", "forged")).unwrap();
     let py = sdk_python();
     let script = format!(
         r#"
@@ -312,7 +312,7 @@ async def main():
             res = await s.call_tool("read_result", {{"id": "{id}"}})
             assert res.is_error, res
             text = res.content[0].text
-            assert "did not pass the gate" in text and "tampered" not in text, text
+            assert "did not pass the gate" in text and "forged" not in text, text
             print("refused:", text)
 anyio.run(main)
 "#
