@@ -10,6 +10,13 @@ use serde::Serialize;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  runner drafts list --drafts /srv/tool-exec/drafts
+  runner drafts show TR-20261128-090000Z-word-count --drafts drafts
+  runner drafts reject TR-20261128-090000Z-word-count --drafts drafts --reason \"too much memory\"
+
+Approve one with `runner approve ID --drafts DIR --inbox DIR --by NAME`.")]
 pub struct DraftsCommand {
     #[command(subcommand)]
     pub command: DraftsSubcommand,
