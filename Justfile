@@ -34,7 +34,7 @@ demo-monty: build
 # matplotlib examples on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
 # 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
 # CLI. CI runs this.
-test: guests nats-server pyperformance rules-corpus
+test: guests nats-server pyperformance rules-corpus mcp-client
     RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
     {{just_executable()}} test-sci
     {{just_executable()}} test-monty-diff
@@ -72,6 +72,13 @@ test-monty-diff: build monty-cli
 monty-cli:
     [ -x target/monty-venv/bin/pip ] || python3 -m venv target/monty-venv
     target/monty-venv/bin/pip install --quiet --require-hashes --only-binary :all: -r tests/monty-diff/requirements.txt
+
+# The official MCP Python SDK (`mcp` 2.3.0 and its dependencies, pinned by sha256 in
+# tests/mcp/requirements.txt) in target/mcp-venv: the client runner/tests/it/mcp.rs drives
+# `runner mcp` with. Wheels only.
+mcp-client:
+    [ -x target/mcp-venv/bin/pip ] || python3 -m venv target/mcp-venv
+    target/mcp-venv/bin/pip install --quiet --require-hashes --only-binary :all: -r tests/mcp/requirements.txt
 
 # pyperformance 1.11.0's sources (its sdist from PyPI, pinned by sha256) unpacked into
 # target/pyperformance: the benchmarks runner/tests/it/pyperformance.rs runs unmodified in the

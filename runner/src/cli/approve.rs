@@ -16,6 +16,12 @@ use std::path::PathBuf;
 Examples:
   runner approve requests/TR-20261122-090000Z-word-count.md --by operator-ada --key ~/keys/ada.key
   runner approve requests/TR-20261122-090000Z-word-count.md --by operator-ada --key ada.key --yes
+  runner approve TR-20261128-090000Z-word-count --drafts drafts --inbox inbox --by operator-ada --key ada.key
+
+With --drafts, REQUEST is the id of a draft `runner mcp` wrote (`runner drafts list`): the
+approved request, its signature and its inputs move into the serve inbox --inbox, staged
+beside it and renamed in with the request last, and the draft records the approval
+(`draft_status` shows it).
 
 The request must pass every rule once approved (every reason is listed otherwise), its
 `requested_by` may not be NAME when the policy demands separation of duties, and when
@@ -23,10 +29,18 @@ the policy requires signed approvals the key must be trusted under NAME. Exit co
 approved; 1 refused or declined; 2 usage (no terminal and no --yes, bad key file);
 3 I/O.")]
 pub struct ApproveCommand {
-    /// The request to approve (`TR-….md`), rewritten in place atomically. Example:
-    /// `requests/TR-20261122-090000Z-word-count.md`.
+    /// The request to approve (`TR-….md`), rewritten in place atomically; with --drafts,
+    /// a draft's id. Example: `requests/TR-20261122-090000Z-word-count.md`.
     #[arg(value_name = "REQUEST")]
     pub request: PathBuf,
+    /// Approve the draft REQUEST (an id) of this drafts directory (`runner mcp --drafts`)
+    /// into --inbox instead of a file in place. Example: `--drafts /srv/tool-exec/drafts`.
+    #[arg(long, value_name = "DIR", requires = "inbox")]
+    pub drafts: Option<PathBuf>,
+    /// With --drafts: the inbox `runner serve --inbox` watches, which the approved request
+    /// and its inputs move into. Example: `--inbox /srv/tool-exec/inbox`.
+    #[arg(long, value_name = "DIR", requires = "drafts")]
+    pub inbox: Option<PathBuf>,
     /// Your name, written to `approved_by`; with --key it must be the name your public key
     /// is listed under in the policy's `[[approval.trusted]]`. Example: `--by operator-ada`.
     #[arg(long, value_name = "NAME")]
@@ -66,14 +80,31 @@ pub struct ApproveReport {
 impl ApproveCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         let name = self.request.display().to_string();
-        let text = match super::read_request_text(&self.request, policy) {
-            Ok(text) => text,
-            Err(code) => return code,
+        let draft = match (&self.drafts, &self.inbox) {
+            (Some(dir), Some(inbox)) => match super::drafts::open_draft(dir, &name, policy) {
+                Ok((drafts, text)) => Some((drafts, text, inbox.clone())),
+                Err(code) => return code,
+            },
+            _ => None,
         };
-        if let Err(e) = edit::existing_mode(&self.request) {
+        let text = match &draft {
+            Some((_, text, _)) => text.clone(),
+            None => match super::read_request_text(&self.request, policy) {
+                Ok(text) => text,
+                Err(code) => return code,
+            },
+        };
+        if draft.is_none()
+            && let Err(e) = edit::existing_mode(&self.request)
+        {
             output::error(format!("{e}"));
             return exit_codes::IO;
         }
+        // A draft's signature is named for the request in the inbox.
+        let request_path = match &draft {
+            Some(_) => PathBuf::from(format!("{name}.md")),
+            None => self.request.clone(),
+        };
         let key = match &self.key {
             None => None,
             Some(path) => match crate::sign::load_signing_key(path) {
@@ -86,7 +117,7 @@ impl ApproveCommand {
         };
         let at = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
         let approval =
-            match approve::prepare(&text, &self.by, &at, key.as_ref(), &self.request, policy) {
+            match approve::prepare(&text, &self.by, &at, key.as_ref(), &request_path, policy) {
                 Ok(a) => a,
                 Err(approve::ApproveError::Name(m)) => {
                     output::error(format!("--by: {m}"));
@@ -112,8 +143,15 @@ impl ApproveCommand {
             };
         eprint!(
             "{}",
-            approve::summary(&approval, &self.request, &self.by, &at, policy)
+            approve::summary(&approval, &request_path, &self.by, &at, policy)
         );
+        if draft.is_some() {
+            let m = &policy.limits;
+            eprintln!(
+                "  policy maxima: memory {} MB, wall time {} s, CPU {} s",
+                m.max_memory_limit_mb, m.max_time_limit_sec, m.max_cpu_limit_sec
+            );
+        }
         if !self.yes {
             if !std::io::stdin().is_terminal() {
                 eprintln!(
@@ -130,6 +168,16 @@ impl ApproveCommand {
                 eprintln!("not approved");
                 return exit_codes::REJECT;
             }
+        }
+        if let Some((drafts, _, inbox)) = &draft {
+            return super::drafts::approve_draft(
+                drafts,
+                &name,
+                &approval,
+                inbox,
+                (&self.by, &at),
+                self.json,
+            );
         }
         match approve::write(&self.request, text.as_bytes(), &approval) {
             Ok(written) => {

@@ -3,11 +3,13 @@
 
 pub mod approve;
 pub mod docs;
+pub mod drafts;
 pub mod env;
 pub mod exec;
 pub mod gate;
 pub mod guest;
 pub mod keygen;
+pub mod mcp;
 pub mod output;
 pub mod policy;
 pub mod replay;
@@ -86,6 +88,10 @@ pub enum Command {
     Request(request::RequestCommand),
     /// Approve a request: show it, confirm, set approved_by/approved_utc, and sign it.
     Approve(approve::ApproveCommand),
+    /// The MCP server for CORE (stdio): draft requests, read accepted results; never approve.
+    Mcp(mcp::McpCommand),
+    /// The operator's side of the drafts `runner mcp` writes: list, show, reject.
+    Drafts(drafts::DraftsCommand),
     /// Show the effective policy (`runner policy show`).
     Policy(policy::PolicyCommand),
     /// Print the versions: runner, wasmtime, monty, and every registered guest's pin.
@@ -235,6 +241,8 @@ impl Cli {
             Command::Keygen(cmd) => cmd.execute(),
             Command::Request(cmd) => cmd.execute(&policy),
             Command::Approve(cmd) => cmd.execute(&policy),
+            Command::Mcp(cmd) => cmd.execute(&policy),
+            Command::Drafts(cmd) => cmd.execute(&policy),
             Command::Policy(cmd) => cmd.execute(&policy),
             Command::Version(cmd) => cmd.execute(),
             Command::Completions(cmd) => cmd.execute(),

@@ -59,7 +59,9 @@ pub fn all() -> Vec<(String, String)> {
             .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         (format!("{name}.json"), text + "\n")
     }
-    use super::{approve, env, exec, guest, keygen, policy, replay, request, validate, version};
+    use super::{
+        approve, drafts, env, exec, guest, keygen, policy, replay, request, validate, version,
+    };
     vec![
         one::<validate::FileVerdict>(
             "validate",
@@ -92,6 +94,8 @@ pub fn all() -> Vec<(String, String)> {
         one::<guest::GuestLocation>("guest-path", "runner guest path --json", ""),
         one::<keygen::KeygenReport>("keygen", "runner keygen --json", ""),
         one::<approve::ApproveReport>("approve", "runner approve --json", ""),
+        one::<drafts::ListReport>("drafts-list", "runner drafts list --json", ""),
+        one::<drafts::RejectReport>("drafts-reject", "runner drafts reject --json", ""),
         one::<request::SealReport>("request-seal", "runner request seal --json", ""),
         one::<policy::PolicyReport>("policy-show", "runner policy show --json", ""),
         one::<version::VersionReport>("version", "runner version --json", ""),

@@ -29,6 +29,7 @@ mod gate_packets;
 mod gate_results;
 mod hostile_paths;
 mod lock_verify_replay;
+mod mcp;
 mod monty_diff;
 mod monty_exec;
 mod nats;
