@@ -473,8 +473,16 @@ fn infrastructure_failures_go_to_the_dead_letter_subject_after_max_deliver() {
     assert_eq!(dead.len(), 1, "{dead:#?}");
     let d = &dead[0];
     assert_eq!(d["request_id"], "TR-nats-no-worker", "{d}");
-    assert_eq!(d["deliveries"], 2, "{d}");
-    assert!(!d["reasons"].as_array().unwrap().is_empty(), "{d}");
+    // Dead-lettered at its second delivery, or at a third when the server redelivered a
+    // delivery whose answer came after ack_wait on a loaded machine (then the reason is
+    // `nats.max_deliver`); never run, and never more often.
+    let deliveries = d["deliveries"].as_i64().unwrap();
+    assert!(deliveries == 2 || deliveries == 3, "{d}");
+    let reasons = d["reasons"].as_array().unwrap();
+    assert!(!reasons.is_empty(), "{d}");
+    if deliveries == 3 {
+        assert_eq!(reasons[0]["code"], "nats.max_deliver", "{d}");
+    }
     let results = client.wait_messages("TOOLEXEC_RESULTS", 1, Duration::from_secs(30));
     assert_eq!(results.len(), 1, "{results:#?}");
     assert_eq!(results[0]["verdict"], "REJECT");
