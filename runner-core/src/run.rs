@@ -1,6 +1,6 @@
-//! What a run is given and what it ends with, as data: its [`Limits`], how it ended
-//! ([`OutcomeKind`]) and what it used ([`Usage`]). `runner_sandbox` runs with them (and
-//! re-exports them); the lock and the result document record them.
+//! What a run is given and what it used, as data: its [`Limits`] and its [`Usage`]
+//! (how it ended is `runner_contract::outcome::OutcomeKind`). `runner_sandbox` runs with
+//! them; the lock and the result document record them.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -22,53 +22,6 @@ pub struct Limits {
     pub out_bytes: u64,
     /// Number of files (and directories) the guest may create under `/out`.
     pub out_files: u64,
-}
-
-/// How a run ended. Exactly one of these fires; it is recorded in the result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeKind {
-    /// The guest exited on its own (with any exit code).
-    Completed,
-    /// The wall-clock deadline fired.
-    TimedOut,
-    /// The guest tried to grow its memory past the limit.
-    MemoryExceeded,
-    /// The CPU-time budget ran out.
-    CpuExhausted,
-    /// stdout, stderr or `/out` hit its cap.
-    OutputLimit,
-    /// The guest trapped (or the worker died of a signal we did not send).
-    Trapped,
-}
-
-impl OutcomeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Completed => "completed",
-            Self::TimedOut => "timed_out",
-            Self::MemoryExceeded => "memory_exceeded",
-            Self::CpuExhausted => "cpu_exhausted",
-            Self::OutputLimit => "output_limit",
-            Self::Trapped => "trapped",
-        }
-    }
-
-    /// The exit code recorded for a run that a limit ended (the guest's own code, if
-    /// any, goes into `Outcome::detail`); `None` for `Completed`, which records the
-    /// guest's own code. The numbers follow shell conventions: 124 as `timeout(1)`,
-    /// 128 + the signal that would have ended a native process otherwise (SIGXCPU for
-    /// CPU, SIGKILL as an OOM kill, SIGPIPE for a closed output, SIGABRT for a trap).
-    pub fn conventional_exit_code(self) -> Option<i32> {
-        match self {
-            Self::Completed => None,
-            Self::TimedOut => Some(124),
-            Self::CpuExhausted => Some(128 + 24),
-            Self::MemoryExceeded => Some(128 + 9),
-            Self::OutputLimit => Some(128 + 13),
-            Self::Trapped => Some(128 + 6),
-        }
-    }
 }
 
 /// What one run used: recorded in the lock and the in-toto predicate, never compared

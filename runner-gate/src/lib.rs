@@ -28,6 +28,7 @@ pub mod research_packet;
 pub mod tool_result;
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use runner_contract::verdict::Verdict;
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
 use serde::Serialize;
@@ -53,24 +54,6 @@ impl DocKind {
             DocKind::ToolResult => "tool_result",
             DocKind::ResearchPacket => "research_packet",
             DocKind::GovernedPacket => "governed_packet",
-        }
-    }
-}
-
-/// ACCEPT or REJECT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Verdict {
-    #[serde(rename = "ACCEPT")]
-    Accept,
-    #[serde(rename = "REJECT")]
-    Reject,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Accept => "ACCEPT",
-            Verdict::Reject => "REJECT",
         }
     }
 }

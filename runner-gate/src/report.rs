@@ -4,6 +4,7 @@
 //! Text quoted from the document is shown with control and invisible characters
 //! escaped and long lines cut: the report must not carry what it reports.
 
+use runner_contract::verdict::Verdict;
 use super::Judgement;
 use runner_core::request::Reason;
 use serde::Serialize;
@@ -31,7 +32,7 @@ pub struct JsonReport<'a> {
     /// Its name in the inbox (escaped when not plain).
     pub source: &'a str,
     pub kind: &'a str,
-    pub verdict: &'a str,
+    pub verdict: Verdict,
     pub judged_utc: &'a str,
     pub reasons: &'a [Reason],
 }
@@ -42,7 +43,7 @@ pub fn json(doc: &str, source: &str, judgement: &Judgement, judged_utc: &str) ->
         file: doc,
         source,
         kind: judgement.kind_name(),
-        verdict: judgement.verdict.as_str(),
+        verdict: judgement.verdict,
         judged_utc,
         reasons: &judgement.reasons,
     };

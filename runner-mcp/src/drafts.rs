@@ -412,7 +412,7 @@ impl Drafts {
         }
         // Only a draft the operator could approve as it is gets written.
         let verdict = crate::judge::validate_draft(&sealed.text, policy);
-        if verdict.verdict != "ACCEPT" {
+        if verdict.verdict != runner_contract::verdict::Verdict::Accept {
             let reasons: Vec<String> = verdict
                 .reasons
                 .iter()

@@ -7,7 +7,8 @@ use crate::drafts::{self, ApprovalRecord, Drafts, Record, Rejection};
 use runner_core::markdown::{frontmatter, sections, yaml};
 use runner_core::rules::{GuestMapping, LimitMaxima};
 use runner_pipeline::approval::{self, SignatureFile, approve};
-use runner_pipeline::gate::{self, Context, Follow, Verdict};
+use runner_contract::verdict::Verdict;
+use runner_pipeline::gate::{self, Context, Follow};
 use runner_pipeline::policy::Policy;
 use runner_pipeline::request::Reason;
 use serde::Serialize;
@@ -60,8 +61,7 @@ pub struct OperatorField {
 pub struct DraftVerdict {
     /// ACCEPT: the draft passes every rule CORE can satisfy; the operator can approve it
     /// as it is. REJECT: `reasons` says what to fix.
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     /// What CORE must fix, each with its stable code and line.
     pub reasons: Vec<Reason>,
     /// What the operator adds on approval (not errors: leave them out of the draft).
@@ -138,9 +138,9 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
     }
     DraftVerdict {
         verdict: if reasons.is_empty() {
-            "ACCEPT"
+            Verdict::Accept
         } else {
-            "REJECT"
+            Verdict::Reject
         },
         reasons,
         added_by_operator: added,

@@ -20,7 +20,8 @@ use capture::Capture;
 use runner_sandbox::confine;
 use runner_sandbox::monty::MontyWorkerRequest;
 use runner_sandbox::worker::{self, WorkerError, WorkerReply};
-use runner_sandbox::{BackendError, Limits, Outcome, OutcomeKind};
+use runner_contract::outcome::OutcomeKind;
+use runner_sandbox::{BackendError, Limits, Outcome};
 use std::io;
 
 /// Counts every allocation of the process and ends it (exit 65) past the hard cap;

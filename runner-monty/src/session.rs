@@ -12,7 +12,8 @@ use monty_types::{
 };
 use runner_sandbox::determinism::{Determinism, STREAM_SECURE, seeded_stream};
 use runner_sandbox::worker::truncate;
-use runner_sandbox::{Limits, Outcome, OutcomeKind};
+use runner_contract::outcome::OutcomeKind;
+use runner_sandbox::{Limits, Outcome};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

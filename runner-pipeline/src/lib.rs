@@ -12,7 +12,6 @@ pub mod backend;
 pub mod beside;
 pub mod determinism;
 pub mod environment;
-pub mod exit_codes;
 pub mod gate;
 pub mod guest;
 pub mod lock;

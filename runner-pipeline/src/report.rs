@@ -3,7 +3,9 @@
 //! pipeline did, with the exit code that goes with each, so every caller of the library
 //! reports a run the same way. Printing them (text or JSON) is the CLI's.
 
-use crate::exit_codes;
+use runner_contract::verdict::{ReplayVerdict, Verdict};
+use runner_contract::outcome::OutcomeKind;
+use runner_contract::exit_codes;
 use crate::lock::PinChange;
 use crate::pipeline::replay::{
     ExchangeComparison, NetworkSource, OutputComparison, ReplayError, ReplayMode, ReplaySource,
@@ -21,8 +23,7 @@ use std::path::Path;
 pub struct ExecReport {
     /// ACCEPT: the request ran and `result_path` holds its result (whatever the guest's
     /// outcome); REJECT: nothing ran, `reasons` says why.
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     pub reasons: Vec<Reason>,
     #[serde(flatten)]
     pub run: RunFacts,
@@ -36,8 +37,7 @@ pub struct ExecReport {
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct RunFacts {
     pub result_path: Option<String>,
-    #[schemars(extend("enum" = ["completed", "timed_out", "memory_exceeded", "cpu_exhausted", "output_limit", "trapped", null]))]
-    pub outcome: Option<&'static str>,
+    pub outcome: Option<OutcomeKind>,
     pub exit_code: Option<i32>,
     /// `null` when nothing ran this time: a request refused or retried, or an earlier
     /// result reused or recovered.
@@ -49,7 +49,7 @@ impl RunFacts {
     pub fn ran(summary: &RunSummary) -> Self {
         Self {
             result_path: Some(summary.result_path.display().to_string()),
-            outcome: Some(summary.outcome.kind.as_str()),
+            outcome: Some(summary.outcome.kind),
             exit_code: Some(summary.outcome.exit_code),
             runtime_sec: Some(summary.outcome.runtime_sec),
         }
@@ -70,7 +70,7 @@ impl ExecReport {
         (
             error.exit_code(),
             Self {
-                verdict: "REJECT",
+                verdict: Verdict::Reject,
                 reasons: error.reasons(),
                 run: RunFacts::default(),
                 reused: false,
@@ -160,7 +160,7 @@ impl Pipeline {
             Ok(summary) => (
                 exit_codes::OK,
                 ExecReport {
-                    verdict: "ACCEPT",
+                    verdict: Verdict::Accept,
                     reasons: Vec::new(),
                     run: RunFacts::ran(&summary),
                     reused: false,
@@ -199,10 +199,10 @@ impl Pipeline {
         }
         let stored = found.reusable?;
         Some(ExecReport {
-            verdict: "ACCEPT",
+            verdict: Verdict::Accept,
             reasons: Vec::new(),
             run: RunFacts {
-                outcome: crate::reuse::outcome_kind(&stored.lock.outputs.outcome),
+                outcome: OutcomeKind::parse(&stored.lock.outputs.outcome),
                 exit_code: Some(stored.lock.outputs.exit_code),
                 ..RunFacts::published(&stored.result)
             },
@@ -218,8 +218,7 @@ pub struct ReplayReport {
     /// run tables. `MATCH_ACROSS_UPGRADE` (only with `--across-upgrade`): every output
     /// matched, and at least one of those pins changed (`changed_pins`). `DRIFT`: an
     /// output or an input differs. `REFUSED`: nothing ran (`refused` says why).
-    #[schemars(extend("enum" = ["MATCH", "MATCH_ACROSS_UPGRADE", "DRIFT", "REFUSED"]))]
-    pub verdict: &'static str,
+    pub verdict: ReplayVerdict,
     pub result_path: Option<String>,
     pub outputs: Vec<OutputComparison>,
     /// Each pin of the baseline's lock that differs from what is in force now: `policy`
@@ -257,7 +256,7 @@ impl Pipeline {
     pub fn replay_report(&self, options: &ReplayOptions<'_>) -> (i32, ReplayReport) {
         match self.replayed_report(options) {
             Ok(report) => {
-                let drift = report.verdict == "DRIFT";
+                let drift = report.verdict == ReplayVerdict::Drift;
                 // MATCH_ACROSS_UPGRADE exits 0: the outputs agree, which is what
                 // --check checks; the changed pins are in the report.
                 (
@@ -272,7 +271,7 @@ impl Pipeline {
             Err((code, refused)) => (
                 code,
                 ReplayReport {
-                    verdict: "REFUSED",
+                    verdict: ReplayVerdict::Refused,
                     result_path: None,
                     outputs: Vec::new(),
                     changed_pins: Vec::new(),

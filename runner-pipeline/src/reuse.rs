@@ -11,6 +11,7 @@
 //! `runner verify` does (every hash re-derived from the files, the statement, and the
 //! request given); a tampered or partial candidate is passed over, with the reason.
 
+use runner_contract::verdict::Verdict;
 use crate::lock::Lock;
 use crate::lock::verify::{self, RequestLookup};
 use crate::pipeline::RunPlan;
@@ -89,20 +90,6 @@ pub fn key_of_lock(lock: &Lock) -> String {
         runner_version: &lock.runtime.runner_version,
     }
     .hash()
-}
-
-/// The static name of an outcome kind read back from a lock or a summary.
-pub fn outcome_kind(kind: &str) -> Option<&'static str> {
-    [
-        "completed",
-        "timed_out",
-        "memory_exceeded",
-        "cpu_exhausted",
-        "output_limit",
-        "trapped",
-    ]
-    .into_iter()
-    .find(|k| *k == kind)
 }
 
 /// A verified stored result that stands for a run.
@@ -185,7 +172,7 @@ pub fn find(
         let document = results.join(format!("{id}.md"));
         let mut v = verify::verify_with(&document, RequestLookup::Given(request));
         verify::check_statement(&mut v, &document, public_key);
-        if v.verdict == "ACCEPT" {
+        if v.verdict == Verdict::Accept {
             found.reusable = Some(Reusable {
                 result: document,
                 lock,

@@ -31,7 +31,8 @@ pub mod worker;
 pub use cap_std;
 /// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
 /// and the result document record them.
-pub use runner_core::run::{Limits, OutcomeKind, Usage};
+pub use runner_core::run::{Limits, Usage};
+use runner_contract::outcome::OutcomeKind;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -17,7 +17,8 @@
 //! ends: crash, garbage on stdout, silence.
 
 use crate::confine;
-use crate::{BackendError, Limits, Outcome, OutcomeKind, SandboxSpec};
+use crate::{BackendError, Limits, Outcome, SandboxSpec};
+use runner_contract::outcome::OutcomeKind;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;

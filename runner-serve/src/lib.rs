@@ -30,9 +30,11 @@
 
 // The pipeline's modules under the paths this crate's modules name them by
 // (`crate::pipeline`, `crate::gate`, ...): the host is a caller of `runner-pipeline`.
+use runner_contract::verdict::ServeVerdict;
+use runner_contract::exit_codes;
 use runner_pipeline::report::RunFacts;
 use runner_pipeline::{
-    backend, digest, exit_codes, gate, lock, pipeline, read, request, result, reuse, stage,
+    backend, digest, gate, lock, pipeline, read, request, result, reuse, stage,
 };
 
 pub mod claim;
@@ -45,7 +47,8 @@ pub use watch::{block_signals, unblock_signals};
 
 use crate::gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
 use crate::gate::moves::{exists, sync_dir};
-use crate::gate::{DocKind, Judgement, Verdict};
+use crate::gate::{DocKind, Judgement};
+use runner_contract::verdict::Verdict;
 use crate::pipeline::{Pipeline, RunError};
 use crate::read::{Read2, read_document};
 use crate::request::Reason;
@@ -87,8 +90,7 @@ pub struct Handled {
     /// nothing ran, it is quarantined with its reasons; RETRY: it stays claimed and is
     /// tried again later (the reasons say why); DEAD (`--nats` only): it failed for
     /// reasons not its own `--max-deliver` times and went to `toolexec.dead`.
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT", "RETRY", "DEAD"]))]
-    pub verdict: &'static str,
+    pub verdict: ServeVerdict,
     pub reasons: Vec<Reason>,
     #[serde(flatten)]
     pub run: RunFacts,
@@ -541,7 +543,7 @@ impl Host<'_> {
                 let handled = Handled {
                     run: RunFacts::published(&doc),
                     recovered: true,
-                    ..Handled::new(name, "ACCEPT")
+                    ..Handled::new(name, ServeVerdict::Accept)
                 };
                 return self.file_done(&claimed, handled);
             }
@@ -557,7 +559,7 @@ impl Host<'_> {
                 let handled = Handled {
                     run: RunFacts::ran(&summary),
                     latency_sec: latency,
-                    ..Handled::new(name, "ACCEPT")
+                    ..Handled::new(name, ServeVerdict::Accept)
                 };
                 self.file_done(&claimed, handled);
             }
@@ -592,7 +594,7 @@ impl Host<'_> {
             self.observer.handled(&Handled {
                 reasons,
                 moved_to: Some(moved),
-                ..Handled::new(&claimed.name, "REJECT")
+                ..Handled::new(&claimed.name, ServeVerdict::Reject)
             });
         }
     }
@@ -657,7 +659,7 @@ impl Host<'_> {
         );
         self.observer.handled(&Handled {
             reasons,
-            ..Handled::new(&claimed.name, "RETRY")
+            ..Handled::new(&claimed.name, ServeVerdict::Retry)
         });
         self.lock().retries.push((Instant::now() + wait, claimed));
     }
@@ -754,7 +756,7 @@ impl Host<'_> {
                 run: RunFacts::published(&doc),
                 moved_to: Some(format!("done/{moved}")),
                 recovered: true,
-                ..Handled::new(name, "ACCEPT")
+                ..Handled::new(name, ServeVerdict::Accept)
             }),
             Err(e) => self.log(
                 Level::Warn,
@@ -770,7 +772,7 @@ impl Host<'_> {
 }
 
 impl Handled {
-    pub(crate) fn new(name: &OsStr, verdict: &'static str) -> Self {
+    pub(crate) fn new(name: &OsStr, verdict: ServeVerdict) -> Self {
         Self {
             request: shown(name),
             verdict,

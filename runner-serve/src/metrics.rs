@@ -18,6 +18,7 @@
 //! headers (at most 8 KiB), 10 s in all, one request each. It serves a scraper, not the
 //! public: bind it to loopback unless a scraper elsewhere needs it.
 
+use runner_contract::verdict::ServeVerdict;
 use super::Handled;
 use crate::backend::worker::{PoolCounters, PoolStats};
 use http_body_util::Full;
@@ -152,21 +153,21 @@ impl Metrics {
 
     /// Counts one request handled.
     pub fn observe(&self, handled: &Handled) {
-        let outcome = handled.run.outcome.unwrap_or(if handled.recovered {
-            "recovered"
-        } else {
-            "none"
-        });
+        let outcome = match handled.run.outcome {
+            Some(kind) => kind.as_str(),
+            None if handled.recovered => "recovered",
+            None => "none",
+        };
         self.requests
             .get_or_create(&vec![
-                ("verdict", handled.verdict.to_owned()),
+                ("verdict", handled.verdict.as_str().to_owned()),
                 ("outcome", outcome.to_owned()),
             ])
             .inc();
         if let Some(latency) = handled.latency_sec {
             self.latency.observe(latency);
         }
-        if handled.verdict == "RETRY" {
+        if handled.verdict == ServeVerdict::Retry {
             for reason in &handled.reasons {
                 self.worker_failures
                     .get_or_create(&vec![("code", reason.code.clone())])
@@ -296,8 +297,8 @@ mod tests {
     #[test]
     fn counts_requests_by_verdict_and_outcome() {
         let m = Metrics::new();
-        let mut h = Handled::new(std::ffi::OsStr::new("TR-a.md"), "ACCEPT");
-        h.run.outcome = Some("completed");
+        let mut h = Handled::new(std::ffi::OsStr::new("TR-a.md"), ServeVerdict::Accept);
+        h.run.outcome = Some(runner_contract::outcome::OutcomeKind::Completed);
         h.latency_sec = Some(0.05);
         m.observe(&h);
         m.observe(&Handled {
@@ -306,7 +307,7 @@ mod tests {
                 "disk full",
                 None,
             )],
-            ..Handled::new(std::ffi::OsStr::new("TR-b.md"), "RETRY")
+            ..Handled::new(std::ffi::OsStr::new("TR-b.md"), ServeVerdict::Retry)
         });
         m.set_queue_depth(3);
         let text = m.render();

@@ -34,6 +34,8 @@
 //! terminated. The consumer itself redelivers without limit: the dead-letter decision is
 //! the host's, so no request is dropped without a dead letter.
 
+use runner_contract::verdict::ServeVerdict;
+use runner_contract::outcome::OutcomeKind;
 use super::{Handled, Level, Observer, RunFacts, ServeError, Stopped, is_refusal};
 use crate::pipeline::{Pipeline, RunPlan};
 use crate::request::Reason;
@@ -89,12 +91,12 @@ pub struct NatsSummary {
     /// valid request).
     pub request_sha256: String,
     /// ACCEPT (it ran; `result_id` names its files in `toolexec-results`) or REJECT.
-    pub verdict: &'static str,
+    pub verdict: ServeVerdict,
     pub reasons: Vec<Reason>,
     pub result_id: Option<String>,
     /// The objects of the result in `toolexec-results`.
     pub objects: Vec<String>,
-    pub outcome: Option<&'static str>,
+    pub outcome: Option<OutcomeKind>,
     pub exit_code: Option<i32>,
     pub runtime_sec: Option<f64>,
     /// The run's reuse key ([`crate::reuse::key`]): its summary is `index/<key>`.
@@ -435,7 +437,7 @@ impl Host<'_> {
                         );
                         self.observer.handled(&Handled {
                             reasons,
-                            ..Handled::new(OsStr::new(&name), "DEAD")
+                            ..Handled::new(OsStr::new(&name), ServeVerdict::Dead)
                         });
                         message
                             .double_ack_with(AckKind::Term)
@@ -454,7 +456,7 @@ impl Host<'_> {
                         );
                         self.observer.handled(&Handled {
                             reasons,
-                            ..Handled::new(OsStr::new(&name), "RETRY")
+                            ..Handled::new(OsStr::new(&name), ServeVerdict::Retry)
                         });
                         message
                             .ack_with(AckKind::Nak(Some(wait)))
@@ -584,11 +586,11 @@ impl Host<'_> {
         let mut out = NatsSummary {
             request_id: Some(id.clone()),
             request_sha256: sha.clone(),
-            verdict: "ACCEPT",
+            verdict: ServeVerdict::Accept,
             reasons: Vec::new(),
             result_id: Some(result_id.clone()),
             objects: Vec::new(),
-            outcome: Some(summary.outcome.kind.as_str()),
+            outcome: Some(summary.outcome.kind),
             exit_code: Some(summary.outcome.exit_code),
             runtime_sec: Some(summary.outcome.runtime_sec),
             reuse_key: Some(key.clone()),
@@ -625,7 +627,7 @@ impl Host<'_> {
         let summary = NatsSummary {
             request_id: plan.map(|p| p.approved.request_id().to_owned()),
             request_sha256: sha,
-            verdict: "REJECT",
+            verdict: ServeVerdict::Reject,
             reasons,
             result_id: None,
             objects: Vec::new(),
@@ -790,7 +792,7 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
     NatsSummary {
         request_id: Some(id.to_owned()),
         request_sha256: sha.to_owned(),
-        verdict: "ACCEPT",
+        verdict: ServeVerdict::Accept,
         reasons: Vec::new(),
         result_id: s("result_id"),
         objects: stored["objects"]
@@ -803,7 +805,7 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
             .unwrap_or_default(),
         outcome: stored["outcome"]
             .as_str()
-            .and_then(crate::reuse::outcome_kind),
+            .and_then(OutcomeKind::parse),
         exit_code: stored["exit_code"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok()),

@@ -12,11 +12,12 @@
 //! the runner.
 
 pub mod engine;
+pub mod preinit;
 pub mod wasi_determinism;
 pub mod worker;
 
 pub use runner_sandbox::{
-    Backend, BackendError, GuestProgram, Limits, Outcome, OutcomeKind, SandboxSpec, confine, digest,
+    Backend, BackendError, GuestProgram, Limits, Outcome, SandboxSpec, confine, digest,
 };
 pub use worker::WasmtimeBackend;
 

@@ -366,7 +366,7 @@ impl Backend for WasmtimeBackend {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::OutcomeKind;
+    use runner_contract::outcome::OutcomeKind;
     use crate::engine::testkit::{
         self, Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
     };

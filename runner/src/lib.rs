@@ -11,7 +11,7 @@ pub mod cli;
 
 pub use runner_pipeline::{
     MONTY_VERSION, RUNNER_VERSION, WASMTIME_VERSION, approval, backend, beside, determinism,
-    digest, environment, exit_codes, gate, guest, lock, net, normalize, pipeline, policy, read,
+    digest, environment, gate, guest, lock, net, normalize, pipeline, policy, read,
     report, request, result, reuse, rule_pattern, sign, stage,
 };
 /// `runner serve`: the inbox and NATS host (the crate `runner-serve`).

@@ -1,5 +1,5 @@
 //! The `runner` binary: parse the command line, run the subcommand, exit with its
-//! documented code (see `runner::exit_codes`).
+//! documented code (see `runner_contract::exit_codes`).
 
 fn main() {
     // A probe that applies the worker's confinement and reports it (used by tests).
@@ -14,7 +14,7 @@ fn main() {
                 Ok(cmd) => cmd.execute(),
                 Err(usage) => {
                     eprintln!("{usage}");
-                    runner::exit_codes::USAGE
+                    runner_contract::exit_codes::USAGE
                 }
             },
         );
@@ -23,9 +23,9 @@ fn main() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
-                runner::exit_codes::USAGE
+                runner_contract::exit_codes::USAGE
             } else {
-                runner::exit_codes::OK
+                runner_contract::exit_codes::OK
             };
             let _ = e.print();
             std::process::exit(code);

@@ -13,7 +13,8 @@
 use super::Artifact;
 use crate::markdown::document::{code_span, longest_run};
 use crate::policy::ForbiddenRule;
-use crate::run::{Limits, OutcomeKind};
+use crate::run::Limits;
+use runner_contract::outcome::OutcomeKind;
 use std::fmt::Write as _;
 
 /// Everything the document says, gathered by the caller.

@@ -17,7 +17,7 @@ pub use runner_wasmtime::{engine as wasmtime, wasi_determinism, worker};
 pub use runner_sandbox::confine;
 pub use runner_sandbox::determinism::Determinism;
 pub use runner_sandbox::{
-    Backend, BackendError, GuestProgram, Limits, MontyProgram, Outcome, OutcomeKind, SandboxSpec,
+    Backend, BackendError, GuestProgram, Limits, MontyProgram, Outcome, SandboxSpec,
 };
 
 /// Which engine runs the request (part of the request model, in `runner-core`).

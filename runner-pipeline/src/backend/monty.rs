@@ -98,7 +98,8 @@ impl Backend for MontyBackend {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::backend::{Limits, OutcomeKind};
+    use crate::backend::Limits;
+    use runner_contract::outcome::OutcomeKind;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};

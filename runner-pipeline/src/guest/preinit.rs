@@ -1,4 +1,4 @@
-//! The pre-initialised cpython-3.12 (`runner_wasmtime::engine::preinit`): built once by
+//! The pre-initialised cpython-3.12 (`runner_wasmtime::preinit`): built once by
 //! `runner guest fetch`, stored content-addressed in the guest store, pinned by its
 //! sha256, and chosen for a run by [`select`], the one place that decides which module
 //! runs.
@@ -61,10 +61,10 @@ fn key(entry: &GuestEntry, runtime: &GuestRuntime, step_ns: u64) -> String {
     let identity = serde_json::json!({
         "guest_sha256": entry.file_sha256,
         "runner": crate::RUNNER_VERSION,
-        "format": runner_wasmtime::engine::preinit::FORMAT,
+        "format": runner_wasmtime::preinit::FORMAT,
         "wasmtime": crate::WASMTIME_VERSION,
         "boot_sha256": crate::digest::sha256_hex(
-            runner_wasmtime::engine::preinit::BOOT_SOURCE.as_bytes()
+            runner_wasmtime::preinit::BOOT_SOURCE.as_bytes()
         ),
         "runtime": runtime,
         "step_ns": step_ns,
@@ -172,19 +172,14 @@ pub fn ensure(
         determinism: Default::default(),
     };
     let guest = &spec.program;
-    let snapshot = runner_wasmtime::engine::preinit::build(
-        backend.engine(),
-        &wasm,
-        guest,
-        &spec,
-        DEFAULT_STEP_NS,
-    )
-    .map_err(|e| GuestError::Io {
-        guest: entry.name.clone(),
-        action: "pre-initialise",
-        path: wasm_path.to_owned(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let snapshot =
+        runner_wasmtime::preinit::build(backend.engine(), &wasm, guest, &spec, DEFAULT_STEP_NS)
+            .map_err(|e| GuestError::Io {
+                guest: entry.name.clone(),
+                action: "pre-initialise",
+                path: wasm_path.to_owned(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
     let record = Record {
         sha256: crate::digest::sha256_hex(&snapshot),
         guest_sha256: entry.file_sha256.clone(),
@@ -229,7 +224,7 @@ pub enum Choice {
 /// Decides which module `program` runs, and switches it to the pre-initialised one when
 /// that reproduces the plain module's run: pre-initialisation on, this guest built for
 /// this exact runtime, a virtual clock of the snapshot's step (the start-up's clock
-/// reads are replayed, see `runner_wasmtime::engine::preinit`), and an argv the boot
+/// reads are replayed, see `runner_wasmtime::preinit`), and an argv the boot
 /// emulates (`python -c CMD ...`, `python FILE ...` with FILE a plain source file
 /// staged under `/in`). Returns the sha256 of the pre-initialised module it chose, or
 /// `None` (the plain module runs). `Err`: a replay pinned a pre-initialised module that
@@ -249,7 +244,7 @@ pub fn select(
         if !clock_fits(determinism) {
             return None;
         }
-        if !runner_wasmtime::engine::preinit::boot_handles(&program.argv, |p| {
+        if !runner_wasmtime::preinit::boot_handles(&program.argv, |p| {
             guest_input(p, in_dir, &program.runtime)
         }) {
             return None;

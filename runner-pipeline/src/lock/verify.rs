@@ -2,6 +2,7 @@
 //! disk and require equality (L2, L8). Never repairs anything. Each difference names
 //! what differed, what was expected and what was found.
 
+use runner_contract::verdict::Verdict;
 use super::statement;
 use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
 use crate::request::frontmatter;
@@ -23,8 +24,7 @@ pub struct Difference {
 /// The outcome of verifying one result.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Verification {
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     pub differences: Vec<Difference>,
     /// What was re-derived and compared.
     pub checked: Vec<String>,
@@ -392,7 +392,7 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
         Err(e) => {
             v.differences
                 .push(diff("statement", "encodable", e.to_string()));
-            v.verdict = "REJECT";
+            v.verdict = Verdict::Reject;
             return;
         }
     };
@@ -462,7 +462,7 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
         }
     }
     if !v.differences.is_empty() {
-        v.verdict = "REJECT";
+        v.verdict = Verdict::Reject;
     }
 }
 
@@ -473,9 +473,9 @@ fn finish(
     lock: Option<Lock>,
 ) -> Verification {
     let verdict = if differences.is_empty() {
-        "ACCEPT"
+        Verdict::Accept
     } else {
-        "REJECT"
+        Verdict::Reject
     };
     Verification {
         verdict,

@@ -1,12 +1,12 @@
 //! What can stop a run before its result exists, one enum per stage. Each error knows
-//! its process exit code ([`crate::exit_codes`]) and a stable reason code: the `code` of
+//! its process exit code ([`runner_contract::exit_codes`]) and a stable reason code: the `code` of
 //! the reason `runner exec --json` prints, which hosts branch on. A run that got as far
 //! as the sandbox always ends in a result (whatever the guest did); these are the
 //! failures around it.
 
 use crate::backend::BackendError;
 use crate::beside::BesideError;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::guest::GuestError;
 use crate::request::Reason;
 use crate::result::PublishError;

@@ -12,9 +12,10 @@
 //! nothing run (the request's approval covers only the pinned bytes). The replay's own
 //! lock records the baseline it was compared against ([`ReplayOf`]).
 
+use runner_contract::verdict::{OutputVerdict, ReplayVerdict};
 use super::{Pipeline, RunError, RunPlan, limits_for};
 use crate::determinism::DeterminismPin;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::lock::verify::{find_request, result_location};
 use crate::lock::{
     EnvironmentPin, LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag,
@@ -38,8 +39,7 @@ pub struct OutputComparison {
     pub name: String,
     pub expected: String,
     pub actual: String,
-    #[schemars(extend("enum" = ["MATCH", "DRIFT"]))]
-    pub verdict: &'static str,
+    pub verdict: OutputVerdict,
 }
 
 /// Whether a replay may run when pins differ.
@@ -117,7 +117,7 @@ pub struct Replayed {
 
 impl Replayed {
     pub fn matched(&self) -> bool {
-        self.outputs.iter().all(|o| o.verdict == "MATCH")
+        self.outputs.iter().all(|o| o.verdict == OutputVerdict::Match)
     }
 
     /// Whether a pin that can change a run changed (the whole policy text alone cannot).
@@ -127,11 +127,11 @@ impl Replayed {
 
     /// `MATCH`, `MATCH_ACROSS_UPGRADE` (every output matched, a run pin changed) or
     /// `DRIFT`.
-    pub fn verdict(&self) -> &'static str {
+    pub fn verdict(&self) -> ReplayVerdict {
         match (self.matched(), self.upgraded()) {
-            (false, _) => "DRIFT",
-            (true, true) => "MATCH_ACROSS_UPGRADE",
-            (true, false) => "MATCH",
+            (false, _) => ReplayVerdict::Drift,
+            (true, true) => ReplayVerdict::MatchAcrossUpgrade,
+            (true, false) => ReplayVerdict::Match,
         }
     }
 }
@@ -542,7 +542,7 @@ fn input_drift(lock: &Lock, inputs: &InputsRoot) -> Vec<OutputComparison> {
                 name: format!("input {}", input.path),
                 expected: input.sha256.clone(),
                 actual,
-                verdict: "DRIFT",
+                verdict: OutputVerdict::Drift,
             });
         }
     }
@@ -553,7 +553,11 @@ fn input_drift(lock: &Lock, inputs: &InputsRoot) -> Vec<OutputComparison> {
 /// either lock.
 pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
     let entry = |name: String, e: String, a: String| {
-        let verdict = if e == a { "MATCH" } else { "DRIFT" };
+        let verdict = if e == a {
+            OutputVerdict::Match
+        } else {
+            OutputVerdict::Drift
+        };
         OutputComparison {
             name,
             expected: e,

@@ -5,7 +5,7 @@
 
 use super::output;
 use crate::approval::{approve, edit};
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::policy::Policy;
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};

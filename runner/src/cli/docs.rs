@@ -3,7 +3,7 @@
 //! drift from `--help`. The committed pages under `man/` are checked by a test.
 
 use super::output;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,7 @@
 //! --inbox DIR`).
 
 use super::output;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::policy::Policy;
 use runner_mcp::drafts::{DraftError, Drafts, Listed, Rejection};
 use serde::Serialize;

@@ -4,7 +4,7 @@
 
 use super::output::{self, Progress};
 use crate::environment::{self, EnvironmentSpec, EnvironmentStatus, Located, PackagePin};
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::guest::GuestManifest;
 use crate::policy::Policy;
 use serde::Serialize;

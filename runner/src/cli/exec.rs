@@ -102,14 +102,14 @@ impl ExecCommand {
             if report.reused {
                 super::output::note(format!(
                     "reused: a verified result of the same run (outcome {}, exit code {}); nothing ran",
-                    report.run.outcome.unwrap_or("?"),
+                    report.run.outcome.map_or("?", |k| k.as_str()),
                     report.run.exit_code.unwrap_or(-1)
                 ));
                 return code;
             }
             eprintln!(
                 "outcome: {}, exit code {}, {:.3} s",
-                report.run.outcome.unwrap_or("?"),
+                report.run.outcome.map_or("?", |k| k.as_str()),
                 report.run.exit_code.unwrap_or(-1),
                 report.run.runtime_sec.unwrap_or(0.0)
             );

@@ -7,7 +7,7 @@
 //! any could not be moved (it stays in the inbox) or a directory is unusable, 2 for a
 //! bad flag or catalog.
 
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::gate::Context;
 use crate::gate::inbox::{self, Dirs};
 use crate::policy::Policy;

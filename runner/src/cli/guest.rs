@@ -5,7 +5,7 @@
 use super::output::{self, Progress};
 use crate::backend::GuestProgram;
 use crate::backend::worker::WasmtimeBackend;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::guest::{self, GuestManifest};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! run statements: `PREFIX.key` (private, PKCS#8 PEM, mode 0600) and `PREFIX.pub`.
 
 use super::output;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::sign;
 use serde::Serialize;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! results the gate accepts; it never approves, signs or runs anything.
 
 use super::output;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::policy::Policy;
 use std::path::PathBuf;
 

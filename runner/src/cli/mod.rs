@@ -1,5 +1,5 @@
 //! The command-line interface: one module per subcommand, each a `XxxCommand` with an
-//! `execute()` that returns the process exit code (see [`crate::exit_codes`]).
+//! `execute()` that returns the process exit code (see [`runner_contract::exit_codes`]).
 
 pub mod approve;
 pub mod docs;
@@ -117,7 +117,7 @@ pub fn command() -> clap::Command {
                 .get_after_help()
                 .map(|h| h.to_string())
                 .unwrap_or_default(),
-            crate::exit_codes::TABLE
+            runner_contract::exit_codes::TABLE
                 .iter()
                 .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
                 .collect::<Vec<_>>()
@@ -146,7 +146,7 @@ pub fn out_json<T: serde::Serialize>(value: &T) -> Result<(), i32> {
 fn encode_json<T: serde::Serialize>(value: &T) -> Result<String, i32> {
     serde_json::to_string(value).map_err(|e| {
         output::error(format!("cannot encode the JSON output: {e}"));
-        crate::exit_codes::INTERNAL
+        runner_contract::exit_codes::INTERNAL
     })
 }
 
@@ -200,9 +200,9 @@ pub(crate) use outln;
 /// (`| head`); `IO` when the write failed otherwise.
 pub fn print_stdout(text: &str) -> i32 {
     if write_stdout(format_args!("{text}")) {
-        crate::exit_codes::OK
+        runner_contract::exit_codes::OK
     } else {
-        crate::exit_codes::IO
+        runner_contract::exit_codes::IO
     }
 }
 
@@ -217,7 +217,7 @@ impl Cli {
     pub fn execute(self) -> i32 {
         if let Err(e) = output::init(self.quiet, self.verbose, self.log_format) {
             output::error(e);
-            return crate::exit_codes::USAGE;
+            return runner_contract::exit_codes::USAGE;
         }
         let policy = match &self.policy {
             None => crate::policy::Policy::builtin(),
@@ -225,7 +225,7 @@ impl Cli {
                 Ok(p) => p,
                 Err(e) => {
                     output::error(e);
-                    return crate::exit_codes::USAGE;
+                    return runner_contract::exit_codes::USAGE;
                 }
             },
         };
@@ -266,16 +266,16 @@ pub(crate) fn read_request_text(
             output::error(format!(
                 "{name} is {size} bytes; the policy allows at most {max}"
             ));
-            return Err(crate::exit_codes::REJECT);
+            return Err(runner_contract::exit_codes::REJECT);
         }
         Err(e) => {
             output::error(format!("cannot read {name}: {e}"));
-            return Err(crate::exit_codes::IO);
+            return Err(runner_contract::exit_codes::IO);
         }
     };
     String::from_utf8(bytes).map_err(|_| {
         output::error(format!("{name} is not valid UTF-8"));
-        crate::exit_codes::REJECT
+        runner_contract::exit_codes::REJECT
     })
 }
 
@@ -292,8 +292,8 @@ pub(crate) fn with_gate_context(
         Ok(catalog) => catalog,
         Err(e) => {
             let code = match e {
-                CatalogError::Read { .. } => crate::exit_codes::IO,
-                _ => crate::exit_codes::USAGE,
+                CatalogError::Read { .. } => runner_contract::exit_codes::IO,
+                _ => runner_contract::exit_codes::USAGE,
             };
             output::error(e);
             return code;

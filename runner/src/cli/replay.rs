@@ -108,7 +108,7 @@ impl ReplayCommand {
             crate::cli::outln!(
                 "{}: {}",
                 self.result.display(),
-                super::output::verdict(report.verdict)
+                super::output::verdict(report.verdict.as_str())
             );
             for o in &report.outputs {
                 crate::cli::outln!(

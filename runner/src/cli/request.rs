@@ -3,7 +3,7 @@
 
 use super::output;
 use crate::approval::{self, edit, seal};
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::policy::Policy;
 use crate::request::Reason;
 use serde::Serialize;

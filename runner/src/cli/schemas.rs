@@ -8,7 +8,7 @@
 //! binary that is already built, and the test calls [`all`] directly.
 
 use super::output;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 use std::path::PathBuf;

@@ -6,7 +6,8 @@
 //! JSON object per line, schema `schemas/serve.json`); what the host does, and why a
 //! request is quarantined or retried, on stderr as log lines.
 
-use crate::exit_codes;
+use runner_contract::verdict::ServeVerdict;
+use runner_contract::exit_codes;
 use crate::pipeline::Pipeline;
 use crate::policy::Policy;
 use crate::serve::metrics::{self, Metrics};
@@ -124,12 +125,15 @@ impl Observer for Printer {
             return;
         }
         match (handled.verdict, &handled.run.result_path) {
-            ("ACCEPT", Some(path)) => {
+            (ServeVerdict::Accept, Some(path)) => {
                 super::print_stdout(&format!("{path}\n"));
                 super::output::note(format!(
                     "{}: {}{}",
                     handled.request,
-                    handled.run.outcome.unwrap_or("published before a restart"),
+                    handled
+                        .run
+                        .outcome
+                        .map_or("published before a restart", |k| k.as_str()),
                     handled
                         .moved_to
                         .as_deref()
@@ -137,7 +141,7 @@ impl Observer for Printer {
                         .unwrap_or_default()
                 ));
             }
-            ("REJECT", _) => {
+            (ServeVerdict::Reject, _) => {
                 let codes: Vec<&str> = handled.reasons.iter().map(|r| r.code.as_str()).collect();
                 super::output::warning(format!(
                     "{}: quarantined ({}){}",

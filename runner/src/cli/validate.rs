@@ -9,7 +9,8 @@
 //! Notes do not make the verdict REJECT here; the gate (`runner gate`) treats them as
 //! reasons.
 
-use crate::exit_codes;
+use runner_contract::verdict::Verdict;
+use runner_contract::exit_codes;
 use crate::gate::{self, Context, Follow, ReadError};
 use crate::policy::Policy;
 use crate::request::Reason;
@@ -48,8 +49,7 @@ pub struct FileVerdict {
     pub file: String,
     /// `tool_request`, `tool_result`, `research_packet`, `governed_packet` or `unknown`.
     pub kind: &'static str,
-    #[schemars(extend("enum" = ["ACCEPT", "REJECT"]))]
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     pub reasons: Vec<Reason>,
     /// What was not checked; present only when not empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -67,7 +67,7 @@ impl ValidateCommand {
             let (verdict, text, io_failed) = judge(file, ctx);
             if io_failed {
                 code = exit_codes::IO;
-            } else if verdict.verdict == "REJECT" && code == exit_codes::OK {
+            } else if verdict.verdict == Verdict::Reject && code == exit_codes::OK {
                 code = exit_codes::REJECT;
             }
             if self.json {
@@ -95,7 +95,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
                 FileVerdict {
                     file: name,
                     kind: "unknown",
-                    verdict: "REJECT",
+                    verdict: Verdict::Reject,
                     reasons: vec![Reason::new("io.unreadable", message, None)],
                     notes: Vec::new(),
                 },
@@ -111,13 +111,13 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
                     crate::approval::validate_request_file(file, &bytes, ctx.policy)
             {
                 j.reasons = reasons; // a superset of request::validate's reasons
-                j.verdict = gate::Verdict::Reject;
+                j.verdict = Verdict::Reject;
             }
             (
                 FileVerdict {
                     file: name,
                     kind: j.kind_name(),
-                    verdict: j.verdict.as_str(),
+                    verdict: j.verdict,
                     reasons: j.reasons,
                     notes: j.notes,
                 },
@@ -131,7 +131,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
 /// `FILE: VERDICT`, `  kind: KIND`, then per reason `FILE:LINE: code: message` and the line
 /// itself, then the notes.
 fn print_human(v: &FileVerdict, text: Option<&str>) {
-    crate::cli::outln!("{}: {}", v.file, super::output::verdict(v.verdict));
+    crate::cli::outln!("{}: {}", v.file, super::output::verdict(v.verdict.as_str()));
     crate::cli::outln!("  kind: {}", v.kind);
     let lines = crate::request::frontmatter::line_texts(text);
     for reason in &v.reasons {

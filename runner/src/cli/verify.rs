@@ -2,7 +2,8 @@
 //! every hash of a result, its lock, its artifacts and (when given or found) its
 //! request, and require equality. Fails closed; never repairs.
 
-use crate::exit_codes;
+use runner_contract::verdict::Verdict;
+use runner_contract::exit_codes;
 use crate::lock::verify::{self, Difference, Verification};
 use crate::sign;
 use std::path::PathBuf;
@@ -46,7 +47,7 @@ impl VerifyCommand {
             crate::cli::outln!(
                 "{}: {}",
                 self.result.display(),
-                super::output::verdict(v.verdict)
+                super::output::verdict(v.verdict.as_str())
             );
             for d in &v.differences {
                 crate::cli::outln!(
@@ -60,7 +61,7 @@ impl VerifyCommand {
                 crate::cli::outln!("  not checked: {n}");
             }
         }
-        if v.verdict == "ACCEPT" {
+        if v.verdict == Verdict::Accept {
             exit_codes::OK
         } else {
             exit_codes::REJECT
@@ -80,7 +81,7 @@ impl VerifyCommand {
                         expected: "an Ed25519 public key".into(),
                         actual: e.to_string(),
                     });
-                    v.verdict = "REJECT";
+                    v.verdict = Verdict::Reject;
                     return;
                 }
             },

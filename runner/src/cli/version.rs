@@ -3,7 +3,7 @@
 //! guest appears here without code changes).
 
 use super::output;
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::guest::GuestManifest;
 use serde::Serialize;
 

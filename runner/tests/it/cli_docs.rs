@@ -101,7 +101,7 @@ fn help_renders_for_every_command_through_the_binary() {
     }
     let top = runner(&["--help"], &[]);
     let text = String::from_utf8_lossy(&top.stdout);
-    for (code, _) in runner::exit_codes::TABLE {
+    for (code, _) in runner_contract::exit_codes::TABLE {
         assert!(
             text.contains(&format!("  {code:>3}  ")),
             "exit code {code} not in --help"
@@ -164,7 +164,7 @@ fn completions_for_each_shell_name_the_commands() {
         );
     }
     let bad = runner(&["completions", "tcsh"], &[]);
-    assert_eq!(bad.status.code(), Some(runner::exit_codes::USAGE));
+    assert_eq!(bad.status.code(), Some(runner_contract::exit_codes::USAGE));
 }
 
 #[test]
@@ -239,7 +239,7 @@ fn json_logs_keep_stderr_structured_and_stdout_pure() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(runner::exit_codes::REJECT));
+    assert_eq!(out.status.code(), Some(runner_contract::exit_codes::REJECT));
     let stdout = String::from_utf8(out.stdout).expect("utf-8");
     assert_eq!(stdout.lines().count(), 1, "one JSON document: {stdout}");
     serde_json::from_str::<serde_json::Value>(stdout.trim()).expect("stdout is JSON");
@@ -257,7 +257,7 @@ fn json_logs_keep_stderr_structured_and_stdout_pure() {
         &["--log-format", "json", "guest", "path", "no-such-guest"],
         &[],
     );
-    assert_eq!(missing.status.code(), Some(runner::exit_codes::IO));
+    assert_eq!(missing.status.code(), Some(runner_contract::exit_codes::IO));
     let line = String::from_utf8_lossy(&missing.stderr);
     let v: serde_json::Value = serde_json::from_str(line.trim()).expect("error as JSON");
     assert_eq!(v["level"], "ERROR");
@@ -275,7 +275,7 @@ fn json_logs_keep_stderr_structured_and_stdout_pure() {
     );
     serde_json::from_slice::<serde_json::Value>(env.stderr.trim_ascii()).expect("JSON via env");
     let bad = runner(&["guest", "list"], &[("RUNNER_LOG_FORMAT", "xml")]);
-    assert_eq!(bad.status.code(), Some(runner::exit_codes::USAGE));
+    assert_eq!(bad.status.code(), Some(runner_contract::exit_codes::USAGE));
 }
 
 #[test]
@@ -293,7 +293,7 @@ fn quiet_prints_only_the_answer() {
     let both = runner(&["-q", "-v", "guest", "list"], &[]);
     assert_eq!(
         both.status.code(),
-        Some(runner::exit_codes::USAGE),
+        Some(runner_contract::exit_codes::USAGE),
         "-q and -v conflict"
     );
 }

@@ -11,7 +11,8 @@
 use crate::gate_support;
 
 use gate_support::*;
-use runner::gate::{ArtifactsAt, Context, Verdict, judge_bytes};
+use runner::gate::{ArtifactsAt, Context, judge_bytes};
+use runner_contract::verdict::Verdict;
 use runner::policy::{Policy, RuleTarget};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -212,7 +213,8 @@ fn exec_result_passes_and_each_tampering_is_named() {
 /// the result rules reject.
 #[test]
 fn the_writer_withholds_exactly_what_the_validator_rejects() {
-    use runner::backend::{Limits, OutcomeKind};
+    use runner::backend::Limits;
+    use runner_contract::outcome::OutcomeKind;
     use runner::result::collect::Artifact;
     use runner::result::render::{Provenance, ResultDoc, render};
     use std::time::Duration;

@@ -82,7 +82,7 @@ fn runnable_blocks(text: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn the_exit_code_table_is_the_one_in_exit_codes() {
-    let table = runner::exit_codes::markdown_table();
+    let table = runner_contract::exit_codes::markdown_table();
     let page = "docs/src/reference/exit-codes.md";
     let text = std::fs::read_to_string(repo().join(page)).expect(page);
     assert!(

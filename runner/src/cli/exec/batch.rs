@@ -14,7 +14,7 @@
 //! code is the highest of the runs' exit codes (0 only when every request ran).
 
 use super::{ExecCommand, ExecReport, not_run_text};
-use crate::exit_codes;
+use runner_contract::exit_codes;
 use crate::pipeline::Pipeline;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -132,7 +132,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
         worst = worst.max(code);
         match report.run.outcome {
             _ if report.reused => reused += 1,
-            Some(outcome) => *outcomes.entry(outcome).or_default() += 1,
+            Some(outcome) => *outcomes.entry(outcome.as_str()).or_default() += 1,
             None => not_run += 1,
         }
         entries.push(BatchEntry {
