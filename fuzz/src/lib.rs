@@ -7,7 +7,7 @@
 //! This file is compiled twice: here, and by that test through `#[path]`; it may use
 //! only `runner` and the crates `runner` itself depends on.
 
-use runner::policy::Policy;
+use runner_pipeline::policy::Policy;
 use std::sync::LazyLock;
 
 static POLICY: LazyLock<Policy> = LazyLock::new(Policy::builtin);
@@ -32,7 +32,7 @@ pub const TARGETS: &[(&str, Invariant)] = &[
 ];
 
 /// Every reason points at a line the file has.
-fn lines_within(reasons: &[runner::request::Reason], data: &[u8]) {
+fn lines_within(reasons: &[runner_pipeline::request::Reason], data: &[u8]) {
     let file_lines = data.iter().filter(|&&b| b == b'\n').count() + 1;
     for r in reasons {
         if let Some(line) = r.line {
@@ -54,7 +54,7 @@ fn is_delimiter(line: &str, closing: bool) -> bool {
 }
 
 pub fn frontmatter(data: &[u8]) {
-    use runner::request::frontmatter::{SplitError, lines, split};
+    use runner_pipeline::request::frontmatter::{SplitError, lines, split};
     let text = String::from_utf8_lossy(data);
     let text = text.as_ref();
 
@@ -106,7 +106,7 @@ pub fn frontmatter(data: &[u8]) {
 // than the budget allows, and every line it reports lies inside the text it was given.
 
 mod yaml_checks {
-    use runner::request::yaml::{Budget, Node, load};
+    use runner_pipeline::request::yaml::{Budget, Node, load};
 
     /// Nodes as the loader counts them (every scalar, key scalars included, and every
     /// collection) and the deepest nesting of collections.
@@ -187,7 +187,7 @@ mod yaml_checks {
 }
 
 pub fn yaml(data: &[u8]) {
-    use runner::request::yaml::Budget;
+    use runner_pipeline::request::yaml::Budget;
     let text = String::from_utf8_lossy(data);
     let policy = &*POLICY;
     yaml_checks::check(
@@ -219,8 +219,8 @@ pub fn yaml(data: &[u8]) {
 // request.
 
 pub fn request(data: &[u8]) {
-    use runner::normalize;
-    use runner::request::validate;
+    use runner_pipeline::normalize;
+    use runner_pipeline::request::validate;
     let policy = &*POLICY;
     let first = validate(data, policy);
     let again = validate(data, policy);
@@ -248,7 +248,7 @@ pub fn request(data: &[u8]) {
                 assert_eq!(n.normalized_sha256(), approved.normalized_sha256());
                 assert_eq!(
                     approved.normalized_sha256(),
-                    runner::digest::sha256_hex(normalize::for_hashing(&normalized).as_bytes())
+                    runner_pipeline::digest::sha256_hex(normalize::for_hashing(&normalized).as_bytes())
                 );
                 let mut a = serde_json::to_value(approved).expect("serializes");
                 let mut b = serde_json::to_value(&n).expect("serializes");
@@ -283,7 +283,7 @@ fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 }
 
 pub fn jcs_value(value: &serde_json::Value) {
-    use runner::lock::jcs;
+    use runner_pipeline::lock::jcs;
     let canonical = jcs::to_string(value).expect("a JSON value has a canonical form");
     let parsed: serde_json::Value = serde_json::from_str(&canonical)
         .unwrap_or_else(|e| panic!("canonical text {canonical:?} does not parse: {e}"));
@@ -300,7 +300,7 @@ pub fn jcs_value(value: &serde_json::Value) {
         jcs::digest(value).expect("digest"),
         format!(
             "sha256:{}",
-            runner::digest::sha256_hex(canonical.as_bytes())
+            runner_pipeline::digest::sha256_hex(canonical.as_bytes())
         )
     );
 }
@@ -317,7 +317,7 @@ pub fn jcs(data: &[u8]) {
 // and the reader agree: any lock-shaped JSON, sealed, reads back equal.
 
 pub fn lock(data: &[u8]) {
-    use runner::lock::{LOCK_TYPE, Lock, jcs};
+    use runner_pipeline::lock::{LOCK_TYPE, Lock, jcs};
     if let Ok(lock) = Lock::parse(data) {
         let text = jcs::to_string(&lock).expect("an accepted lock serializes");
         assert_eq!(
@@ -351,8 +351,8 @@ pub fn lock(data: &[u8]) {
 // document has. Also the excerpt shaper the writer and validator share.
 
 pub fn result(data: &[u8]) {
-    use runner::gate::ArtifactsAt;
-    use runner::gate::tool_result::{shown_lines, validate};
+    use runner_pipeline::gate::ArtifactsAt;
+    use runner_pipeline::gate::tool_result::{shown_lines, validate};
     let policy = &*POLICY;
     let (reasons, notes) = validate(data, &ArtifactsAt::Nowhere, policy);
     let again = validate(data, &ArtifactsAt::Nowhere, policy);
@@ -381,8 +381,8 @@ pub fn result(data: &[u8]) {
 // normalized text only.
 
 pub fn packet(data: &[u8]) {
-    use runner::gate::research_packet::{content_hashes, validate};
-    use runner::normalize;
+    use runner_pipeline::gate::research_packet::{content_hashes, validate};
+    use runner_pipeline::normalize;
     let policy = &*POLICY;
     let reasons = validate(data, policy);
     assert_eq!(reasons, validate(data, policy), "judged differently twice");
@@ -402,13 +402,13 @@ pub fn packet(data: &[u8]) {
 // panics and judges the same bytes the same way twice. Also the catalog reader.
 
 /// The catalog the governed fixtures are judged with.
-static CATALOG: LazyLock<runner::gate::Catalog> = LazyLock::new(|| {
-    runner::gate::Catalog::parse(include_str!("../../tests/governed/catalog.json"))
+static CATALOG: LazyLock<runner_pipeline::gate::Catalog> = LazyLock::new(|| {
+    runner_pipeline::gate::Catalog::parse(include_str!("../../tests/governed/catalog.json"))
         .expect("the catalog parses")
 });
 
 pub fn governed(data: &[u8]) {
-    use runner::gate::governed::validate;
+    use runner_pipeline::gate::governed::validate;
     let policy = &*POLICY;
     let alone = validate(data, policy, None);
     assert_eq!(
@@ -423,7 +423,7 @@ pub fn governed(data: &[u8]) {
         "judged differently twice"
     );
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = runner::gate::Catalog::parse(text);
+        let _ = runner_pipeline::gate::Catalog::parse(text);
     }
 }
 
@@ -433,14 +433,14 @@ pub fn governed(data: &[u8]) {
 // itself, and its numbers agree with RFC 8785 (serde_jcs) wherever a number is a double.
 
 /// Every non-integer literal must get the RFC 8785 text of the double it denotes.
-fn numbers_agree(value: &runner::gate::json::Json) {
-    use runner::gate::json::{Json, canonical_number};
+fn numbers_agree(value: &runner_pipeline::gate::json::Json) {
+    use runner_pipeline::gate::json::{Json, canonical_number};
     match value {
         Json::Number(lit) if lit.contains(['.', 'e', 'E']) => {
             let double: f64 = lit.parse().expect("a JSON number parses as f64");
             match canonical_number(lit) {
                 Ok(text) => {
-                    let theirs = runner::lock::jcs::to_string(&double).expect("finite");
+                    let theirs = runner_pipeline::lock::jcs::to_string(&double).expect("finite");
                     assert_eq!(text, theirs, "{lit}");
                 }
                 Err(_) => assert!(!double.is_finite(), "{lit} refused but finite"),
@@ -453,14 +453,14 @@ fn numbers_agree(value: &runner::gate::json::Json) {
 }
 
 pub fn gate_json(data: &[u8]) {
-    use runner::gate::json::{canonical, ecmascript_number, parse};
+    use runner_pipeline::gate::json::{canonical, ecmascript_number, parse};
     // Any finite double: the gate's ECMAScript form is the lock's (serde_jcs), and it
     // reads back as the same double.
     if let Some(bits) = data.get(..8) {
         let v = f64::from_bits(u64::from_le_bytes(bits.try_into().expect("8 bytes")));
         if v.is_finite() {
             let ours = ecmascript_number(v);
-            let theirs = runner::lock::jcs::to_string(&v).expect("finite");
+            let theirs = runner_pipeline::lock::jcs::to_string(&v).expect("finite");
             assert_eq!(ours, theirs, "{v:e}");
             assert_eq!(ours.parse::<f64>().ok(), Some(v), "{v:e}");
         }
@@ -496,11 +496,11 @@ MCowBQYDK2VwAyEA/IkFBSNSUKYxsTN3yRby1Z4JibbKtJR8OqtxJ+NQwRY=
 -----END PUBLIC KEY-----
 ";
 static KEY: LazyLock<ed25519_dalek::VerifyingKey> = LazyLock::new(|| {
-    runner::sign::parse_verifying_key(SEED_KEY_PEM, "seed key").expect("the seed key parses")
+    runner_pipeline::sign::parse_verifying_key(SEED_KEY_PEM, "seed key").expect("the seed key parses")
 });
 
 pub fn envelope(data: &[u8]) {
-    use runner::sign::{self, parse_envelope};
+    use runner_pipeline::sign::{self, parse_envelope};
     let Ok(envelope) = parse_envelope(data) else {
         return;
     };
@@ -509,8 +509,8 @@ pub fn envelope(data: &[u8]) {
     let key = &*KEY;
     for payload_type in [
         envelope.payload_type.as_str(),
-        runner::approval::PAYLOAD_TYPE,
-        runner::lock::statement::PAYLOAD_TYPE,
+        runner_pipeline::approval::PAYLOAD_TYPE,
+        runner_pipeline::lock::statement::PAYLOAD_TYPE,
     ] {
         if let Ok(payload) = sign::verify(&envelope, payload_type, key) {
             assert_eq!(payload_type, envelope.payload_type);
@@ -532,14 +532,14 @@ pub fn envelope(data: &[u8]) {
 // same.
 
 pub fn policy(data: &[u8]) {
-    use runner::policy::{ForbiddenRule, RuleTarget};
+    use runner_pipeline::policy::{ForbiddenRule, RuleTarget};
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     let Ok(policy) = Policy::parse(text, "fuzz") else {
         return;
     };
-    assert_eq!(policy.sha256, runner::digest::sha256_hex(data));
+    assert_eq!(policy.sha256, runner_pipeline::digest::sha256_hex(data));
     assert_eq!(policy.text, text);
     assert!(policy.request.max_bytes > 0 && policy.output.excerpt_lines > 0);
     let codes =
@@ -566,9 +566,9 @@ pub fn policy(data: &[u8]) {
 // relative zip paths, lowercase sha256s, a bounded size, unique names).
 
 pub fn manifest(data: &[u8]) {
-    use runner::digest::is_sha256_hex;
-    use runner::guest::GuestError;
-    use runner::guest::manifest::{GuestManifest, MAX_GUEST_SIZE};
+    use runner_pipeline::digest::is_sha256_hex;
+    use runner_pipeline::guest::GuestError;
+    use runner_pipeline::guest::manifest::{GuestManifest, MAX_GUEST_SIZE};
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };

@@ -85,12 +85,12 @@ fn request_in(id: &str, backend: &str, language: &str, body: &str) -> String {
 
 /// The runner's cache entry for the 3.12 guest under this build's engine settings.
 fn default_cwasm() -> PathBuf {
-    let manifest = runner::guest::manifest::GuestManifest::embedded().unwrap();
+    let manifest = runner_pipeline::guest::manifest::GuestManifest::embedded().unwrap();
     let sha = &manifest.get("cpython-3.12").unwrap().file_sha256;
-    let engine = runner::backend::wasmtime::new_engine().unwrap();
-    runner::backend::wasmtime::precompiled_path(
+    let engine = runner_pipeline::backend::wasmtime::new_engine().unwrap();
+    runner_pipeline::backend::wasmtime::precompiled_path(
         &engine,
-        &runner::backend::wasmtime::default_cache_dir(),
+        &runner_pipeline::backend::wasmtime::default_cache_dir(),
         sha,
     )
 }
@@ -491,7 +491,7 @@ fn main() {
     let hash_ours = || {
         let t = Instant::now();
         for f in &files {
-            runner::digest::sha256_reader(std::fs::File::open(f).unwrap()).unwrap();
+            runner_pipeline::digest::sha256_reader(std::fs::File::open(f).unwrap()).unwrap();
         }
         t.elapsed()
     };
@@ -547,13 +547,13 @@ fn main() {
         ratio: "-".into(),
         target: "< 50 ms".into(),
     });
-    let policy = runner::policy::Policy::parse(
-        &runner::policy::DEFAULT_POLICY_TOML.replace("max_bytes = 1048576", "max_bytes = 16777216"),
+    let policy = runner_pipeline::policy::Policy::parse(
+        &runner_pipeline::policy::DEFAULT_POLICY_TOML.replace("max_bytes = 1048576", "max_bytes = 16777216"),
         "bench",
     )
     .unwrap();
     let t = Instant::now();
-    let reasons = runner::request::validate(text.as_bytes(), &policy).unwrap_err();
+    let reasons = runner_pipeline::request::validate(text.as_bytes(), &policy).unwrap_err();
     let full = t.elapsed();
     rows.push(Row {
         what: "the same request fully scanned (cap raised to 16 MiB)".into(),
@@ -593,7 +593,7 @@ fn main() {
                 std::fs::write(inputs.join("run_benchmark.py"), &script).unwrap();
                 std::fs::write(inputs.join("pyperf.py"), &shim).unwrap();
                 let id = format!("TR-bench-pyperf-{}", name.replace('_', "-"));
-                let sha = |t: &str| runner::digest::sha256_hex(t.as_bytes());
+                let sha = |t: &str| runner_pipeline::digest::sha256_hex(t.as_bytes());
                 let body = format!(
                     "## Command\n`python -u run_benchmark.py`\n\n## Input Files\n\
                      - `/in/run_benchmark.py` sha256: {} (input)\n\
@@ -1023,13 +1023,13 @@ fn fetch_latency(runner: &PathBuf, dir: &Path, results: &PathBuf) -> Result<Row,
     std::fs::create_dir_all(here.join("inputs")).map_err(|e| e.to_string())?;
     let script = here.join("inputs/fetch.py");
     std::fs::write(&script, &code).map_err(|e| e.to_string())?;
-    let sha = runner::digest::sha256_hex(code.as_bytes());
+    let sha = runner_pipeline::digest::sha256_hex(code.as_bytes());
     let policy = here.join("policy.toml");
     std::fs::write(
         &policy,
         format!(
             "{}\n[network]\nallow = [\"http://127.0.0.1:{port}\"]\nmax_requests = 1000\n",
-            runner::policy::DEFAULT_POLICY_TOML
+            runner_pipeline::policy::DEFAULT_POLICY_TOML
         ),
     )
     .map_err(|e| e.to_string())?;

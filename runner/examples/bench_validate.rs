@@ -5,8 +5,8 @@
 //!
 //! `cargo run --release --example bench_validate [-- ITERATIONS]`
 
-use runner::policy::{DEFAULT_POLICY_TOML, Policy};
-use runner::request;
+use runner_pipeline::policy::{DEFAULT_POLICY_TOML, Policy};
+use runner_pipeline::request;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 fn main() {
     // A probe that applies the worker's confinement and reports it (used by tests).
     if std::env::args().nth(1).as_deref() == Some("__confinement-probe") {
-        std::process::exit(runner::backend::probe_main());
+        std::process::exit(runner_pipeline::backend::probe_main());
     }
     // Hidden: write the JSON Schemas of every `--json` output (`just schemas`).
     if std::env::args().nth(1).as_deref() == Some("__schemas") {
@@ -39,7 +39,7 @@ fn main() {
     ) {
         // Per-run /out tmpfs mounts live in a mount namespace of our own, entered while
         // the process is still single-threaded; they vanish with the process.
-        if let Err(e) = runner::backend::confine::enter_private_mount_namespace() {
+        if let Err(e) = runner_pipeline::backend::confine::enter_private_mount_namespace() {
             // Logging is not set up yet (that happens in `execute`): plain stderr.
             eprintln!("warning: {e}; /out caps fall back to polling");
         }

@@ -1,12 +1,12 @@
 //! `runner approve REQUEST.md --by NAME [--key FILE] [--yes]`: show the operator what
 //! they are approving, ask for confirmation on a terminal, set `approved_by` and
 //! `approved_utc`, and, with a key, write the detached signature `TR-….md.sig` (see
-//! [`crate::approval::approve`]).
+//! [`runner_pipeline::approval::approve`]).
 
 use super::output;
-use crate::approval::{approve, edit};
+use runner_pipeline::approval::{approve, edit};
 use runner_contract::exit_codes;
-use crate::policy::Policy;
+use runner_pipeline::policy::Policy;
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -107,7 +107,7 @@ impl ApproveCommand {
         };
         let key = match &self.key {
             None => None,
-            Some(path) => match crate::sign::load_signing_key(path) {
+            Some(path) => match runner_pipeline::sign::load_signing_key(path) {
                 Ok(k) => Some(k),
                 Err(e) => {
                     output::error(format!("--key: {e}"));
@@ -115,7 +115,7 @@ impl ApproveCommand {
                 }
             },
         };
-        let at = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
+        let at = runner_pipeline::result::utc_timestamp(time::OffsetDateTime::now_utc());
         let approval =
             match approve::prepare(&text, &self.by, &at, key.as_ref(), &request_path, policy) {
                 Ok(a) => a,

@@ -63,7 +63,7 @@ impl ManCommand {
         }
         for (name, page) in &pages {
             let path = dir.join(name);
-            if let Err(e) = crate::approval::edit::write_atomic(&path, page) {
+            if let Err(e) = runner_pipeline::approval::edit::write_atomic(&path, page) {
                 output::error(format!("cannot write {}: {e}", path.display()));
                 return exit_codes::IO;
             }

@@ -4,7 +4,7 @@
 
 use super::output;
 use runner_contract::exit_codes;
-use crate::policy::Policy;
+use runner_pipeline::policy::Policy;
 use runner_mcp::drafts::{DraftError, Drafts, Listed, Rejection};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -150,7 +150,7 @@ impl DraftsCommand {
                     Ok(d) => d,
                     Err(code) => return code,
                 };
-                let at = crate::result::utc_timestamp(time::OffsetDateTime::now_utc());
+                let at = runner_pipeline::result::utc_timestamp(time::OffsetDateTime::now_utc());
                 match d.reject(&id, &reason, &at) {
                     Ok(rejection) => {
                         output::note(format!("{id}: rejected"));
@@ -191,7 +191,7 @@ pub fn open_draft(
 pub fn approve_draft(
     drafts: &Drafts,
     id: &str,
-    approval: &crate::approval::approve::Approval,
+    approval: &runner_pipeline::approval::approve::Approval,
     inbox: &std::path::Path,
     (by, at): (&str, &str),
     json: bool,

@@ -3,10 +3,10 @@
 //! local wheels on offline hosts, and listed.
 
 use super::output::{self, Progress};
-use crate::environment::{self, EnvironmentSpec, EnvironmentStatus, Located, PackagePin};
+use runner_pipeline::environment::{self, EnvironmentSpec, EnvironmentStatus, Located, PackagePin};
 use runner_contract::exit_codes;
-use crate::guest::GuestManifest;
-use crate::policy::Policy;
+use runner_pipeline::guest::GuestManifest;
+use runner_pipeline::policy::Policy;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -165,9 +165,9 @@ fn python_version(spec: &EnvironmentSpec) -> Result<String, Failure> {
 const MAX_LOCK_BYTES: u64 = 64 << 20;
 
 fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
-    let bytes = match crate::read::read_document(path, MAX_LOCK_BYTES) {
-        Ok(crate::read::Read2::Bytes(bytes)) => bytes,
-        Ok(crate::read::Read2::TooLarge(size)) => {
+    let bytes = match runner_pipeline::read::read_document(path, MAX_LOCK_BYTES) {
+        Ok(runner_pipeline::read::Read2::Bytes(bytes)) => bytes,
+        Ok(runner_pipeline::read::Read2::TooLarge(size)) => {
             return Err(usage(format!(
                 "{}: {size} bytes, larger than a lock can be ({MAX_LOCK_BYTES})",
                 path.display()
@@ -176,7 +176,7 @@ fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
         Err(e) => return Err(io(format!("cannot read {}: {e}", path.display()))),
     };
     let lock =
-        crate::lock::Lock::parse(&bytes).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        runner_pipeline::lock::Lock::parse(&bytes).map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let pin = lock.runtime.environment.ok_or_else(|| {
         usage(format!(
             "{}: the lock pins no package environment; nothing to fetch",

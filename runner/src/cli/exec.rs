@@ -1,17 +1,17 @@
 //! `runner exec REQUEST [--inputs DIR] [--results DIR] [--json]`: validate an approved
 //! request, stage its inputs, run it in the sandbox and publish the result.
 //!
-//! The run itself is [`crate::pipeline`]'s; this is its command line: the flags, the
+//! The run itself is [`runner_pipeline::pipeline`]'s; this is its command line: the flags, the
 //! report (text, or `--json`), the exit code. A rejected request or a staging refusal
 //! writes no result; a guest that fails or hits a limit still gets a complete result.
 
-use crate::pipeline::{Pipeline, RequestRead, RunError};
-use crate::policy::Policy;
-use crate::report::ExecOptions;
-use crate::request::Reason;
+use runner_pipeline::pipeline::{Pipeline, RequestRead, RunError};
+use runner_pipeline::policy::Policy;
+use runner_pipeline::report::ExecOptions;
+use runner_pipeline::request::Reason;
 use std::path::{Path, PathBuf};
 
-pub use crate::report::ExecReport;
+pub use runner_pipeline::report::ExecReport;
 
 pub mod batch;
 pub mod shard;
@@ -79,7 +79,7 @@ impl ExecCommand {
                 // Read once: for the peek that starts its worker, and for judging.
                 let read = pipeline.read_request(request);
                 // Its worker starts while the run stages (`RUNNER_WARM_WORKERS=0`: after).
-                if crate::report::warm_workers(1) > 0 {
+                if runner_pipeline::report::warm_workers(1) > 0 {
                     pipeline.set_one_worker_ahead();
                     if !self.reuse {
                         pipeline.start_worker_ahead(&read);

@@ -3,10 +3,10 @@
 //! registered guest shows up here with no code change.
 
 use super::output::{self, Progress};
-use crate::backend::GuestProgram;
-use crate::backend::worker::WasmtimeBackend;
+use runner_pipeline::backend::GuestProgram;
+use runner_pipeline::backend::worker::WasmtimeBackend;
 use runner_contract::exit_codes;
-use crate::guest::{self, GuestManifest};
+use runner_pipeline::guest::{self, GuestManifest};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -92,7 +92,7 @@ Examples:
 }
 
 /// One row of `runner guest list --json` (the pipeline's, which lists the store).
-pub use crate::guest::GuestListEntry;
+pub use runner_pipeline::guest::GuestListEntry;
 
 /// What `runner guest fetch --json` prints.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -128,7 +128,7 @@ impl GuestCommand {
 /// The precompiled module of the guest with `sha256` for this wasmtime version, if one is
 /// cached (any engine settings: guests that need other wasm features get their own).
 pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
-    let prefix = format!("{sha256}-wasmtime-{}-", crate::WASMTIME_VERSION);
+    let prefix = format!("{sha256}-wasmtime-{}-", runner_pipeline::WASMTIME_VERSION);
     let mut found: Vec<PathBuf> = runner_sandbox::host::open_dir(cache_dir)
         .ok()?
         .entries()
@@ -183,7 +183,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
                 None
             } else {
                 Some(
-                    WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
+                    WasmtimeBackend::new(runner_pipeline::backend::wasmtime::default_cache_dir())
                         .map_err(|e| e.to_string())?,
                 )
             };
@@ -262,7 +262,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
             let rows = list(
                 manifest,
                 &dir,
-                &crate::backend::wasmtime::default_cache_dir(),
+                &runner_pipeline::backend::wasmtime::default_cache_dir(),
             );
             let header = format!(
                 "{:<16} {:<8} {:<9} {:>11}  {:<64}  PACKAGE",
@@ -348,7 +348,7 @@ mod tests {
         assert_eq!(compiled_module(dir.path(), &sha), None, "another wasmtime");
         let mine = dir.path().join(format!(
             "{sha}-wasmtime-{}-0123456789abcdef.cwasm",
-            crate::WASMTIME_VERSION
+            runner_pipeline::WASMTIME_VERSION
         ));
         std::fs::write(&mine, b"").expect("write");
         assert_eq!(compiled_module(dir.path(), &sha), Some(mine));

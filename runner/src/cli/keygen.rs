@@ -3,7 +3,7 @@
 
 use super::output;
 use runner_contract::exit_codes;
-use crate::sign;
+use runner_pipeline::sign;
 use serde::Serialize;
 use std::path::PathBuf;
 

@@ -220,8 +220,8 @@ impl Cli {
             return runner_contract::exit_codes::USAGE;
         }
         let policy = match &self.policy {
-            None => crate::policy::Policy::builtin(),
-            Some(path) => match crate::policy::load(path) {
+            None => runner_pipeline::policy::Policy::builtin(),
+            Some(path) => match runner_pipeline::policy::load(path) {
                 Ok(p) => p,
                 Err(e) => {
                     output::error(e);
@@ -255,9 +255,9 @@ impl Cli {
 /// size cap; on failure says why on stderr and gives the exit code.
 pub(crate) fn read_request_text(
     path: &std::path::Path,
-    policy: &crate::policy::Policy,
+    policy: &runner_pipeline::policy::Policy,
 ) -> Result<String, i32> {
-    use crate::read::{Read2, read_document};
+    use runner_pipeline::read::{Read2, read_document};
     let name = path.display();
     let max = policy.request.max_bytes;
     let bytes = match read_document(path, max) {
@@ -283,11 +283,11 @@ pub(crate) fn read_request_text(
 /// at `path`, loaded. When the catalog does not load, says why on stderr and gives its
 /// exit code (unreadable: I/O; invalid: usage) instead.
 pub(crate) fn with_gate_context(
-    policy: &crate::policy::Policy,
+    policy: &runner_pipeline::policy::Policy,
     path: Option<&std::path::Path>,
-    f: impl FnOnce(&crate::gate::Context<'_>) -> i32,
+    f: impl FnOnce(&runner_pipeline::gate::Context<'_>) -> i32,
 ) -> i32 {
-    use crate::gate::{Catalog, CatalogError, Context};
+    use runner_pipeline::gate::{Catalog, CatalogError, Context};
     let catalog = match path.map(Catalog::load).transpose() {
         Ok(catalog) => catalog,
         Err(e) => {

@@ -347,7 +347,7 @@ fn draw_line(message: &str, elapsed: Duration, spinner: Option<char>) {
 }
 
 /// What the pipeline reports a run's preparation through: a [`Progress`] line per run.
-pub fn progress_reporter() -> crate::pipeline::MakeProgress {
+pub fn progress_reporter() -> runner_pipeline::pipeline::MakeProgress {
     Box::new(|| {
         let bar = Progress::new();
         Box::new(move |message: &str| bar.step(message))

@@ -2,7 +2,7 @@
 //! `policies/default.toml` or the file given with `--policy`, which replaces it whole.
 
 use super::output;
-use crate::policy::{GuestMapping, LimitMaxima, OutputCaps, Policy, RequestRules, RuleTarget};
+use runner_pipeline::policy::{GuestMapping, LimitMaxima, OutputCaps, Policy, RequestRules, RuleTarget};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -64,7 +64,7 @@ pub struct EffectivePolicy {
     pub confinement: serde_json::Map<String, serde_json::Value>,
     /// `[determinism]`: the guest's clocks (`virtual` or `host`) and entropy (`seeded`
     /// or `host`); absent from the file: both virtual and seeded.
-    pub determinism: crate::determinism::DeterminismPolicy,
+    pub determinism: runner_pipeline::determinism::DeterminismPolicy,
     /// Forbidden-content rules: those judging requests first, then those for results
     /// only, then those for packets only, each group in policy order.
     pub forbidden: Vec<RuleView>,

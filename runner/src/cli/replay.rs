@@ -1,7 +1,7 @@
 //! `runner replay TS-….md [--inputs DIR] [--results DIR] [--request FILE] [--check]
 //! [--across-upgrade] [--live] [--json]`: re-run the request a lock pins and compare every output
 //! (stdout, stderr, each artifact, exit code, outcome). The work is
-//! [`crate::pipeline::Pipeline::replay`]'s; this is its command line and its report.
+//! [`runner_pipeline::pipeline::Pipeline::replay`]'s; this is its command line and its report.
 //!
 //! By default a replay refuses to run, naming each difference, when the request, the
 //! policy's run tables, the runner, engine or guest available now is not the one
@@ -12,14 +12,14 @@
 //! replayed offline from its recorded egress log; `--live` fetches again and reports,
 //! exchange by exchange, which responses changed.
 
-use crate::pipeline::Pipeline;
-use crate::pipeline::replay::{NetworkSource, ReplayMode, ReplaySource};
-use crate::policy::Policy;
-use crate::report::ReplayOptions;
+use runner_pipeline::pipeline::Pipeline;
+use runner_pipeline::pipeline::replay::{NetworkSource, ReplayMode, ReplaySource};
+use runner_pipeline::policy::Policy;
+use runner_pipeline::report::ReplayOptions;
 use std::path::PathBuf;
 
-pub use crate::pipeline::replay::{OutputComparison, compare};
-pub use crate::report::ReplayReport;
+pub use runner_pipeline::pipeline::replay::{OutputComparison, compare};
+pub use runner_pipeline::report::ReplayReport;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

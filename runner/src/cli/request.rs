@@ -1,11 +1,11 @@
 //! `runner request seal DRAFT.md [--inputs DIR] [--output FILE]`: fill in the sha256 of
-//! every input a draft declares, changing nothing else (see [`crate::approval::seal`]).
+//! every input a draft declares, changing nothing else (see [`runner_pipeline::approval::seal`]).
 
 use super::output;
-use crate::approval::{self, edit, seal};
+use runner_pipeline::approval::{self, edit, seal};
 use runner_contract::exit_codes;
-use crate::policy::Policy;
-use crate::request::Reason;
+use runner_pipeline::policy::Policy;
+use runner_pipeline::request::Reason;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -94,7 +94,7 @@ impl SealCommand {
             Ok(text) => text,
             Err(code) => return code,
         };
-        let inputs = crate::stage::InputsRoot::for_request(self.inputs.as_deref(), &self.draft);
+        let inputs = runner_pipeline::stage::InputsRoot::for_request(self.inputs.as_deref(), &self.draft);
         let sealed = match seal::seal(&text, &inputs, policy) {
             Ok(s) => s,
             Err(seal::SealError::Draft(e)) => {
@@ -126,7 +126,7 @@ impl SealCommand {
             ));
         }
         // What `runner validate` will say beyond the approval, which comes next.
-        let (notes, needs_approval) = match crate::request::validate(sealed.text.as_bytes(), policy)
+        let (notes, needs_approval) = match runner_pipeline::request::validate(sealed.text.as_bytes(), policy)
         {
             Ok(_) => (Vec::new(), false),
             Err(reasons) => {

@@ -74,19 +74,19 @@ pub fn all() -> Vec<(String, String)> {
             "runner exec --json REQUEST… (a batch: several requests or a directory)",
             "One entry per request, in the order given, each `exec.json` plus `request`.",
         ),
-        one::<crate::gate::inbox::Summary>("gate", "runner gate --json", ""),
+        one::<runner_pipeline::gate::inbox::Summary>("gate", "runner gate --json", ""),
         one::<env::EnvFetchReport>(
             "env-fetch",
             "runner env fetch --json",
             "`runner env install --json` prints the same object.",
         ),
         one::<env::EnvListReport>("env-list", "runner env list --json", ""),
-        one::<crate::serve::Handled>(
+        one::<runner_serve::Handled>(
             "serve",
             "runner serve --json",
             "One object per request handled, one per line (JSON Lines).",
         ),
-        one::<crate::lock::verify::Verification>("verify", "runner verify --json", ""),
+        one::<runner_pipeline::lock::verify::Verification>("verify", "runner verify --json", ""),
         one::<replay::ReplayReport>("replay", "runner replay --json", ""),
         one::<Vec<guest::GuestListEntry>>("guest-list", "runner guest list --json", ""),
         one::<guest::GuestFetchReport>("guest-fetch", "runner guest fetch --json", ""),
@@ -127,7 +127,7 @@ impl SchemasCommand {
         }
         for (name, text) in &schemas {
             let path = self.dir.join(name);
-            if let Err(e) = crate::approval::edit::write_atomic(&path, text.as_bytes()) {
+            if let Err(e) = runner_pipeline::approval::edit::write_atomic(&path, text.as_bytes()) {
                 output::error(format!("cannot write {}: {e}", path.display()));
                 return exit_codes::IO;
             }

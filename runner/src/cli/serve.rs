@@ -1,6 +1,6 @@
 //! `runner serve --inbox DIR --results DIR [--quarantine DIR] [--jobs N] [--json]`: a
 //! long-running host that runs every request renamed into the inbox (see
-//! [`crate::serve`] for the protocol, the claims and the signals).
+//! [`runner_serve`] for the protocol, the claims and the signals).
 //!
 //! Output: for each request handled, its result's path on stdout (or with `--json` one
 //! JSON object per line, schema `schemas/serve.json`); what the host does, and why a
@@ -8,10 +8,10 @@
 
 use runner_contract::verdict::ServeVerdict;
 use runner_contract::exit_codes;
-use crate::pipeline::Pipeline;
-use crate::policy::Policy;
-use crate::serve::metrics::{self, Metrics};
-use crate::serve::{self, Config, Handled, Level, Observer};
+use runner_pipeline::pipeline::Pipeline;
+use runner_pipeline::policy::Policy;
+use runner_serve::metrics::{self, Metrics};
+use runner_serve::{Config, Handled, Level, Observer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -171,7 +171,7 @@ impl ServeCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         // Before any thread starts (the metrics responder), so all of them block the
         // stop signals and the host reads them.
-        if let Err(e) = serve::block_signals() {
+        if let Err(e) = runner_serve::block_signals() {
             super::output::error(format!("cannot block SIGTERM and SIGINT: {e}"));
             return exit_codes::INTERNAL;
         }
@@ -200,7 +200,7 @@ impl ServeCommand {
         };
         let jobs = usize::try_from(self.jobs).unwrap_or(1);
         // A host runs requests all day: its workers start ahead of them.
-        pipeline.set_warm_workers(crate::report::warm_workers(jobs.max(1)));
+        pipeline.set_warm_workers(runner_pipeline::report::warm_workers(jobs.max(1)));
         if let Some(m) = &metrics {
             m.watch_workers(pipeline.worker_counters());
         }
@@ -235,7 +235,7 @@ impl ServeCommand {
                 super::output::error("give --inbox DIR --results DIR, or --nats URL");
                 exit_codes::USAGE
             }
-            Some(Ok(serve::Stopped::Graceful)) => exit_codes::OK,
+            Some(Ok(runner_serve::Stopped::Graceful)) => exit_codes::OK,
             Some(Err(e)) => {
                 super::output::error(e);
                 exit_codes::IO
@@ -246,7 +246,7 @@ impl ServeCommand {
         // ends it at once.
         if let Some(warm_up) = warm_up {
             if !warm_up.is_finished() {
-                let _ = serve::unblock_signals();
+                let _ = runner_serve::unblock_signals();
                 super::output::note(
                     "waiting for the warm-up (a guest's first fetch or compile) to end before exiting; \
                      a further SIGTERM or SIGINT stops at once",
@@ -260,20 +260,20 @@ impl ServeCommand {
     /// Serve the inbox or the NATS stream until stopped; `None`: neither was given.
     fn serve_with(
         self,
-        pipeline: &crate::pipeline::Pipeline,
+        pipeline: &runner_pipeline::pipeline::Pipeline,
         printer: &Printer,
         jobs: usize,
-    ) -> Option<Result<serve::Stopped, serve::ServeError>> {
+    ) -> Option<Result<runner_serve::Stopped, runner_serve::ServeError>> {
         match (self.nats, self.inbox, self.results) {
             (Some(url), _, _) => {
-                let config = serve::nats::NatsConfig {
+                let config = runner_serve::nats::NatsConfig {
                     url,
                     consumer: self.consumer,
                     jobs,
                     max_deliver: self.max_deliver,
                     ack_wait: std::time::Duration::from_secs(u64::from(self.ack_wait)),
                 };
-                Some(serve::nats::run(&config, pipeline, printer))
+                Some(runner_serve::nats::run(&config, pipeline, printer))
             }
             (None, Some(inbox), Some(results)) => {
                 let config = Config {
@@ -282,7 +282,7 @@ impl ServeCommand {
                     quarantine: self.quarantine,
                     jobs,
                 };
-                Some(serve::run(&config, pipeline, printer))
+                Some(runner_serve::run(&config, pipeline, printer))
             }
             // clap requires --inbox and --results without --nats.
             _ => None,

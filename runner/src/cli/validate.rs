@@ -11,9 +11,9 @@
 
 use runner_contract::verdict::Verdict;
 use runner_contract::exit_codes;
-use crate::gate::{self, Context, Follow, ReadError};
-use crate::policy::Policy;
-use crate::request::Reason;
+use runner_pipeline::gate::{self, Context, Follow, ReadError};
+use runner_pipeline::policy::Policy;
+use runner_pipeline::request::Reason;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -108,7 +108,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
             // separation of duties, which need the file's path.
             if j.kind == Some(gate::DocKind::ToolRequest)
                 && let Err(reasons) =
-                    crate::approval::validate_request_file(file, &bytes, ctx.policy)
+                    runner_pipeline::approval::validate_request_file(file, &bytes, ctx.policy)
             {
                 j.reasons = reasons; // a superset of request::validate's reasons
                 j.verdict = Verdict::Reject;
@@ -133,7 +133,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
 fn print_human(v: &FileVerdict, text: Option<&str>) {
     crate::cli::outln!("{}: {}", v.file, super::output::verdict(v.verdict.as_str()));
     crate::cli::outln!("  kind: {}", v.kind);
-    let lines = crate::request::frontmatter::line_texts(text);
+    let lines = runner_pipeline::request::frontmatter::line_texts(text);
     for reason in &v.reasons {
         match reason.line {
             Some(n) => crate::cli::outln!("  {}:{n}: {}: {}", v.file, reason.code, reason.message),
@@ -151,5 +151,5 @@ fn print_human(v: &FileVerdict, text: Option<&str>) {
 /// A line made safe for a terminal: control and invisible characters shown as escapes,
 /// long lines cut.
 pub fn printable(line: &str) -> String {
-    crate::gate::report::printable(line)
+    runner_pipeline::gate::report::printable(line)
 }

@@ -4,8 +4,8 @@
 
 use runner_contract::verdict::Verdict;
 use runner_contract::exit_codes;
-use crate::lock::verify::{self, Difference, Verification};
-use crate::sign;
+use runner_pipeline::lock::verify::{self, Difference, Verification};
+use runner_pipeline::sign;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,7 @@
 
 use super::output;
 use runner_contract::exit_codes;
-use crate::guest::GuestManifest;
+use runner_pipeline::guest::GuestManifest;
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -51,9 +51,9 @@ pub struct GuestPinReport {
 pub fn report() -> Result<VersionReport, String> {
     let manifest = GuestManifest::embedded().map_err(|e| e.to_string())?;
     Ok(VersionReport {
-        runner: crate::RUNNER_VERSION.to_owned(),
-        wasmtime: crate::WASMTIME_VERSION.to_owned(),
-        monty: crate::MONTY_VERSION.to_owned(),
+        runner: runner_pipeline::RUNNER_VERSION.to_owned(),
+        wasmtime: runner_pipeline::WASMTIME_VERSION.to_owned(),
+        monty: runner_pipeline::MONTY_VERSION.to_owned(),
         guests: manifest
             .guests
             .iter()
@@ -82,9 +82,9 @@ pub fn long_version() -> String {
         }
         Err(e) => format!(
             "{}\nwasmtime {}\nmonty {}\nguests: the embedded manifest is invalid: {e}",
-            crate::RUNNER_VERSION,
-            crate::WASMTIME_VERSION,
-            crate::MONTY_VERSION
+            runner_pipeline::RUNNER_VERSION,
+            runner_pipeline::WASMTIME_VERSION,
+            runner_pipeline::MONTY_VERSION
         ),
     }
 }

@@ -90,8 +90,8 @@ impl Setup {
         self.path().join("policy.toml")
     }
     fn key_id(&self, who: &str) -> String {
-        let key = runner::sign::load_verifying_key(&self.key(who).with_extension("pub")).unwrap();
-        runner::sign::key_id(&key)
+        let key = runner_pipeline::sign::load_verifying_key(&self.key(who).with_extension("pub")).unwrap();
+        runner_pipeline::sign::key_id(&key)
     }
 
     /// `runner approve --yes`, under the test policy (`strict`) or the built-in one.
@@ -596,7 +596,7 @@ fn approve_writes_the_pair_and_shows_what_is_approved() {
     assert!(changed[0].1.starts_with("approved_utc: \""));
     assert_eq!(before.lines().count(), after.lines().count());
     // The envelope signs the normalized text, as a tool request.
-    let env = runner::sign::parse_envelope(&std::fs::read(s.sig()).unwrap()).unwrap();
+    let env = runner_pipeline::sign::parse_envelope(&std::fs::read(s.sig()).unwrap()).unwrap();
     assert_eq!(
         env.payload_type,
         "application/vnd.runner.tool-request+markdown"
@@ -644,7 +644,7 @@ fn the_worked_example_verifies_under_its_policy() {
         expected,
         "examples/approval/policy.toml is stale: regenerate it as its README says"
     );
-    let policy = runner::policy::load(&dir.join("policy.toml")).unwrap();
+    let policy = runner_pipeline::policy::load(&dir.join("policy.toml")).unwrap();
     let request = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -654,7 +654,7 @@ fn the_worked_example_verifies_under_its_policy() {
         })
         .unwrap();
     let bytes = std::fs::read(&request).unwrap();
-    let judged = runner::approval::judge(&request, &bytes, &policy).unwrap();
+    let judged = runner_pipeline::approval::judge(&request, &bytes, &policy).unwrap();
     assert_eq!(judged.approval_key.unwrap().name, "operator-ada");
 }
 

@@ -172,12 +172,12 @@ fn version_names_the_engines_and_every_guest_pin() {
     let out = runner(&["--version"], &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.starts_with(&format!("runner {}\n", runner::RUNNER_VERSION)),
+        text.starts_with(&format!("runner {}\n", runner_pipeline::RUNNER_VERSION)),
         "{text}"
     );
-    assert!(text.contains(&format!("wasmtime {}", runner::WASMTIME_VERSION)));
-    assert!(text.contains(&format!("monty {}", runner::MONTY_VERSION)));
-    let manifest = runner::guest::GuestManifest::embedded().expect("manifest");
+    assert!(text.contains(&format!("wasmtime {}", runner_pipeline::WASMTIME_VERSION)));
+    assert!(text.contains(&format!("monty {}", runner_pipeline::MONTY_VERSION)));
+    let manifest = runner_pipeline::guest::GuestManifest::embedded().expect("manifest");
     for g in &manifest.guests {
         let line = format!(
             "guest {}: {}=={}, file sha256 {}",

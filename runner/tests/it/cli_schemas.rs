@@ -130,7 +130,7 @@ fn version_guest_list_and_policy_show_conform() {
     let (code, v) = run_json(&["version", "--json"], &cwd);
     assert_eq!(code, 0);
     assert_conforms("version", &v[0]);
-    let manifest = runner::guest::GuestManifest::embedded().expect("manifest");
+    let manifest = runner_pipeline::guest::GuestManifest::embedded().expect("manifest");
     assert_eq!(
         v[0]["guests"].as_array().map(Vec::len),
         Some(manifest.guests.len())
@@ -154,7 +154,7 @@ fn version_guest_list_and_policy_show_conform() {
     assert_eq!(v[0]["origin"], "built-in");
     assert_eq!(
         v[0]["sha256"].as_str(),
-        Some(runner::policy::Policy::builtin().sha256.as_str())
+        Some(runner_pipeline::policy::Policy::builtin().sha256.as_str())
     );
 }
 

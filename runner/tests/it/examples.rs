@@ -28,10 +28,10 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
-use runner::backend::BackendKind;
-use runner::digest::sha256_hex;
-use runner::policy::Policy;
-use runner::request;
+use runner_pipeline::backend::BackendKind;
+use runner_pipeline::digest::sha256_hex;
+use runner_pipeline::policy::Policy;
+use runner_pipeline::request;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -144,7 +144,7 @@ fn example_inputs_match_their_declared_hashes() {
     let mut checked = 0;
     for path in tool_requests() {
         let policy = match example_policy(&path) {
-            Some(p) => runner::policy::load(&p).expect("the example's policy loads"),
+            Some(p) => runner_pipeline::policy::load(&p).expect("the example's policy loads"),
             None => Policy::builtin(),
         };
         let name = path

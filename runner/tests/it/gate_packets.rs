@@ -9,8 +9,8 @@
 use crate::gate_support;
 
 use gate_support::*;
-use runner::gate::research_packet::content_hashes;
-use runner::policy::Policy;
+use runner_pipeline::gate::research_packet::content_hashes;
+use runner_pipeline::policy::Policy;
 
 fn corpus() -> Vec<Fixture> {
     fixtures(&corpus_dir("packets"), "md")
@@ -90,7 +90,7 @@ fn content_hash_byte_rules() {
     let body_start = example.match_indices("\n---\n").next().unwrap().0 + 5;
     assert_eq!(
         h.body_sha256,
-        runner::digest::sha256_hex(&example.as_bytes()[body_start..])
+        runner_pipeline::digest::sha256_hex(&example.as_bytes()[body_start..])
     );
 }
 
@@ -98,8 +98,8 @@ fn content_hash_byte_rules() {
 /// that judge them (the rules catch commands and instructions, not topics).
 #[test]
 fn benign_prose_passes_the_packet_and_result_rules() {
-    use runner::policy::RuleTarget;
-    use runner::request::{forbidden, frontmatter};
+    use runner_pipeline::policy::RuleTarget;
+    use runner_pipeline::request::{forbidden, frontmatter};
     let policy = Policy::builtin();
     let lines = [
         "The authors run the benchmark on 12 datasets and report a 3% gain [C1].",

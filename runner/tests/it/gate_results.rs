@@ -11,9 +11,9 @@
 use crate::gate_support;
 
 use gate_support::*;
-use runner::gate::{ArtifactsAt, Context, judge_bytes};
+use runner_pipeline::gate::{ArtifactsAt, Context, judge_bytes};
 use runner_contract::verdict::Verdict;
-use runner::policy::{Policy, RuleTarget};
+use runner_pipeline::policy::{Policy, RuleTarget};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -213,10 +213,10 @@ fn exec_result_passes_and_each_tampering_is_named() {
 /// the result rules reject.
 #[test]
 fn the_writer_withholds_exactly_what_the_validator_rejects() {
-    use runner::backend::Limits;
+    use runner_pipeline::backend::Limits;
     use runner_contract::outcome::OutcomeKind;
-    use runner::result::collect::Artifact;
-    use runner::result::render::{Provenance, ResultDoc, render};
+    use runner_pipeline::result::collect::Artifact;
+    use runner_pipeline::result::render::{Provenance, ResultDoc, render};
     use std::time::Duration;
 
     let policy = Policy::builtin();
@@ -251,7 +251,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
         out_bytes: 1 << 20,
         out_files: 10,
     };
-    let sha = runner::digest::sha256_hex;
+    let sha = runner_pipeline::digest::sha256_hex;
     let artifacts = [Artifact {
         path: "summary.json".into(),
         sha256: sha(&artifact),
@@ -352,7 +352,7 @@ fn exec_of_a_hostile_guest_writes_a_result_that_passes() {
     let request =
         std::fs::read_to_string(example.join("TR-20261121-100000Z-csv-stats.md")).unwrap();
     let old = "baee897a2a8444f00a97ec5737e416b651af2e195161f4292eced15072999550";
-    let new = runner::digest::sha256_hex(script.as_bytes());
+    let new = runner_pipeline::digest::sha256_hex(script.as_bytes());
     let request_path = work.path().join("TR-20261121-100000Z-csv-stats.md");
     std::fs::write(&request_path, request.replace(old, &new)).unwrap();
     let doc = exec(&request_path, &inputs, &work.path().join("results"));
@@ -625,8 +625,8 @@ fn gate_quarantines_a_set_whose_lock_statement_or_envelope_was_tampered() {
 fn gate_quarantines_a_result_beside_another_runs_lock() {
     let a = set_in_inbox(false);
     let lock_path = a.inbox.join(format!("{}.lock.json", a.id));
-    let mut lock = runner::lock::Lock::parse(&std::fs::read(&lock_path).unwrap()).unwrap();
-    lock.outputs.stdout.sha256 = runner::lock::sha256_tagged(b"another run's stdout");
+    let mut lock = runner_pipeline::lock::Lock::parse(&std::fs::read(&lock_path).unwrap()).unwrap();
+    lock.outputs.stdout.sha256 = runner_pipeline::lock::sha256_tagged(b"another run's stdout");
     let (_, text) = lock.seal().unwrap();
     std::fs::write(&lock_path, text).unwrap();
     let (v, code) = a.gate();

@@ -16,7 +16,7 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
-use runner::digest::sha256_hex;
+use runner_pipeline::digest::sha256_hex;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -53,7 +53,7 @@ impl World {
             .collect();
         let policy = format!(
             "{}\n[[environments]]\nname = \"t\"\nguest = \"cpython-3.12\"\nlanguages = [\"python-t\"]\npackages = [\n{}\n]\n",
-            runner::policy::DEFAULT_POLICY_TOML,
+            runner_pipeline::policy::DEFAULT_POLICY_TOML,
             pins.join("\n")
         );
         std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
@@ -564,10 +564,10 @@ fn the_example_policy_extends_the_builtin_policy_unchanged() {
     )
     .unwrap();
     assert!(
-        text.starts_with(runner::policy::DEFAULT_POLICY_TOML),
+        text.starts_with(runner_pipeline::policy::DEFAULT_POLICY_TOML),
         "examples/package-env/policy.toml must start with policies/default.toml verbatim"
     );
-    let policy = runner::policy::Policy::parse(&text, "example").unwrap();
+    let policy = runner_pipeline::policy::Policy::parse(&text, "example").unwrap();
     let env = policy.environment("analysis").unwrap();
     assert_eq!(env.packages.len(), 2);
 }

@@ -15,7 +15,7 @@
 
 use super::{ExecCommand, ExecReport, not_run_text};
 use runner_contract::exit_codes;
-use crate::pipeline::Pipeline;
+use runner_pipeline::pipeline::Pipeline;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,7 @@ pub(super) fn execute(cmd: &ExecCommand, pipeline: &Pipeline) -> i32 {
         .clamp(1, requests.len().max(1));
     // More than one request: the next workers start while the current ones run.
     if requests.len() > 1 {
-        pipeline.set_warm_workers(crate::report::warm_workers(jobs));
+        pipeline.set_warm_workers(runner_pipeline::report::warm_workers(jobs));
     }
     let next = AtomicUsize::new(0);
     let done: Mutex<BTreeMap<usize, (i32, ExecReport)>> = Mutex::new(BTreeMap::new());

@@ -62,13 +62,13 @@ impl Shard {
     pub fn of(&self, request: &Path) -> u64 {
         // Uncapped (the cap is the largest one `read_document` can add one to): the
         // shard is the hash of every byte there is.
-        let sha = match crate::read::read_document(request, u64::MAX - 1) {
-            Ok(crate::read::Read2::Bytes(bytes)) => match String::from_utf8(bytes) {
-                Ok(text) => crate::lock::text_sha256_tagged(&text),
-                Err(e) => crate::lock::sha256_tagged(e.as_bytes()),
+        let sha = match runner_pipeline::read::read_document(request, u64::MAX - 1) {
+            Ok(runner_pipeline::read::Read2::Bytes(bytes)) => match String::from_utf8(bytes) {
+                Ok(text) => runner_pipeline::lock::text_sha256_tagged(&text),
+                Err(e) => runner_pipeline::lock::sha256_tagged(e.as_bytes()),
             },
-            Ok(crate::read::Read2::TooLarge(_)) | Err(_) => {
-                crate::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
+            Ok(runner_pipeline::read::Read2::TooLarge(_)) | Err(_) => {
+                runner_pipeline::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
             }
         };
         modulo(sha.trim_start_matches("sha256:"), self.count)

@@ -8,8 +8,8 @@ pub(crate) use crate::corpus;
 pub(crate) use crate::support;
 
 pub use corpus::{code_set, corpus_dir};
-use runner::gate::{self, Catalog, Context, Follow, Judgement};
-use runner::policy::Policy;
+use runner_pipeline::gate::{self, Catalog, Context, Follow, Judgement};
+use runner_pipeline::policy::Policy;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -247,7 +247,7 @@ pub fn monty_run() -> &'static (tempfile::TempDir, String) {
 /// have written for that id (re-sealed with the library's own lock writer). What the
 /// gate sees is then a genuine, consistent set with a name of the test's choosing.
 pub fn put_exec_set(dir: &Path, name: &str) {
-    use runner::lock::{Lock, lock_file_name, statement, text_sha256_tagged};
+    use runner_pipeline::lock::{Lock, lock_file_name, statement, text_sha256_tagged};
     let (run, id) = monty_run();
     let text = std::fs::read_to_string(run.path().join(format!("{id}.md")))
         .unwrap()
