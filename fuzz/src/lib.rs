@@ -32,7 +32,7 @@ pub const TARGETS: &[(&str, Invariant)] = &[
 ];
 
 /// Every reason points at a line the file has.
-fn lines_within(reasons: &[runner_pipeline::request::Reason], data: &[u8]) {
+fn lines_within(reasons: &[runner_core::request::Reason], data: &[u8]) {
     let file_lines = data.iter().filter(|&&b| b == b'\n').count() + 1;
     for r in reasons {
         if let Some(line) = r.line {
@@ -54,7 +54,7 @@ fn is_delimiter(line: &str, closing: bool) -> bool {
 }
 
 pub fn frontmatter(data: &[u8]) {
-    use runner_pipeline::request::frontmatter::{SplitError, lines, split};
+    use runner_core::request::frontmatter::{SplitError, lines, split};
     let text = String::from_utf8_lossy(data);
     let text = text.as_ref();
 
@@ -106,7 +106,7 @@ pub fn frontmatter(data: &[u8]) {
 // than the budget allows, and every line it reports lies inside the text it was given.
 
 mod yaml_checks {
-    use runner_pipeline::request::yaml::{Budget, Node, load};
+    use runner_core::request::yaml::{Budget, Node, load};
 
     /// Nodes as the loader counts them (every scalar, key scalars included, and every
     /// collection) and the deepest nesting of collections.
@@ -187,7 +187,7 @@ mod yaml_checks {
 }
 
 pub fn yaml(data: &[u8]) {
-    use runner_pipeline::request::yaml::Budget;
+    use runner_core::request::yaml::Budget;
     let text = String::from_utf8_lossy(data);
     let policy = &*POLICY;
     yaml_checks::check(
@@ -219,8 +219,8 @@ pub fn yaml(data: &[u8]) {
 // request.
 
 pub fn request(data: &[u8]) {
-    use runner_pipeline::normalize;
-    use runner_pipeline::request::validate;
+    use runner_core::normalize;
+    use runner_core::request::validate;
     let policy = &*POLICY;
     let first = validate(data, policy);
     let again = validate(data, policy);
@@ -248,7 +248,7 @@ pub fn request(data: &[u8]) {
                 assert_eq!(n.normalized_sha256(), approved.normalized_sha256());
                 assert_eq!(
                     approved.normalized_sha256(),
-                    runner_pipeline::digest::sha256_hex(normalize::for_hashing(&normalized).as_bytes())
+                    runner_sandbox::digest::sha256_hex(normalize::for_hashing(&normalized).as_bytes())
                 );
                 let mut a = serde_json::to_value(approved).expect("serializes");
                 let mut b = serde_json::to_value(&n).expect("serializes");
@@ -300,7 +300,7 @@ pub fn jcs_value(value: &serde_json::Value) {
         jcs::digest(value).expect("digest"),
         format!(
             "sha256:{}",
-            runner_pipeline::digest::sha256_hex(canonical.as_bytes())
+            runner_sandbox::digest::sha256_hex(canonical.as_bytes())
         )
     );
 }
@@ -382,7 +382,7 @@ pub fn result(data: &[u8]) {
 
 pub fn packet(data: &[u8]) {
     use runner_pipeline::gate::research_packet::{content_hashes, validate};
-    use runner_pipeline::normalize;
+    use runner_core::normalize;
     let policy = &*POLICY;
     let reasons = validate(data, policy);
     assert_eq!(reasons, validate(data, policy), "judged differently twice");
@@ -539,7 +539,7 @@ pub fn policy(data: &[u8]) {
     let Ok(policy) = Policy::parse(text, "fuzz") else {
         return;
     };
-    assert_eq!(policy.sha256, runner_pipeline::digest::sha256_hex(data));
+    assert_eq!(policy.sha256, runner_sandbox::digest::sha256_hex(data));
     assert_eq!(policy.text, text);
     assert!(policy.request.max_bytes > 0 && policy.output.excerpt_lines > 0);
     let codes =
@@ -566,7 +566,7 @@ pub fn policy(data: &[u8]) {
 // relative zip paths, lowercase sha256s, a bounded size, unique names).
 
 pub fn manifest(data: &[u8]) {
-    use runner_pipeline::digest::is_sha256_hex;
+    use runner_sandbox::digest::is_sha256_hex;
     use runner_pipeline::guest::GuestError;
     use runner_pipeline::guest::manifest::{GuestManifest, MAX_GUEST_SIZE};
     let Ok(text) = std::str::from_utf8(data) else {

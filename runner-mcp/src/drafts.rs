@@ -568,7 +568,7 @@ impl Drafts {
                         why: format!("cannot be read from the draft: {e}"),
                     }
                 })?;
-                let sha = runner_pipeline::digest::sha256_hex(&bytes);
+                let sha = runner_sandbox::digest::sha256_hex(&bytes);
                 if sha != input.sha256 {
                     return Err(DraftError::BadInput {
                         name: input.path.clone(),

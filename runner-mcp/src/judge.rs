@@ -10,7 +10,7 @@ use runner_pipeline::approval::{self, SignatureFile, approve};
 use runner_contract::verdict::Verdict;
 use runner_pipeline::gate::{self, Context, Follow};
 use runner_pipeline::policy::Policy;
-use runner_pipeline::request::Reason;
+use runner_core::request::Reason;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};

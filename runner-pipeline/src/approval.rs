@@ -2,7 +2,7 @@
 //!
 //! A request's approval is its `approved_by`/`approved_utc` front matter plus, beside it,
 //! `TR-….md.sig`: a DSSE envelope (payload type [`PAYLOAD_TYPE`]) whose payload is the
-//! request's normalized bytes ([`crate::normalize::for_hashing`]: BOM stripped, CRLF → LF,
+//! request's normalized bytes ([`runner_core::normalize::for_hashing`]: BOM stripped, CRLF → LF,
 //! NFC) and whose Ed25519 signature is by an operator key. This module owns the check
 //! ([`check_signature`], [`judge`]), sealing a draft's input hashes ([`seal`]) and the
 //! approval edit with its signature ([`approve`]).
@@ -24,9 +24,9 @@ pub mod edit;
 pub mod seal;
 
 use crate::policy::Policy;
-use crate::request::frontmatter;
-use crate::request::yaml::{self, Node};
-use crate::request::{self, ApprovedRequest, Reason};
+use runner_core::request::frontmatter;
+use runner_core::request::yaml::{self, Node};
+use runner_core::request::{self, ApprovedRequest, Reason};
 use crate::sign;
 use base64::Engine as _;
 use cap_std::fs::OpenOptionsExt;
@@ -75,7 +75,7 @@ pub fn signature_path(request_path: &Path) -> PathBuf {
 /// approval ever signs such a request, so they never match).
 pub fn signed_payload(request_bytes: &[u8]) -> Vec<u8> {
     match std::str::from_utf8(request_bytes) {
-        Ok(text) => crate::normalize::for_hashing(text).into_bytes(),
+        Ok(text) => runner_core::normalize::for_hashing(text).into_bytes(),
         Err(_) => request_bytes.to_vec(),
     }
 }
@@ -229,7 +229,7 @@ pub fn judge_with_signature(
 
 /// `approval.self_approved` when the policy demands separation of duties and the
 /// approver is the requester, compared as a reader sees them
-/// ([`crate::normalize::identity_key`]: case, width, look-alike letters, dashes and
+/// ([`runner_core::normalize::identity_key`]: case, width, look-alike letters, dashes and
 /// invisible characters do not make two names differ).
 pub fn separation_of_duties(
     requested_by: &str,
@@ -238,7 +238,7 @@ pub fn separation_of_duties(
     policy: &Policy,
 ) -> Option<Reason> {
     let same =
-        crate::normalize::identity_key(requested_by) == crate::normalize::identity_key(approved_by);
+        runner_core::normalize::identity_key(requested_by) == runner_core::normalize::identity_key(approved_by);
     (policy.approval.separation_of_duties && same).then(|| {
         Reason::new(
             "approval.self_approved",
@@ -375,7 +375,7 @@ fn first_difference_line(a: &[u8], b: &[u8]) -> usize {
 /// A top-level scalar of the front matter and its line, when it can be read.
 fn front_matter_field(bytes: &[u8], key: &str, policy: &Policy) -> Option<(String, usize)> {
     // The same normalized text `request::validate` judges.
-    let text = crate::normalize::for_hashing(std::str::from_utf8(bytes).ok()?);
+    let text = runner_core::normalize::for_hashing(std::str::from_utf8(bytes).ok()?);
     let split = frontmatter::split(&text).ok()?;
     let budget = yaml::Budget {
         max_depth: policy.request.max_yaml_depth,

@@ -6,7 +6,7 @@
 pub use runner_gate::*;
 
 use crate::policy::Policy;
-use crate::request::Reason;
+use runner_core::request::Reason;
 use std::path::Path;
 
 /// The runner's [`inbox::Companions`]: what `runner gate` checks beside a document's

@@ -16,20 +16,11 @@ pub mod gate;
 pub mod guest;
 pub mod lock;
 pub mod net;
-/// Text normalization (in `runner-core`, which has no I/O).
-pub use runner_core::normalize;
 pub mod pipeline;
 pub mod policy;
 pub mod report;
-/// The request model and its validator (in `runner-core`, which has no I/O).
-pub use runner_core::request;
-/// Capped, never-blocking reads of files named on the command line (in the sandbox crate,
-/// which holds ambient authority).
-pub use runner_sandbox::read;
 pub mod result;
 pub mod reuse;
-/// The forbidden rules' compiled patterns (in `runner-core`).
-pub use runner_core::rule_pattern;
 pub mod sign;
 pub mod stage;
 /// What the guest and environment stores share (a `Dir`, staging, publishing).
@@ -37,10 +28,6 @@ pub(crate) mod store;
 
 /// The runner's own version, recorded in every result's Provenance.
 pub const RUNNER_VERSION: &str = env!("CARGO_PKG_VERSION");
-/// sha256 helpers (the sandbox's, shared with the wasmtime worker).
-pub use runner_sandbox::digest;
-/// The wasmtime version the runner embeds (the ERA backend's, `runner-wasmtime`).
-pub use runner_wasmtime::WASMTIME_VERSION;
 /// The Monty version the monty worker (`runner-monty`) embeds, recorded as the engine of
 /// monty results (see `runner_sandbox::monty::MONTY_VERSION`).
 pub const MONTY_VERSION: &str = runner_sandbox::monty::MONTY_VERSION;

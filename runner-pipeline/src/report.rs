@@ -12,7 +12,7 @@ use crate::pipeline::replay::{
 };
 use crate::pipeline::{MakeProgress, Pipeline, RequestRead, RunError, RunPlan, RunSummary};
 use crate::policy::Policy;
-use crate::request::Reason;
+use runner_core::request::Reason;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use serde::Serialize;

@@ -38,7 +38,7 @@ impl Identity<'_> {
         self.inputs.sort_unstable();
         // Plain structs and strings: serializing cannot fail.
         let bytes = serde_jcs::to_vec(&self).unwrap_or_default();
-        crate::digest::sha256_hex(&bytes)
+        runner_sandbox::digest::sha256_hex(&bytes)
     }
 }
 
@@ -147,7 +147,7 @@ pub fn find(
     let mut inputs_checked = false;
     for id in ids {
         let lock_path = results.join(format!("{id}{suffix}"));
-        let lock: Lock = match crate::read::read_regular_nofollow(&lock_path, MAX_LOCK_BYTES)
+        let lock: Lock = match runner_sandbox::read::read_regular_nofollow(&lock_path, MAX_LOCK_BYTES)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
         {

@@ -8,7 +8,7 @@
 //! the guest sees is the copy that was hashed.
 
 use crate::beside::{BesideDir, BesideError, Inputs};
-use crate::request::DeclaredInput;
+use runner_core::request::DeclaredInput;
 use cap_std::fs::{
     Dir, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt as _,
 };
@@ -344,7 +344,7 @@ pub(crate) fn copy_hashing_sided(
         total += n as u64;
     }
     dst.flush().map_err(|e| (CopySide::Write, e))?;
-    Ok((crate::digest::hex(&hasher.finalize()), total))
+    Ok((runner_sandbox::digest::hex(&hasher.finalize()), total))
 }
 
 /// sha256 of one declared input under `root`, read the way staging reads it (no
@@ -356,7 +356,7 @@ pub fn hash_input(root: &InputsRoot, declared_path: &str) -> Result<String, Stag
     let src = root.open()?;
     let rel = declared_path.strip_prefix("/in/").unwrap_or(declared_path);
     let file = open_regular_nofollow(&src, rel, declared_path, root.path())?;
-    crate::digest::sha256_reader(file).map_err(|source| StageError::Copy {
+    runner_sandbox::digest::sha256_reader(file).map_err(|source| StageError::Copy {
         path: declared_path.to_owned(),
         source,
     })
@@ -375,7 +375,7 @@ pub fn recheck_inputs(staged: &[StagedInput], run: &RunDir) -> Vec<String> {
                     .read(true)
                     .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()),
             )
-            .and_then(crate::digest::sha256_reader);
+            .and_then(runner_sandbox::digest::sha256_reader);
         match now {
             Ok(sha) if sha == input.sha256 => {}
             Ok(sha) => findings.push(format!(
@@ -440,7 +440,7 @@ pub(crate) fn list_files(dir: &Dir, max_depth: usize, max_entries: usize) -> Vec
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::digest::sha256_hex;
+    use runner_sandbox::digest::sha256_hex;
 
     /// Stages `/in/{name}`, declared with the hash of `declared`, from a directory
     /// where it holds `on_disk`.

@@ -18,8 +18,8 @@
 //! inbox (companions first, the `.md` last, as the protocol writes them), to be claimed
 //! again like a new one.
 
-use crate::gate::inbox::HeldDir;
-use crate::gate::moves::{exists, is_exists, rename_noreplace, sync_dir};
+use runner_pipeline::gate::inbox::HeldDir;
+use runner_pipeline::gate::moves::{exists, is_exists, rename_noreplace, sync_dir};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 use nix::fcntl::{Flock, FlockArg};
 use std::ffi::{OsStr, OsString};
@@ -356,7 +356,7 @@ pub fn published_result(
     request_sha256: &str,
 ) -> Option<PathBuf> {
     const LOCK_CAP: u64 = 1 << 22;
-    let suffix = crate::gate::inbox::LOCK_SUFFIX;
+    let suffix = runner_pipeline::gate::inbox::LOCK_SUFFIX;
     for e in results.dir.entries().ok()?.flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
@@ -370,14 +370,14 @@ pub fn published_result(
         if !results.dir.metadata(&document).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let Ok(bytes) = crate::gate::read_document_in(&results.dir, OsStr::new(name), LOCK_CAP)
+        let Ok(bytes) = runner_pipeline::gate::read_document_in(&results.dir, OsStr::new(name), LOCK_CAP)
         else {
             continue;
         };
         if bytes.len() as u64 > LOCK_CAP {
             continue;
         }
-        let Ok(lock) = serde_json::from_slice::<crate::lock::Lock>(&bytes) else {
+        let Ok(lock) = serde_json::from_slice::<runner_pipeline::lock::Lock>(&bytes) else {
             continue;
         };
         if lock.request.request_id == request_id && lock.request.sha256 == request_sha256 {

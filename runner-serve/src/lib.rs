@@ -28,14 +28,9 @@
 //! filed; the filing into `done/` is a rename that is not fsynced on its own: after a
 //! crash the request may reappear claimed, and recovery files it without running it.
 
-// The pipeline's modules under the paths this crate's modules name them by
-// (`crate::pipeline`, `crate::gate`, ...): the host is a caller of `runner-pipeline`.
 use runner_contract::verdict::ServeVerdict;
 use runner_contract::exit_codes;
 use runner_pipeline::report::RunFacts;
-use runner_pipeline::{
-    backend, digest, gate, lock, pipeline, read, request, result, reuse, stage,
-};
 
 pub mod claim;
 pub mod metrics;
@@ -45,15 +40,15 @@ mod watch;
 
 pub use watch::{block_signals, unblock_signals};
 
-use crate::gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
-use crate::gate::moves::{exists, sync_dir};
-use crate::gate::{DocKind, Judgement};
+use runner_pipeline::gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
+use runner_pipeline::gate::moves::{exists, sync_dir};
+use runner_pipeline::gate::{DocKind, Judgement};
 use runner_contract::verdict::Verdict;
-use crate::pipeline::{Pipeline, RunError};
-use crate::read::{Read2, read_document};
-use crate::request::Reason;
-use crate::result::ResultsRoot;
-use crate::stage::InputsRoot;
+use runner_pipeline::pipeline::{Pipeline, RunError};
+use runner_sandbox::read::{Read2, read_document};
+use runner_core::request::Reason;
+use runner_pipeline::result::ResultsRoot;
+use runner_pipeline::stage::InputsRoot;
 use cap_std::fs::MetadataExt;
 use claim::ClaimDir;
 use serde::Serialize;
@@ -204,7 +199,7 @@ pub fn run(
     ] {
         runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
-    crate::gate::inbox::create_private_dir_all(&quarantine)
+    runner_pipeline::gate::inbox::create_private_dir_all(&quarantine)
         .map_err(dir_err("quarantine directory", &quarantine))?;
     let results =
         HeldDir::open(&config.results).map_err(dir_err("results directory", &config.results))?;
@@ -224,7 +219,7 @@ pub fn run(
     }
     // What a host killed mid-publish left behind (its process is gone): swept before
     // this host publishes anything.
-    let swept = crate::result::sweep_stale_temporaries(&results.path);
+    let swept = runner_pipeline::result::sweep_stale_temporaries(&results.path);
     let (scratch, swept_scratch) = host_scratch(pipeline)?;
     // Signals are blocked before any thread starts, so every thread inherits the mask.
     let watcher =
@@ -507,7 +502,7 @@ impl Host<'_> {
                 // unread, and nothing of it is quoted.
                 let reason = Reason::new(
                     "io.hard_link",
-                    crate::gate::inbox::hard_link_message(m.nlink()),
+                    runner_pipeline::gate::inbox::hard_link_message(m.nlink()),
                     None,
                 );
                 return self.quarantine(&claimed, vec![reason], None);
@@ -536,7 +531,7 @@ impl Host<'_> {
             }
         };
         if check_published {
-            let sha = crate::lock::text_sha256_tagged(&plan.request_text);
+            let sha = runner_pipeline::lock::text_sha256_tagged(&plan.request_text);
             if let Some(doc) =
                 claim::published_result(&self.results, plan.approved.request_id(), &sha)
             {
@@ -728,7 +723,7 @@ impl Host<'_> {
     fn recover_one(&self, dead: &claim::DeadClaims, name: &OsStr) {
         let path = dead.path().join(name);
         let published = self.pipeline.judge(&path).ok().and_then(|plan| {
-            let sha = crate::lock::text_sha256_tagged(&plan.request_text);
+            let sha = runner_pipeline::lock::text_sha256_tagged(&plan.request_text);
             claim::published_result(&self.results, plan.approved.request_id(), &sha)
         });
         let Some(doc) = published else {

@@ -20,7 +20,7 @@
 
 use runner_contract::verdict::ServeVerdict;
 use super::Handled;
-use crate::backend::worker::{PoolCounters, PoolStats};
+use runner_pipeline::backend::worker::{PoolCounters, PoolStats};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -302,7 +302,7 @@ mod tests {
         h.latency_sec = Some(0.05);
         m.observe(&h);
         m.observe(&Handled {
-            reasons: vec![crate::request::Reason::new(
+            reasons: vec![runner_core::request::Reason::new(
                 "result.write",
                 "disk full",
                 None,

@@ -21,7 +21,7 @@
 //! - stream `TOOLEXEC_DEAD` on `toolexec.dead`: a request that failed for reasons not
 //!   its own `max_deliver` times, with those reasons.
 //!
-//! **Redelivery.** Before running, a host looks up `index/<reuse key>` ([`crate::reuse`]):
+//! **Redelivery.** Before running, a host looks up `index/<reuse key>` ([`runner_pipeline::reuse`]):
 //! a request whose result is stored is answered with the stored summary (`"reused":
 //! true`) and acked, not run again. While a request runs its host tells the server it is
 //! in progress every third of `ack_wait`; a host that dies stops doing so and the server
@@ -37,10 +37,10 @@
 use runner_contract::verdict::ServeVerdict;
 use runner_contract::outcome::OutcomeKind;
 use super::{Handled, Level, Observer, RunFacts, ServeError, Stopped, is_refusal};
-use crate::pipeline::{Pipeline, RunPlan};
-use crate::request::Reason;
-use crate::result::ResultsRoot;
-use crate::stage::InputsRoot;
+use runner_pipeline::pipeline::{Pipeline, RunPlan};
+use runner_core::request::Reason;
+use runner_pipeline::result::ResultsRoot;
+use runner_pipeline::stage::InputsRoot;
 use async_nats::jetstream::{self, AckKind, consumer::pull, object_store, stream};
 use base64::Engine as _;
 use cap_std::fs::Dir;
@@ -99,7 +99,7 @@ pub struct NatsSummary {
     pub outcome: Option<OutcomeKind>,
     pub exit_code: Option<i32>,
     pub runtime_sec: Option<f64>,
-    /// The run's reuse key ([`crate::reuse::key`]): its summary is `index/<key>`.
+    /// The run's reuse key ([`runner_pipeline::reuse::key`]): its summary is `index/<key>`.
     pub reuse_key: Option<String>,
     /// True when this is a stored result answered again, not a new run.
     pub reused: bool,
@@ -479,7 +479,7 @@ impl Host<'_> {
     /// Judges, looks for a stored result, fetches the inputs, runs and stores.
     fn process(&self, message: &jetstream::Message, delivery: i64) -> Disposition {
         let body = &message.payload;
-        let raw_sha = crate::lock::sha256_tagged(body);
+        let raw_sha = runner_pipeline::lock::sha256_tagged(body);
         let failed = |id: Option<String>, sha: String, reasons| Disposition::Failed {
             request_id: id,
             request_sha256: sha,
@@ -533,8 +533,8 @@ impl Host<'_> {
             Err(e) => return failed(None, raw_sha, e.reasons()),
         };
         let id = plan.approved.request_id().to_owned();
-        let sha = crate::lock::text_sha256_tagged(&plan.request_text);
-        let key = crate::reuse::key(&plan, self.pipeline.policy());
+        let sha = runner_pipeline::lock::text_sha256_tagged(&plan.request_text);
+        let key = runner_pipeline::reuse::key(&plan, self.pipeline.policy());
         match self.rt.block_on(self.stored(&format!("index/{key}"))) {
             Ok(Some(mut summary)) => {
                 summary["reused"] = serde_json::Value::Bool(true);
@@ -717,7 +717,7 @@ impl Host<'_> {
                 .read_to_end(&mut bytes)
                 .await
                 .map_err(|e| format!("fetching {} from {INPUTS_BUCKET}: {e}", input.sha256))?;
-            let actual = crate::digest::sha256_hex(&bytes);
+            let actual = runner_sandbox::digest::sha256_hex(&bytes);
             if actual != input.sha256 {
                 refused.push(Reason::new(
                     "nats.input_mismatch",

@@ -6,7 +6,7 @@
 //! arbitrary moment. Child processes (the sandbox workers) start with an empty mask: the
 //! standard library resets it when it spawns them.
 
-use crate::gate::inbox::HeldDir;
+use runner_pipeline::gate::inbox::HeldDir;
 use cap_std::fs::{Dir, MetadataExt};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};

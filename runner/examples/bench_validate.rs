@@ -6,7 +6,7 @@
 //! `cargo run --release --example bench_validate [-- ITERATIONS]`
 
 use runner_pipeline::policy::{DEFAULT_POLICY_TOML, Policy};
-use runner_pipeline::request;
+use runner_core::request;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

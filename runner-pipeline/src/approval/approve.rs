@@ -6,7 +6,7 @@
 use super::edit::{self, Document, EditError, FrontMatter};
 use super::{Judged, PAYLOAD_TYPE, SignatureFile, judge_with_signature, signature_path};
 use crate::policy::Policy;
-use crate::request::{Reason, Work};
+use runner_core::request::{Reason, Work};
 use crate::result::render::yaml_str;
 use crate::sign::{self, Envelope};
 use ed25519_dalek::SigningKey;
@@ -74,7 +74,7 @@ fn check_name(by: &str) -> Result<(), ApproveError> {
     }
     if by
         .chars()
-        .any(|c| c.is_control() || crate::normalize::is_invisible(c))
+        .any(|c| c.is_control() || runner_core::normalize::is_invisible(c))
     {
         return Err(ApproveError::Name(
             "the approver's name holds control or invisible characters".into(),
@@ -224,7 +224,7 @@ pub fn summary(a: &Approval, request_path: &Path, by: &str, at: &str, policy: &P
 fn shown(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
-        if c.is_control() || crate::normalize::is_invisible(c) {
+        if c.is_control() || runner_core::normalize::is_invisible(c) {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);

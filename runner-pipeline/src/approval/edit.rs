@@ -2,12 +2,12 @@
 //! the body, keeping every other byte (BOM, line endings, comments, layout) as found, and
 //! atomic writes of the result.
 //!
-//! Lines are numbered as [`crate::request::frontmatter::lines`] numbers them, so line
+//! Lines are numbered as [`runner_core::request::frontmatter::lines`] numbers them, so line
 //! numbers from the YAML loader and the section parser address the same lines here.
 
 use crate::policy::Policy;
-use crate::request::frontmatter;
-use crate::request::yaml::{self, Node};
+use runner_core::request::frontmatter;
+use runner_core::request::yaml::{self, Node};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
 use std::ffi::OsString;
 use std::io::{self, Write};

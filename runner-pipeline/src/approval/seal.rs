@@ -7,10 +7,10 @@
 
 use super::edit::{Document, EditError, FrontMatter};
 use crate::policy::Policy;
-use crate::request::frontmatter;
-use crate::request::sections;
-use crate::request::validate::{input_path_problem, trim_path_token};
-use crate::request::yaml::{self, Node};
+use runner_core::request::frontmatter;
+use runner_core::request::sections;
+use runner_core::request::validate::{input_path_problem, trim_path_token};
+use runner_core::request::yaml::{self, Node};
 use crate::result::render::yaml_str;
 use crate::stage::{self, InputsRoot, StageError};
 
@@ -369,8 +369,8 @@ mod tests {
         let draft = "---\r\nx: 1\r\ninputs:\r\n  - path: \"/in/a.txt\"\r\n# keep me\r\ny: 2\r\n---\r\n# T\r\n\r\n## Input Files\r\n- `/in/d/b.txt`: more\r\n\r\n## Command\r\n`python x.py`\r\n";
         let sealed = seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin()).unwrap();
         let (ha, hb) = (
-            crate::digest::sha256_hex(b"a"),
-            crate::digest::sha256_hex(b"b"),
+            runner_sandbox::digest::sha256_hex(b"a"),
+            runner_sandbox::digest::sha256_hex(b"b"),
         );
         let want = format!(
             "---\r\nx: 1\r\ninputs:\r\n  - path: \"/in/a.txt\"\r\n    sha256: \"{ha}\"\r\n  - path: \"/in/d/b.txt\"\r\n    sha256: \"{hb}\"\r\n# keep me\r\ny: 2\r\n---\r\n# T\r\n\r\n## Input Files\r\n- `/in/d/b.txt`: sha256: {hb} more\r\n- `/in/a.txt` sha256: {ha}\r\n\r\n## Command\r\n`python x.py`\r\n"
@@ -414,7 +414,7 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "a").unwrap();
         let draft = "---\nx: 1\n---\n## Input Files\n- /in/a.txt\n";
         let sealed = seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin()).unwrap();
-        let ha = crate::digest::sha256_hex(b"a");
+        let ha = runner_sandbox::digest::sha256_hex(b"a");
         assert_eq!(
             sealed.text,
             format!(

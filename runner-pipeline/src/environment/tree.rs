@@ -4,7 +4,7 @@
 //! symlink, a FIFO, a device) is an error: an installed tree never holds one, so one
 //! found there was put there afterwards.
 
-use crate::digest::{sha256_hex, sha256_reader};
+use runner_sandbox::digest::{sha256_hex, sha256_reader};
 use cap_std::fs::{Dir, Metadata, MetadataExt};
 use std::io;
 use std::path::Path;
@@ -32,7 +32,7 @@ pub fn tree_sha256(root: &Dir, shown: &Path) -> io::Result<String> {
 }
 
 /// sha256 hex of the tree's metadata: every entry's path and
-/// [`crate::digest::file_stamp`] (device, inode, size, mtime, ctime), the root's too.
+/// [`runner_sandbox::digest::file_stamp`] (device, inode, size, mtime, ctime), the root's too.
 /// No file is read. Any write, truncation, `chmod`, rename, or entry added or removed
 /// under a directory moves a change time, which only the kernel sets, so an unchanged
 /// stamp means the tree [`tree_sha256`] hashed is still there (the guest store's

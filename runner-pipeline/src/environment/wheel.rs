@@ -6,7 +6,7 @@
 //! Extraction is bounded in entries and bytes however the archive describes itself.
 
 use super::PackagePin;
-use crate::digest::sha256_reader;
+use runner_sandbox::digest::sha256_reader;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
 use std::fs::File;

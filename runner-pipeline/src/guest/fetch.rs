@@ -6,7 +6,7 @@
 
 use super::store::{Slot, commit_slot, stage_in};
 use super::{GuestEntry, GuestError};
-use crate::digest::sha256_reader;
+use runner_sandbox::digest::sha256_reader;
 use runner_sandbox::pip::{self, PipError};
 use std::ffi::OsStr;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -299,7 +299,7 @@ fn major_minor(version: &str) -> String {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::digest::sha256_hex;
+    use runner_sandbox::digest::sha256_hex;
     use crate::guest::store::locate;
     use crate::guest::test_support::{entry_for, names_in, pseudo_random};
     use std::fs;

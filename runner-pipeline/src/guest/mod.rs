@@ -268,7 +268,7 @@ pub(crate) mod test_support {
             version: "1.0".into(),
             wheel_sha256: "0".repeat(64),
             file: "test_runtime/guest.wasm".into(),
-            file_sha256: crate::digest::sha256_hex(content),
+            file_sha256: runner_sandbox::digest::sha256_hex(content),
             size: content.len() as u64,
             fetch: super::FetchPolicy::Default,
             runtime: Default::default(),
@@ -369,7 +369,7 @@ mod tests {
         entry.fetch = FetchPolicy::OnRequest;
         entry.assets.push(GuestAsset {
             file: "test_runtime/lib.zip".into(),
-            sha256: crate::digest::sha256_hex(b"lib"),
+            sha256: runner_sandbox::digest::sha256_hex(b"lib"),
             size: 3,
             mount: "/usr/local/lib/lib.zip".into(),
         });

@@ -62,14 +62,14 @@ fn key(entry: &GuestEntry, runtime: &GuestRuntime, step_ns: u64) -> String {
         "guest_sha256": entry.file_sha256,
         "runner": crate::RUNNER_VERSION,
         "format": runner_wasmtime::preinit::FORMAT,
-        "wasmtime": crate::WASMTIME_VERSION,
-        "boot_sha256": crate::digest::sha256_hex(
+        "wasmtime": runner_wasmtime::WASMTIME_VERSION,
+        "boot_sha256": runner_sandbox::digest::sha256_hex(
             runner_wasmtime::preinit::BOOT_SOURCE.as_bytes()
         ),
         "runtime": runtime,
         "step_ns": step_ns,
     });
-    crate::digest::sha256_hex(identity.to_string().as_bytes())
+    runner_sandbox::digest::sha256_hex(identity.to_string().as_bytes())
 }
 
 /// `preinit/`, relative to the store.
@@ -132,7 +132,7 @@ pub fn ensure(
     crate::store::open_named(wasm_path)
         .and_then(|mut file| file.read_to_end(&mut wasm))
         .map_err(io("read", wasm_path))?;
-    let actual = crate::digest::sha256_hex(&wasm);
+    let actual = runner_sandbox::digest::sha256_hex(&wasm);
     if actual != entry.file_sha256 {
         return Err(GuestError::StoredHashMismatch {
             guest: entry.name.clone(),
@@ -181,7 +181,7 @@ pub fn ensure(
                 source: std::io::Error::other(e.to_string()),
             })?;
     let record = Record {
-        sha256: crate::digest::sha256_hex(&snapshot),
+        sha256: runner_sandbox::digest::sha256_hex(&snapshot),
         guest_sha256: entry.file_sha256.clone(),
         runtime: runtime.clone(),
         step_ns: DEFAULT_STEP_NS,

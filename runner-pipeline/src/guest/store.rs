@@ -7,7 +7,7 @@
 //! see `Slot::locate`).
 
 use super::{GuestAsset, GuestEntry, GuestError};
-use crate::digest::{file_stamp, sha256_reader};
+use runner_sandbox::digest::{file_stamp, sha256_reader};
 use crate::store::{Staged, create_dir_all, open_regular};
 use cap_std::fs::Dir;
 use std::ffi::OsString;
@@ -447,7 +447,7 @@ mod tests {
         let path = write_stored(dir.path(), &entry, b"guest BYTES");
         let err = locate(&entry, dir.path()).expect_err("tampered");
         let msg = err.to_string();
-        let actual = crate::digest::sha256_hex(b"guest BYTES");
+        let actual = runner_sandbox::digest::sha256_hex(b"guest BYTES");
         assert!(
             matches!(err, GuestError::StoredHashMismatch { .. }),
             "{err:?}"

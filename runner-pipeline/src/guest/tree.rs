@@ -16,7 +16,7 @@
 use super::manifest::{GuestEntry, GuestTree, MAX_GUEST_SIZE};
 use super::store::{QUIET, Slot, create_store, open_store, read_stamp, stamp_rel, write_stamp};
 use super::{GuestError, fetch::HashingCopy, missing_asset};
-use crate::digest::sha256_reader;
+use runner_sandbox::digest::sha256_reader;
 use crate::environment::tree::{tree_sha256, tree_stamp};
 use crate::environment::wheel::{
     MemberError, check_members, create_dirs, member_name, new_tree_file,
@@ -382,7 +382,7 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), TreeError> {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::digest::sha256_hex;
+    use runner_sandbox::digest::sha256_hex;
     use crate::environment::wheel::check_member_name;
     use crate::guest::manifest::GuestAsset;
     use crate::guest::store::asset_path;

@@ -5,8 +5,8 @@
 use runner_contract::verdict::Verdict;
 use super::statement;
 use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
-use crate::request::frontmatter;
-use crate::request::yaml::{self, Node};
+use runner_core::request::frontmatter;
+use runner_core::request::yaml::{self, Node};
 use crate::sign;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use ed25519_dalek::VerifyingKey;
@@ -154,7 +154,7 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
     let mut not_checked = Vec::new();
     let (id, dir) = result_location(result);
     let lock_path = dir.join(lock_file_name(&id));
-    let lock = match crate::read::read_regular_nofollow(&lock_path, MAX_COMPANION_BYTES) {
+    let lock = match runner_sandbox::read::read_regular_nofollow(&lock_path, MAX_COMPANION_BYTES) {
         Err(e) => {
             differences.push(diff(
                 format!("lock {}", lock_path.display()),
@@ -178,7 +178,7 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
             }
         },
     };
-    let result_text = match crate::read::read_regular_nofollow(result, MAX_COMPANION_BYTES) {
+    let result_text = match runner_sandbox::read::read_regular_nofollow(result, MAX_COMPANION_BYTES) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => Some(t),
             Err(_) => {
@@ -342,13 +342,13 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
         }
     };
     match request_path {
-        Some(p) => match crate::read::read_document(&p, MAX_COMPANION_BYTES) {
-            Ok(crate::read::Read2::TooLarge(size)) => differences.push(diff(
+        Some(p) => match runner_sandbox::read::read_document(&p, MAX_COMPANION_BYTES) {
+            Ok(runner_sandbox::read::Read2::TooLarge(size)) => differences.push(diff(
                 format!("request {}", p.display()),
                 "readable",
                 format!("{size} bytes, more than {MAX_COMPANION_BYTES}"),
             )),
-            Ok(crate::read::Read2::Bytes(bytes)) => {
+            Ok(runner_sandbox::read::Read2::Bytes(bytes)) => {
                 let actual = match std::str::from_utf8(&bytes) {
                     Ok(t) => text_sha256_tagged(t),
                     Err(_) => sha256_tagged(&bytes),
@@ -397,7 +397,7 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
         }
     };
     let read =
-        |name: String| crate::read::read_regular_nofollow(&dir.join(name), MAX_COMPANION_BYTES);
+        |name: String| runner_sandbox::read::read_regular_nofollow(&dir.join(name), MAX_COMPANION_BYTES);
     match read(statement::statement_file_name(&id)) {
         Ok(bytes) if bytes == expected.as_bytes() => v.checked.push("in-toto statement".into()),
         Ok(_) => v.differences.push(diff(
@@ -658,6 +658,6 @@ fn hash_nofollow(dir: &Dir, path: &str) -> Result<(String, u64), Unhashable> {
     if !meta.is_file() {
         return Err(Unhashable::NotAFile);
     }
-    let sha = crate::digest::sha256_reader(file)?;
+    let sha = runner_sandbox::digest::sha256_reader(file)?;
     Ok((tag(&sha), meta.len()))
 }

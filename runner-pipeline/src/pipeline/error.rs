@@ -8,7 +8,7 @@ use crate::backend::BackendError;
 use crate::beside::BesideError;
 use runner_contract::exit_codes;
 use crate::guest::GuestError;
-use crate::request::Reason;
+use runner_core::request::Reason;
 use crate::result::PublishError;
 use crate::stage::StageError;
 use std::io;

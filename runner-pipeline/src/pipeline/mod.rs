@@ -25,8 +25,8 @@ use crate::determinism::Fresh as _;
 use crate::guest::manifest::GuestManifest;
 use crate::lock::Lock;
 use crate::policy::{Policy, RuleTarget};
-use crate::read::{Read2, read_document};
-use crate::request::{ApprovedRequest, Work};
+use runner_sandbox::read::{Read2, read_document};
+use runner_core::request::{ApprovedRequest, Work};
 use crate::result::{ResultsRoot, Staging};
 use crate::stage::{self, InputsRoot, RunDir};
 use ed25519_dalek::SigningKey;
@@ -121,7 +121,7 @@ impl Pipeline {
     /// [`Pipeline::judge_read`] both.
     ///
     /// # Ambient authority
-    /// Reads `path`, a file the operator named ([`crate::read::read_document`]).
+    /// Reads `path`, a file the operator named ([`runner_sandbox::read::read_document`]).
     pub fn read_request(&self, path: &Path) -> RequestRead {
         let max = self.policy.request.max_bytes;
         RequestRead(match read_document(path, max) {
@@ -372,7 +372,7 @@ impl RunPlan {
     /// The engine this request needs and its version.
     pub fn engine_identity(&self) -> (String, String) {
         match self.approved.work() {
-            Work::Era { .. } => ("wasmtime".into(), crate::WASMTIME_VERSION.into()),
+            Work::Era { .. } => ("wasmtime".into(), runner_wasmtime::WASMTIME_VERSION.into()),
             Work::Monty { .. } => ("monty".into(), crate::MONTY_VERSION.into()),
         }
     }

@@ -10,7 +10,7 @@ use crate::determinism::Fresh as _;
 use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
 use crate::policy::Policy;
-use crate::request::{ApprovedRequest, Work};
+use runner_core::request::{ApprovedRequest, Work};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

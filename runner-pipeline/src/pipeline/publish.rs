@@ -6,13 +6,13 @@
 use super::RunPlan;
 use super::error::PublishFailure;
 use crate::backend::{BackendKind, Limits, Outcome};
-use crate::digest::sha256_hex;
+use runner_sandbox::digest::sha256_hex;
 use crate::lock::{
     self, FilePin, GuestPin, LimitsPin, Lock, OutputsPin, PolicyPin, RequestPin, RuntimePin,
     StreamPin, statement,
 };
 use crate::policy::{Policy, RuleTarget};
-use crate::request::Work;
+use runner_core::request::Work;
 use crate::result::collect::{self, Collected, WalkLimits};
 use crate::result::render::{self, Provenance, ResultDoc};
 use crate::result::{Rendered, ResultsRoot, Staging};

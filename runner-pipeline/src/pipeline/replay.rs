@@ -21,7 +21,7 @@ use crate::lock::{
     EnvironmentPin, LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag,
     text_sha256_tagged,
 };
-use crate::request::Work;
+use runner_core::request::Work;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use serde::Serialize;
@@ -605,7 +605,7 @@ pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
                         )
                     })
                     .collect();
-                tag(&crate::digest::sha256_hex(
+                tag(&runner_sandbox::digest::sha256_hex(
                     &serde_json::to_vec(&asked).unwrap_or_default(),
                 ))
             })

@@ -318,7 +318,7 @@ mod tests {
         let c = collect_dirs(out.path(), dest.path(), 100).unwrap();
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
-        assert_eq!(c.artifacts[1].sha256, crate::digest::sha256_hex(b"{}"));
+        assert_eq!(c.artifacts[1].sha256, runner_sandbox::digest::sha256_hex(b"{}"));
         assert_finding(&c, |f| {
             f.contains("/out/escape is a symlink to `../../../etc/passwd`")
         });
@@ -361,7 +361,7 @@ mod tests {
             ("unsafe-name-3", b"renamed"),
             ("unsafe-name-4", b"renamed too"),
         ] {
-            let sha = crate::digest::sha256_hex(content);
+            let sha = runner_sandbox::digest::sha256_hex(content);
             assert_eq!(by_path.get(path), Some(&sha.as_str()), "{path}");
             assert_eq!(std::fs::read(dest.path().join(path)).unwrap(), content);
         }

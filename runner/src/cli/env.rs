@@ -165,9 +165,9 @@ fn python_version(spec: &EnvironmentSpec) -> Result<String, Failure> {
 const MAX_LOCK_BYTES: u64 = 64 << 20;
 
 fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
-    let bytes = match runner_pipeline::read::read_document(path, MAX_LOCK_BYTES) {
-        Ok(runner_pipeline::read::Read2::Bytes(bytes)) => bytes,
-        Ok(runner_pipeline::read::Read2::TooLarge(size)) => {
+    let bytes = match runner_sandbox::read::read_document(path, MAX_LOCK_BYTES) {
+        Ok(runner_sandbox::read::Read2::Bytes(bytes)) => bytes,
+        Ok(runner_sandbox::read::Read2::TooLarge(size)) => {
             return Err(usage(format!(
                 "{}: {size} bytes, larger than a lock can be ({MAX_LOCK_BYTES})",
                 path.display()

@@ -8,7 +8,7 @@
 use runner_pipeline::pipeline::{Pipeline, RequestRead, RunError};
 use runner_pipeline::policy::Policy;
 use runner_pipeline::report::ExecOptions;
-use runner_pipeline::request::Reason;
+use runner_core::request::Reason;
 use std::path::{Path, PathBuf};
 
 pub use runner_pipeline::report::ExecReport;

@@ -128,7 +128,7 @@ impl GuestCommand {
 /// The precompiled module of the guest with `sha256` for this wasmtime version, if one is
 /// cached (any engine settings: guests that need other wasm features get their own).
 pub fn compiled_module(cache_dir: &Path, sha256: &str) -> Option<PathBuf> {
-    let prefix = format!("{sha256}-wasmtime-{}-", runner_pipeline::WASMTIME_VERSION);
+    let prefix = format!("{sha256}-wasmtime-{}-", runner_wasmtime::WASMTIME_VERSION);
     let mut found: Vec<PathBuf> = runner_sandbox::host::open_dir(cache_dir)
         .ok()?
         .entries()
@@ -348,7 +348,7 @@ mod tests {
         assert_eq!(compiled_module(dir.path(), &sha), None, "another wasmtime");
         let mine = dir.path().join(format!(
             "{sha}-wasmtime-{}-0123456789abcdef.cwasm",
-            runner_pipeline::WASMTIME_VERSION
+            runner_wasmtime::WASMTIME_VERSION
         ));
         std::fs::write(&mine, b"").expect("write");
         assert_eq!(compiled_module(dir.path(), &sha), Some(mine));

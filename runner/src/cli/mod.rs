@@ -257,7 +257,7 @@ pub(crate) fn read_request_text(
     path: &std::path::Path,
     policy: &runner_pipeline::policy::Policy,
 ) -> Result<String, i32> {
-    use runner_pipeline::read::{Read2, read_document};
+    use runner_sandbox::read::{Read2, read_document};
     let name = path.display();
     let max = policy.request.max_bytes;
     let bytes = match read_document(path, max) {

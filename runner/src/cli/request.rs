@@ -5,7 +5,7 @@ use super::output;
 use runner_pipeline::approval::{self, edit, seal};
 use runner_contract::exit_codes;
 use runner_pipeline::policy::Policy;
-use runner_pipeline::request::Reason;
+use runner_core::request::Reason;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -126,7 +126,7 @@ impl SealCommand {
             ));
         }
         // What `runner validate` will say beyond the approval, which comes next.
-        let (notes, needs_approval) = match runner_pipeline::request::validate(sealed.text.as_bytes(), policy)
+        let (notes, needs_approval) = match runner_core::request::validate(sealed.text.as_bytes(), policy)
         {
             Ok(_) => (Vec::new(), false),
             Err(reasons) => {

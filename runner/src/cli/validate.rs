@@ -13,7 +13,7 @@ use runner_contract::verdict::Verdict;
 use runner_contract::exit_codes;
 use runner_pipeline::gate::{self, Context, Follow, ReadError};
 use runner_pipeline::policy::Policy;
-use runner_pipeline::request::Reason;
+use runner_core::request::Reason;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -133,7 +133,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
 fn print_human(v: &FileVerdict, text: Option<&str>) {
     crate::cli::outln!("{}: {}", v.file, super::output::verdict(v.verdict.as_str()));
     crate::cli::outln!("  kind: {}", v.kind);
-    let lines = runner_pipeline::request::frontmatter::line_texts(text);
+    let lines = runner_core::request::frontmatter::line_texts(text);
     for reason in &v.reasons {
         match reason.line {
             Some(n) => crate::cli::outln!("  {}:{n}: {}: {}", v.file, reason.code, reason.message),

@@ -52,7 +52,7 @@ pub fn report() -> Result<VersionReport, String> {
     let manifest = GuestManifest::embedded().map_err(|e| e.to_string())?;
     Ok(VersionReport {
         runner: runner_pipeline::RUNNER_VERSION.to_owned(),
-        wasmtime: runner_pipeline::WASMTIME_VERSION.to_owned(),
+        wasmtime: runner_wasmtime::WASMTIME_VERSION.to_owned(),
         monty: runner_pipeline::MONTY_VERSION.to_owned(),
         guests: manifest
             .guests
@@ -83,7 +83,7 @@ pub fn long_version() -> String {
         Err(e) => format!(
             "{}\nwasmtime {}\nmonty {}\nguests: the embedded manifest is invalid: {e}",
             runner_pipeline::RUNNER_VERSION,
-            runner_pipeline::WASMTIME_VERSION,
+            runner_wasmtime::WASMTIME_VERSION,
             runner_pipeline::MONTY_VERSION
         ),
     }

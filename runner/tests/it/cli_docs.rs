@@ -175,7 +175,7 @@ fn version_names_the_engines_and_every_guest_pin() {
         text.starts_with(&format!("runner {}\n", runner_pipeline::RUNNER_VERSION)),
         "{text}"
     );
-    assert!(text.contains(&format!("wasmtime {}", runner_pipeline::WASMTIME_VERSION)));
+    assert!(text.contains(&format!("wasmtime {}", runner_wasmtime::WASMTIME_VERSION)));
     assert!(text.contains(&format!("monty {}", runner_pipeline::MONTY_VERSION)));
     let manifest = runner_pipeline::guest::GuestManifest::embedded().expect("manifest");
     for g in &manifest.guests {

@@ -25,7 +25,7 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
-use runner_pipeline::digest::sha256_hex;
+use runner_sandbox::digest::sha256_hex;
 use runner_pipeline::gate::{ArtifactsAt, research_packet, tool_result};
 use runner_pipeline::policy::Policy;
 use serde::Deserialize;
@@ -213,7 +213,7 @@ fn judge(target: &str, text: &str, policy: &Policy) -> Vec<String> {
         }
         "code" => {
             let doc = format!("{REQUEST_HEAD}{text}{REQUEST_TAIL}");
-            match runner_pipeline::request::validate(doc.as_bytes(), policy) {
+            match runner_core::request::validate(doc.as_bytes(), policy) {
                 Ok(_) => Vec::new(),
                 Err(reasons) => reasons.into_iter().map(|r| r.code).collect(),
             }

@@ -29,9 +29,9 @@
 #![allow(clippy::disallowed_methods)]
 
 use runner_pipeline::backend::BackendKind;
-use runner_pipeline::digest::sha256_hex;
+use runner_sandbox::digest::sha256_hex;
 use runner_pipeline::policy::Policy;
-use runner_pipeline::request;
+use runner_core::request;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

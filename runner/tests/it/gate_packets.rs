@@ -90,7 +90,7 @@ fn content_hash_byte_rules() {
     let body_start = example.match_indices("\n---\n").next().unwrap().0 + 5;
     assert_eq!(
         h.body_sha256,
-        runner_pipeline::digest::sha256_hex(&example.as_bytes()[body_start..])
+        runner_sandbox::digest::sha256_hex(&example.as_bytes()[body_start..])
     );
 }
 
@@ -99,7 +99,7 @@ fn content_hash_byte_rules() {
 #[test]
 fn benign_prose_passes_the_packet_and_result_rules() {
     use runner_pipeline::policy::RuleTarget;
-    use runner_pipeline::request::{forbidden, frontmatter};
+    use runner_core::request::{forbidden, frontmatter};
     let policy = Policy::builtin();
     let lines = [
         "The authors run the benchmark on 12 datasets and report a 3% gain [C1].",

@@ -251,7 +251,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
         out_bytes: 1 << 20,
         out_files: 10,
     };
-    let sha = runner_pipeline::digest::sha256_hex;
+    let sha = runner_sandbox::digest::sha256_hex;
     let artifacts = [Artifact {
         path: "summary.json".into(),
         sha256: sha(&artifact),
@@ -352,7 +352,7 @@ fn exec_of_a_hostile_guest_writes_a_result_that_passes() {
     let request =
         std::fs::read_to_string(example.join("TR-20261121-100000Z-csv-stats.md")).unwrap();
     let old = "baee897a2a8444f00a97ec5737e416b651af2e195161f4292eced15072999550";
-    let new = runner_pipeline::digest::sha256_hex(script.as_bytes());
+    let new = runner_sandbox::digest::sha256_hex(script.as_bytes());
     let request_path = work.path().join("TR-20261121-100000Z-csv-stats.md");
     std::fs::write(&request_path, request.replace(old, &new)).unwrap();
     let doc = exec(&request_path, &inputs, &work.path().join("results"));

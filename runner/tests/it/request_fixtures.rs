@@ -18,7 +18,7 @@ use crate::corpus;
 
 use corpus::{Verdict, code_set, show as show_reasons};
 use runner_pipeline::policy::Policy;
-use runner_pipeline::request::{self, Reason};
+use runner_core::request::{self, Reason};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, Output};

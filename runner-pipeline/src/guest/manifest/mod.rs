@@ -16,7 +16,7 @@
 use super::GuestError;
 use super::error::FieldProblem;
 use crate::backend::wasmtime::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
-use crate::digest::is_sha256_hex;
+use runner_sandbox::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

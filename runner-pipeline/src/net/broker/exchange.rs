@@ -9,7 +9,7 @@ use super::{
     REFUSED_URL_KEPT, Refusal,
 };
 
-use crate::digest::sha256_hex;
+use runner_sandbox::digest::sha256_hex;
 use crate::net::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name};
 use cap_std::fs::Dir;
 use std::collections::BTreeSet;

@@ -87,9 +87,9 @@ pub(super) fn live_agent(policy: &NetworkPolicy) -> Result<ureq::Agent, BrokerEr
     for file in &policy.ca_files {
         // A file the policy names, read as the operator's shell would (a symlink
         // followed), capped.
-        let pem = match crate::read::read_document(file, MAX_CA_FILE_BYTES) {
-            Ok(crate::read::Read2::Bytes(pem)) => pem,
-            Ok(crate::read::Read2::TooLarge(size)) => {
+        let pem = match runner_sandbox::read::read_document(file, MAX_CA_FILE_BYTES) {
+            Ok(runner_sandbox::read::Read2::Bytes(pem)) => pem,
+            Ok(runner_sandbox::read::Read2::TooLarge(size)) => {
                 return Err(BrokerError::CaFileTooLarge {
                     path: file.clone(),
                     size,

@@ -1,7 +1,7 @@
 //! Replay: a request answered from the recorded exchange, its body checked against its hash.
 
 use super::{Answer, REPLAYED_REFUSALS, Refusal};
-use crate::digest::sha256_hex;
+use runner_sandbox::digest::sha256_hex;
 use crate::net::{Exchange, body_file_name};
 use cap_std::fs::Dir;
 

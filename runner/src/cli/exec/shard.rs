@@ -57,17 +57,17 @@ impl Shard {
     ///
     /// # Ambient authority
     /// Reads `request`, a document named on the command line (or found in a directory
-    /// named there), as [`runner_pipeline::read::read_document`] reads one: a regular
+    /// named there), as [`runner_sandbox::read::read_document`] reads one: a regular
     /// file only, never blocking on a FIFO.
     pub fn of(&self, request: &Path) -> u64 {
         // Uncapped (the cap is the largest one `read_document` can add one to): the
         // shard is the hash of every byte there is.
-        let sha = match runner_pipeline::read::read_document(request, u64::MAX - 1) {
-            Ok(runner_pipeline::read::Read2::Bytes(bytes)) => match String::from_utf8(bytes) {
+        let sha = match runner_sandbox::read::read_document(request, u64::MAX - 1) {
+            Ok(runner_sandbox::read::Read2::Bytes(bytes)) => match String::from_utf8(bytes) {
                 Ok(text) => runner_pipeline::lock::text_sha256_tagged(&text),
                 Err(e) => runner_pipeline::lock::sha256_tagged(e.as_bytes()),
             },
-            Ok(runner_pipeline::read::Read2::TooLarge(_)) | Err(_) => {
+            Ok(runner_sandbox::read::Read2::TooLarge(_)) | Err(_) => {
                 runner_pipeline::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
             }
         };
