@@ -7,7 +7,7 @@
 //! This file is compiled twice: here, and by that test through `#[path]`; it may use
 //! only `runner` and the crates `runner` itself depends on.
 
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
 use std::sync::LazyLock;
 
 static POLICY: LazyLock<Policy> = LazyLock::new(Policy::builtin);
@@ -248,7 +248,9 @@ pub fn request(data: &[u8]) {
                 assert_eq!(n.normalized_sha256(), approved.normalized_sha256());
                 assert_eq!(
                     approved.normalized_sha256(),
-                    runner_sandbox::digest::sha256_hex(normalize::for_hashing(&normalized).as_bytes())
+                    runner_sandbox::digest::sha256_hex(
+                        normalize::for_hashing(&normalized).as_bytes()
+                    )
                 );
                 let mut a = serde_json::to_value(approved).expect("serializes");
                 let mut b = serde_json::to_value(&n).expect("serializes");
@@ -351,8 +353,8 @@ pub fn lock(data: &[u8]) {
 // document has. Also the excerpt shaper the writer and validator share.
 
 pub fn result(data: &[u8]) {
-    use runner_pipeline::gate::ArtifactsAt;
-    use runner_pipeline::gate::tool_result::{shown_lines, validate};
+    use runner_gate::ArtifactsAt;
+    use runner_gate::tool_result::{shown_lines, validate};
     let policy = &*POLICY;
     let (reasons, notes) = validate(data, &ArtifactsAt::Nowhere, policy);
     let again = validate(data, &ArtifactsAt::Nowhere, policy);
@@ -381,8 +383,8 @@ pub fn result(data: &[u8]) {
 // normalized text only.
 
 pub fn packet(data: &[u8]) {
-    use runner_pipeline::gate::research_packet::{content_hashes, validate};
     use runner_core::normalize;
+    use runner_gate::research_packet::{content_hashes, validate};
     let policy = &*POLICY;
     let reasons = validate(data, policy);
     assert_eq!(reasons, validate(data, policy), "judged differently twice");
@@ -402,13 +404,13 @@ pub fn packet(data: &[u8]) {
 // panics and judges the same bytes the same way twice. Also the catalog reader.
 
 /// The catalog the governed fixtures are judged with.
-static CATALOG: LazyLock<runner_pipeline::gate::Catalog> = LazyLock::new(|| {
-    runner_pipeline::gate::Catalog::parse(include_str!("../../tests/governed/catalog.json"))
+static CATALOG: LazyLock<runner_gate::Catalog> = LazyLock::new(|| {
+    runner_gate::Catalog::parse(include_str!("../../tests/governed/catalog.json"))
         .expect("the catalog parses")
 });
 
 pub fn governed(data: &[u8]) {
-    use runner_pipeline::gate::governed::validate;
+    use runner_gate::governed::validate;
     let policy = &*POLICY;
     let alone = validate(data, policy, None);
     assert_eq!(
@@ -423,7 +425,7 @@ pub fn governed(data: &[u8]) {
         "judged differently twice"
     );
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = runner_pipeline::gate::Catalog::parse(text);
+        let _ = runner_gate::Catalog::parse(text);
     }
 }
 
@@ -433,8 +435,8 @@ pub fn governed(data: &[u8]) {
 // itself, and its numbers agree with RFC 8785 (serde_jcs) wherever a number is a double.
 
 /// Every non-integer literal must get the RFC 8785 text of the double it denotes.
-fn numbers_agree(value: &runner_pipeline::gate::json::Json) {
-    use runner_pipeline::gate::json::{Json, canonical_number};
+fn numbers_agree(value: &runner_gate::json::Json) {
+    use runner_gate::json::{Json, canonical_number};
     match value {
         Json::Number(lit) if lit.contains(['.', 'e', 'E']) => {
             let double: f64 = lit.parse().expect("a JSON number parses as f64");
@@ -453,7 +455,7 @@ fn numbers_agree(value: &runner_pipeline::gate::json::Json) {
 }
 
 pub fn gate_json(data: &[u8]) {
-    use runner_pipeline::gate::json::{canonical, ecmascript_number, parse};
+    use runner_gate::json::{canonical, ecmascript_number, parse};
     // Any finite double: the gate's ECMAScript form is the lock's (serde_jcs), and it
     // reads back as the same double.
     if let Some(bits) = data.get(..8) {
@@ -496,7 +498,8 @@ MCowBQYDK2VwAyEA/IkFBSNSUKYxsTN3yRby1Z4JibbKtJR8OqtxJ+NQwRY=
 -----END PUBLIC KEY-----
 ";
 static KEY: LazyLock<ed25519_dalek::VerifyingKey> = LazyLock::new(|| {
-    runner_pipeline::sign::parse_verifying_key(SEED_KEY_PEM, "seed key").expect("the seed key parses")
+    runner_pipeline::sign::parse_verifying_key(SEED_KEY_PEM, "seed key")
+        .expect("the seed key parses")
 });
 
 pub fn envelope(data: &[u8]) {
@@ -532,7 +535,8 @@ pub fn envelope(data: &[u8]) {
 // same.
 
 pub fn policy(data: &[u8]) {
-    use runner_pipeline::policy::{ForbiddenRule, RuleTarget};
+    use runner_core::policy::ForbiddenRule;
+    use runner_core::policy::RuleTarget;
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -566,9 +570,9 @@ pub fn policy(data: &[u8]) {
 // relative zip paths, lowercase sha256s, a bounded size, unique names).
 
 pub fn manifest(data: &[u8]) {
-    use runner_sandbox::digest::is_sha256_hex;
     use runner_pipeline::guest::GuestError;
     use runner_pipeline::guest::manifest::{GuestManifest, MAX_GUEST_SIZE};
+    use runner_sandbox::digest::is_sha256_hex;
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };

@@ -7,4 +7,5 @@
 
 pub mod exit_codes;
 pub mod outcome;
+pub mod reason;
 pub mod verdict;

@@ -107,7 +107,12 @@ mod tests {
         ] {
             round_trips(v, v.as_str());
         }
-        for v in [ServeVerdict::Accept, ServeVerdict::Reject, ServeVerdict::Retry, ServeVerdict::Dead] {
+        for v in [
+            ServeVerdict::Accept,
+            ServeVerdict::Reject,
+            ServeVerdict::Retry,
+            ServeVerdict::Dead,
+        ] {
             round_trips(v, v.as_str());
         }
         round_trips(OutputVerdict::Drift, "DRIFT");

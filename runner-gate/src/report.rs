@@ -4,8 +4,8 @@
 //! Text quoted from the document is shown with control and invisible characters
 //! escaped and long lines cut: the report must not carry what it reports.
 
-use runner_contract::verdict::Verdict;
 use super::Judgement;
+use runner_contract::verdict::Verdict;
 use runner_core::request::Reason;
 use serde::Serialize;
 use std::fmt::Write as _;

@@ -18,10 +18,10 @@
 
 use base64::Engine as _;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
+use runner_core::policy::Policy;
+use runner_gate::moves::{self, rename_noreplace, sync_dir};
 use runner_pipeline::approval::approve::Approval;
 use runner_pipeline::approval::seal;
-use runner_pipeline::gate::moves::{self, rename_noreplace, sync_dir};
-use runner_pipeline::policy::Policy;
 use runner_pipeline::stage::InputsRoot;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;

@@ -4,13 +4,15 @@
 //! when the gate accepts it.
 
 use crate::drafts::{self, ApprovalRecord, Drafts, Record, Rejection};
-use runner_core::markdown::{frontmatter, sections, yaml};
-use runner_core::rules::{GuestMapping, LimitMaxima};
-use runner_pipeline::approval::{self, SignatureFile, approve};
 use runner_contract::verdict::Verdict;
-use runner_pipeline::gate::{self, Context, Follow};
-use runner_pipeline::policy::Policy;
+use runner_core::markdown::{frontmatter, sections, yaml};
+use runner_core::policy::Policy;
 use runner_core::request::Reason;
+use runner_core::rules::{GuestMapping, LimitMaxima};
+use runner_gate::Context;
+use runner_gate::Follow;
+use runner_pipeline::approval::{self, SignatureFile, approve};
+use runner_pipeline::gate::{self};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -352,7 +354,7 @@ fn quarantine_reasons(path: &Path) -> Vec<Reason> {
     let Ok((dir, file)) = runner_sandbox::host::open_parent(path) else {
         return Vec::new();
     };
-    let Ok(bytes) = runner_pipeline::gate::read_document_in(&dir, &file, 1024 * 1024) else {
+    let Ok(bytes) = runner_gate::read_document_in(&dir, &file, 1024 * 1024) else {
         return Vec::new();
     };
     let Ok(v) = serde_json::from_slice::<Value>(&bytes) else {
@@ -394,7 +396,7 @@ fn latest_result(results: &Path, id: &str) -> Option<PathBuf> {
 fn lock_outcome(result: &Path) -> Option<String> {
     let lock = result.with_extension("lock.json");
     let (dir, name) = runner_sandbox::host::open_parent(&lock).ok()?;
-    let bytes = runner_pipeline::gate::read_document_in(&dir, &name, 4 * 1024 * 1024).ok()?;
+    let bytes = runner_gate::read_document_in(&dir, &name, 4 * 1024 * 1024).ok()?;
     let v: Value = serde_json::from_slice(&bytes).ok()?;
     v["outputs"]["outcome"].as_str().map(str::to_owned)
 }
@@ -472,11 +474,11 @@ pub fn read_result(
         result: result_id.clone(),
         codes: codes.join(", "),
     };
-    let (judgement, bytes) = gate::judge_file(&path, &ctx, Follow::NoSymlinks)
+    let (judgement, bytes) = runner_gate::judge_file(&path, &ctx, Follow::NoSymlinks)
         .map_err(|e| not_accepted(vec![format!("io.unreadable: {e}")]))?;
     let judgement = judgement.strict();
     let mut reasons = judgement.reasons;
-    if judgement.kind != Some(gate::DocKind::ToolResult) {
+    if judgement.kind != Some(runner_gate::DocKind::ToolResult) {
         reasons.push(Reason::new("kind", "not a tool result", None));
     }
     reasons.extend(gate::result_set_reasons(&path));

@@ -15,7 +15,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
 use serde_json::{Value, json};
 use std::sync::Arc;
 

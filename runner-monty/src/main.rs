@@ -17,10 +17,10 @@ mod net;
 mod session;
 
 use capture::Capture;
+use runner_contract::outcome::OutcomeKind;
 use runner_sandbox::confine;
 use runner_sandbox::monty::MontyWorkerRequest;
 use runner_sandbox::worker::{self, WorkerError, WorkerReply};
-use runner_contract::outcome::OutcomeKind;
 use runner_sandbox::{BackendError, Limits, Outcome};
 use std::io;
 

@@ -10,9 +10,9 @@ use monty_types::{
     OsFunctionCall, OsPolicy, PrintWriter, ResourceLimits, ResourceTracker, SleepMode,
     memory_limit_with_headroom,
 };
+use runner_contract::outcome::OutcomeKind;
 use runner_sandbox::determinism::{Determinism, STREAM_SECURE, seeded_stream};
 use runner_sandbox::worker::truncate;
-use runner_contract::outcome::OutcomeKind;
 use runner_sandbox::{Limits, Outcome};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -23,13 +23,13 @@ pub mod approve;
 pub mod edit;
 pub mod seal;
 
-use crate::policy::Policy;
-use runner_core::request::frontmatter;
-use runner_core::request::yaml::{self, Node};
-use runner_core::request::{self, ApprovedRequest, Reason};
 use crate::sign;
 use base64::Engine as _;
 use cap_std::fs::OpenOptionsExt;
+use runner_core::policy::Policy;
+use runner_core::request::frontmatter;
+use runner_core::request::yaml::{self, Node};
+use runner_core::request::{self, ApprovedRequest, Reason};
 use serde::Serialize;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -237,8 +237,8 @@ pub fn separation_of_duties(
     line: Option<usize>,
     policy: &Policy,
 ) -> Option<Reason> {
-    let same =
-        runner_core::normalize::identity_key(requested_by) == runner_core::normalize::identity_key(approved_by);
+    let same = runner_core::normalize::identity_key(requested_by)
+        == runner_core::normalize::identity_key(approved_by);
     (policy.approval.separation_of_duties && same).then(|| {
         Reason::new(
             "approval.self_approved",
@@ -302,12 +302,12 @@ pub fn verify_signature(
             Some(line),
         ));
     }
-    let candidates: Vec<&crate::policy::TrustedKey> = envelope
+    let candidates: Vec<&runner_core::policy::TrustedKey> = envelope
         .signatures
         .iter()
         .filter_map(|s| policy.approval.trusted_by_key_id(&s.keyid))
         .collect();
-    let verified: Vec<&crate::policy::TrustedKey> = candidates
+    let verified: Vec<&runner_core::policy::TrustedKey> = candidates
         .iter()
         .copied()
         .filter(|k| sign::verify(&envelope, PAYLOAD_TYPE, &k.key).is_ok())
@@ -401,7 +401,7 @@ mod tests {
     const REQUEST: &str = include_str!("../../examples/csv-stats/TR-20261121-100000Z-csv-stats.md");
 
     fn policy(required: bool, trusted: &[(&str, &ed25519_dalek::SigningKey)]) -> Policy {
-        let mut text = crate::policy::DEFAULT_POLICY_TOML.replace(
+        let mut text = runner_core::policy::DEFAULT_POLICY_TOML.replace(
             "require_signed_approval = false",
             &format!("require_signed_approval = {required}"),
         );
@@ -528,7 +528,7 @@ mod tests {
             ]
         );
         let off = Policy::parse(
-            &crate::policy::DEFAULT_POLICY_TOML.replace(
+            &runner_core::policy::DEFAULT_POLICY_TOML.replace(
                 "separation_of_duties = true",
                 "separation_of_duties = false",
             ),

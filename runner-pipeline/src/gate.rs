@@ -3,10 +3,9 @@
 //! ([`crate::approval::judge`]) and a result's set against its lock
 //! ([`crate::lock::verify`]).
 
-pub use runner_gate::*;
-
-use crate::policy::Policy;
+use runner_core::policy::Policy;
 use runner_core::request::Reason;
+use runner_gate::inbox;
 use std::path::Path;
 
 /// The runner's [`inbox::Companions`]: what `runner gate` checks beside a document's

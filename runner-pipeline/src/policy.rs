@@ -1,6 +1,6 @@
 //! The policy (`runner_core::policy`, no I/O) and the reading of a policy file.
 
-pub use runner_core::policy::*;
+use runner_core::policy::{Policy, PolicyError};
 use std::path::Path;
 
 /// Loads a policy file.

@@ -11,13 +11,13 @@
 //! `runner verify` does (every hash re-derived from the files, the statement, and the
 //! request given); a tampered or partial candidate is passed over, with the reason.
 
-use runner_contract::verdict::Verdict;
 use crate::lock::Lock;
 use crate::lock::verify::{self, RequestLookup};
 use crate::pipeline::RunPlan;
-use crate::policy::Policy;
 use crate::stage::InputsRoot;
 use ed25519_dalek::VerifyingKey;
+use runner_contract::verdict::Verdict;
+use runner_core::policy::Policy;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -135,7 +135,7 @@ pub fn find(
     let Ok(entries) = runner_sandbox::host::open_dir(results).and_then(|dir| dir.entries()) else {
         return found;
     };
-    let suffix = crate::gate::inbox::LOCK_SUFFIX;
+    let suffix = runner_gate::inbox::LOCK_SUFFIX;
     let mut ids: Vec<String> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_owned))
@@ -147,18 +147,19 @@ pub fn find(
     let mut inputs_checked = false;
     for id in ids {
         let lock_path = results.join(format!("{id}{suffix}"));
-        let lock: Lock = match runner_sandbox::read::read_regular_nofollow(&lock_path, MAX_LOCK_BYTES)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(lock) => lock,
-            Err(e) => {
-                found
-                    .passed_over
-                    .push(format!("{}: unreadable lock: {e}", lock_path.display()));
-                continue;
-            }
-        };
+        let lock: Lock =
+            match runner_sandbox::read::read_regular_nofollow(&lock_path, MAX_LOCK_BYTES)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(lock) => lock,
+                Err(e) => {
+                    found
+                        .passed_over
+                        .push(format!("{}: unreadable lock: {e}", lock_path.display()));
+                    continue;
+                }
+            };
         if key_of_lock(&lock) != wanted {
             continue;
         }

@@ -8,10 +8,10 @@
 //! the guest sees is the copy that was hashed.
 
 use crate::beside::{BesideDir, BesideError, Inputs};
-use runner_core::request::DeclaredInput;
 use cap_std::fs::{
     Dir, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt as _,
 };
+use runner_core::request::DeclaredInput;
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt as _;

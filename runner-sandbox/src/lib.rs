@@ -29,10 +29,10 @@ pub mod worker;
 /// The capability types the sandbox hands out ([`host`], [`cache`]), for the crates that
 /// hold them.
 pub use cap_std;
+use runner_contract::outcome::OutcomeKind;
 /// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
 /// and the result document record them.
 pub use runner_core::run::{Limits, Usage};
-use runner_contract::outcome::OutcomeKind;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -18,10 +18,10 @@
 
 use crate::confine;
 use crate::{BackendError, Limits, Outcome, SandboxSpec};
-use runner_contract::outcome::OutcomeKind;
 use nix::sys::signal::Signal;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
+use runner_contract::outcome::OutcomeKind;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};

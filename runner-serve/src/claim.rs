@@ -18,10 +18,10 @@
 //! inbox (companions first, the `.md` last, as the protocol writes them), to be claimed
 //! again like a new one.
 
-use runner_pipeline::gate::inbox::HeldDir;
-use runner_pipeline::gate::moves::{exists, is_exists, rename_noreplace, sync_dir};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 use nix::fcntl::{Flock, FlockArg};
+use runner_gate::inbox::HeldDir;
+use runner_gate::moves::{exists, is_exists, rename_noreplace, sync_dir};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -356,7 +356,7 @@ pub fn published_result(
     request_sha256: &str,
 ) -> Option<PathBuf> {
     const LOCK_CAP: u64 = 1 << 22;
-    let suffix = runner_pipeline::gate::inbox::LOCK_SUFFIX;
+    let suffix = runner_gate::inbox::LOCK_SUFFIX;
     for e in results.dir.entries().ok()?.flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
@@ -370,7 +370,7 @@ pub fn published_result(
         if !results.dir.metadata(&document).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let Ok(bytes) = runner_pipeline::gate::read_document_in(&results.dir, OsStr::new(name), LOCK_CAP)
+        let Ok(bytes) = runner_gate::read_document_in(&results.dir, OsStr::new(name), LOCK_CAP)
         else {
             continue;
         };

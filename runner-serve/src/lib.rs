@@ -28,8 +28,8 @@
 //! filed; the filing into `done/` is a rename that is not fsynced on its own: after a
 //! crash the request may reappear claimed, and recovery files it without running it.
 
-use runner_contract::verdict::ServeVerdict;
 use runner_contract::exit_codes;
+use runner_contract::verdict::ServeVerdict;
 use runner_pipeline::report::RunFacts;
 
 pub mod claim;
@@ -40,17 +40,18 @@ mod watch;
 
 pub use watch::{block_signals, unblock_signals};
 
-use runner_pipeline::gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
-use runner_pipeline::gate::moves::{exists, sync_dir};
-use runner_pipeline::gate::{DocKind, Judgement};
-use runner_contract::verdict::Verdict;
-use runner_pipeline::pipeline::{Pipeline, RunError};
-use runner_sandbox::read::{Read2, read_document};
-use runner_core::request::Reason;
-use runner_pipeline::result::ResultsRoot;
-use runner_pipeline::stage::InputsRoot;
 use cap_std::fs::MetadataExt;
 use claim::ClaimDir;
+use runner_contract::verdict::Verdict;
+use runner_core::request::Reason;
+use runner_gate::DocKind;
+use runner_gate::Judgement;
+use runner_gate::inbox::{Filer, HeldDir, recover_intents, remove_temporaries, shown};
+use runner_gate::moves::{exists, sync_dir};
+use runner_pipeline::pipeline::{Pipeline, RunError};
+use runner_pipeline::result::ResultsRoot;
+use runner_pipeline::stage::InputsRoot;
+use runner_sandbox::read::{Read2, read_document};
 use serde::Serialize;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
@@ -199,7 +200,7 @@ pub fn run(
     ] {
         runner_sandbox::host::create_dir_all(d).map_err(dir_err(what, d))?;
     }
-    runner_pipeline::gate::inbox::create_private_dir_all(&quarantine)
+    runner_gate::inbox::create_private_dir_all(&quarantine)
         .map_err(dir_err("quarantine directory", &quarantine))?;
     let results =
         HeldDir::open(&config.results).map_err(dir_err("results directory", &config.results))?;
@@ -502,7 +503,7 @@ impl Host<'_> {
                 // unread, and nothing of it is quoted.
                 let reason = Reason::new(
                     "io.hard_link",
-                    runner_pipeline::gate::inbox::hard_link_message(m.nlink()),
+                    runner_gate::inbox::hard_link_message(m.nlink()),
                     None,
                 );
                 return self.quarantine(&claimed, vec![reason], None);

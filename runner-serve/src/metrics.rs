@@ -18,9 +18,7 @@
 //! headers (at most 8 KiB), 10 s in all, one request each. It serves a scraper, not the
 //! public: bind it to loopback unless a scraper elsewhere needs it.
 
-use runner_contract::verdict::ServeVerdict;
 use super::Handled;
-use runner_pipeline::backend::worker::{PoolCounters, PoolStats};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -34,6 +32,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use runner_contract::verdict::ServeVerdict;
+use runner_pipeline::backend::worker::{PoolCounters, PoolStats};
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;

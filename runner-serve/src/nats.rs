@@ -34,17 +34,17 @@
 //! terminated. The consumer itself redelivers without limit: the dead-letter decision is
 //! the host's, so no request is dropped without a dead letter.
 
-use runner_contract::verdict::ServeVerdict;
-use runner_contract::outcome::OutcomeKind;
 use super::{Handled, Level, Observer, RunFacts, ServeError, Stopped, is_refusal};
-use runner_pipeline::pipeline::{Pipeline, RunPlan};
-use runner_core::request::Reason;
-use runner_pipeline::result::ResultsRoot;
-use runner_pipeline::stage::InputsRoot;
 use async_nats::jetstream::{self, AckKind, consumer::pull, object_store, stream};
 use base64::Engine as _;
 use cap_std::fs::Dir;
 use futures_util::StreamExt;
+use runner_contract::outcome::OutcomeKind;
+use runner_contract::verdict::ServeVerdict;
+use runner_core::request::Reason;
+use runner_pipeline::pipeline::{Pipeline, RunPlan};
+use runner_pipeline::result::ResultsRoot;
+use runner_pipeline::stage::InputsRoot;
 use serde::Serialize;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -803,9 +803,7 @@ fn reused(stored: serde_json::Value, id: &str, sha: &str) -> NatsSummary {
                     .collect()
             })
             .unwrap_or_default(),
-        outcome: stored["outcome"]
-            .as_str()
-            .and_then(OutcomeKind::parse),
+        outcome: stored["outcome"].as_str().and_then(OutcomeKind::parse),
         exit_code: stored["exit_code"]
             .as_i64()
             .and_then(|c| i32::try_from(c).ok()),

@@ -6,12 +6,12 @@
 //! arbitrary moment. Child processes (the sandbox workers) start with an empty mask: the
 //! standard library resets it when it spawns them.
 
-use runner_pipeline::gate::inbox::HeldDir;
 use cap_std::fs::{Dir, MetadataExt};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use runner_gate::inbox::HeldDir;
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::AsFd;

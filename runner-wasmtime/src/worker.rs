@@ -366,10 +366,10 @@ impl Backend for WasmtimeBackend {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use runner_contract::outcome::OutcomeKind;
     use crate::engine::testkit::{
         self, Sandbox, limits, shared, target_profile_dir, test_cache_dir, text,
     };
+    use runner_contract::outcome::OutcomeKind;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;

@@ -547,8 +547,9 @@ fn main() {
         ratio: "-".into(),
         target: "< 50 ms".into(),
     });
-    let policy = runner_pipeline::policy::Policy::parse(
-        &runner_pipeline::policy::DEFAULT_POLICY_TOML.replace("max_bytes = 1048576", "max_bytes = 16777216"),
+    let policy = runner_core::policy::Policy::parse(
+        &runner_core::policy::DEFAULT_POLICY_TOML
+            .replace("max_bytes = 1048576", "max_bytes = 16777216"),
         "bench",
     )
     .unwrap();
@@ -1029,7 +1030,7 @@ fn fetch_latency(runner: &PathBuf, dir: &Path, results: &PathBuf) -> Result<Row,
         &policy,
         format!(
             "{}\n[network]\nallow = [\"http://127.0.0.1:{port}\"]\nmax_requests = 1000\n",
-            runner_pipeline::policy::DEFAULT_POLICY_TOML
+            runner_core::policy::DEFAULT_POLICY_TOML
         ),
     )
     .map_err(|e| e.to_string())?;

@@ -5,7 +5,8 @@
 //!
 //! `cargo run --release --example bench_validate [-- ITERATIONS]`
 
-use runner_pipeline::policy::{DEFAULT_POLICY_TOML, Policy};
+use runner_core::policy::DEFAULT_POLICY_TOML;
+use runner_core::policy::Policy;
 use runner_core::request;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

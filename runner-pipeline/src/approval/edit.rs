@@ -5,10 +5,10 @@
 //! Lines are numbered as [`runner_core::request::frontmatter::lines`] numbers them, so line
 //! numbers from the YAML loader and the section parser address the same lines here.
 
-use crate::policy::Policy;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
+use runner_core::policy::Policy;
 use runner_core::request::frontmatter;
 use runner_core::request::yaml::{self, Node};
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::Path;

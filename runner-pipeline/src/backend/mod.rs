@@ -30,7 +30,7 @@ pub use runner_core::request::BackendKind;
 /// Reads the policy file named on the command line.
 pub fn probe_main() -> i32 {
     let policy = match std::env::args_os().nth(2) {
-        None => crate::policy::Policy::builtin(),
+        None => runner_core::policy::Policy::builtin(),
         Some(path) => match crate::policy::load(std::path::Path::new(&path)) {
             Ok(p) => p,
             Err(e) => {

@@ -29,9 +29,9 @@ pub use runner_core::environment::{
     EnvironmentSpec, GUEST_MOUNT, Located, PackagePin, check_specs, set_id,
 };
 
-use runner_sandbox::digest::is_sha256_hex;
 use crate::store::{Staged, StagedDir, create_dir_all, open_to_workers};
 use cap_std::fs::Dir;
+use runner_sandbox::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 //! symlink, a FIFO, a device) is an error: an installed tree never holds one, so one
 //! found there was put there afterwards.
 
-use runner_sandbox::digest::{sha256_hex, sha256_reader};
 use cap_std::fs::{Dir, Metadata, MetadataExt};
+use runner_sandbox::digest::{sha256_hex, sha256_reader};
 use std::io;
 use std::path::Path;
 

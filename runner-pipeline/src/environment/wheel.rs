@@ -6,9 +6,9 @@
 //! Extraction is bounded in entries and bytes however the archive describes itself.
 
 use super::PackagePin;
-use runner_sandbox::digest::sha256_reader;
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
+use runner_sandbox::digest::sha256_reader;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;

@@ -299,9 +299,9 @@ fn major_minor(version: &str) -> String {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use runner_sandbox::digest::sha256_hex;
     use crate::guest::store::locate;
     use crate::guest::test_support::{entry_for, names_in, pseudo_random};
+    use runner_sandbox::digest::sha256_hex;
     use std::fs;
     use std::fs::File;
     use std::os::unix::fs::PermissionsExt;

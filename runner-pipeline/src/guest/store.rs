@@ -7,9 +7,9 @@
 //! see `Slot::locate`).
 
 use super::{GuestAsset, GuestEntry, GuestError};
-use runner_sandbox::digest::{file_stamp, sha256_reader};
 use crate::store::{Staged, create_dir_all, open_regular};
 use cap_std::fs::Dir;
+use runner_sandbox::digest::{file_stamp, sha256_reader};
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};

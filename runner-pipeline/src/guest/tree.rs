@@ -16,13 +16,13 @@
 use super::manifest::{GuestEntry, GuestTree, MAX_GUEST_SIZE};
 use super::store::{QUIET, Slot, create_store, open_store, read_stamp, stamp_rel, write_stamp};
 use super::{GuestError, fetch::HashingCopy, missing_asset};
-use runner_sandbox::digest::sha256_reader;
 use crate::environment::tree::{tree_sha256, tree_stamp};
 use crate::environment::wheel::{
     MemberError, check_members, create_dirs, member_name, new_tree_file,
 };
 use crate::store::{StagedDir, create_dir_all, open_regular};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use runner_sandbox::digest::sha256_reader;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use zip::ZipArchive;
@@ -382,11 +382,11 @@ fn unpack(work: &Dir, shown: &Path) -> Result<(), TreeError> {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use runner_sandbox::digest::sha256_hex;
     use crate::environment::wheel::check_member_name;
     use crate::guest::manifest::GuestAsset;
     use crate::guest::store::asset_path;
     use crate::guest::test_support::entry_for;
+    use runner_sandbox::digest::sha256_hex;
     use std::fs;
     use std::io::Write;
     use zip::ZipWriter;

@@ -2,14 +2,14 @@
 //! disk and require equality (L2, L8). Never repairs anything. Each difference names
 //! what differed, what was expected and what was found.
 
-use runner_contract::verdict::Verdict;
 use super::statement;
 use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
-use runner_core::request::frontmatter;
-use runner_core::request::yaml::{self, Node};
 use crate::sign;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use ed25519_dalek::VerifyingKey;
+use runner_contract::verdict::Verdict;
+use runner_core::request::frontmatter;
+use runner_core::request::yaml::{self, Node};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -178,7 +178,8 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
             }
         },
     };
-    let result_text = match runner_sandbox::read::read_regular_nofollow(result, MAX_COMPANION_BYTES) {
+    let result_text = match runner_sandbox::read::read_regular_nofollow(result, MAX_COMPANION_BYTES)
+    {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => Some(t),
             Err(_) => {
@@ -396,8 +397,9 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
             return;
         }
     };
-    let read =
-        |name: String| runner_sandbox::read::read_regular_nofollow(&dir.join(name), MAX_COMPANION_BYTES);
+    let read = |name: String| {
+        runner_sandbox::read::read_regular_nofollow(&dir.join(name), MAX_COMPANION_BYTES)
+    };
     match read(statement::statement_file_name(&id)) {
         Ok(bytes) if bytes == expected.as_bytes() => v.checked.push("in-toto statement".into()),
         Ok(_) => v.differences.push(diff(

@@ -6,11 +6,11 @@
 
 use crate::backend::BackendError;
 use crate::beside::BesideError;
-use runner_contract::exit_codes;
 use crate::guest::GuestError;
-use runner_core::request::Reason;
 use crate::result::PublishError;
 use crate::stage::StageError;
+use runner_contract::exit_codes;
+use runner_core::request::Reason;
 use std::io;
 use std::path::PathBuf;
 

@@ -24,12 +24,13 @@ use crate::backend::{Limits, Outcome, SandboxSpec, confine};
 use crate::determinism::Fresh as _;
 use crate::guest::manifest::GuestManifest;
 use crate::lock::Lock;
-use crate::policy::{Policy, RuleTarget};
-use runner_sandbox::read::{Read2, read_document};
-use runner_core::request::{ApprovedRequest, Work};
 use crate::result::{ResultsRoot, Staging};
 use crate::stage::{self, InputsRoot, RunDir};
 use ed25519_dalek::SigningKey;
+use runner_core::policy::Policy;
+use runner_core::policy::RuleTarget;
+use runner_core::request::{ApprovedRequest, Work};
+use runner_sandbox::read::{Read2, read_document};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use crate::backend::{Backend, BackendError, GuestProgram, MontyProgram, Outcome,
 use crate::determinism::Fresh as _;
 use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
-use crate::policy::Policy;
+use runner_core::policy::Policy;
 use runner_core::request::{ApprovedRequest, Work};
 use std::collections::HashMap;
 use std::path::PathBuf;

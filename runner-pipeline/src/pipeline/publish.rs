@@ -6,18 +6,19 @@
 use super::RunPlan;
 use super::error::PublishFailure;
 use crate::backend::{BackendKind, Limits, Outcome};
-use runner_sandbox::digest::sha256_hex;
 use crate::lock::{
     self, FilePin, GuestPin, LimitsPin, Lock, OutputsPin, PolicyPin, RequestPin, RuntimePin,
     StreamPin, statement,
 };
-use crate::policy::{Policy, RuleTarget};
-use runner_core::request::Work;
 use crate::result::collect::{self, Collected, WalkLimits};
 use crate::result::render::{self, Provenance, ResultDoc};
 use crate::result::{Rendered, ResultsRoot, Staging};
 use crate::stage::{RunDir, StagedInput};
 use ed25519_dalek::SigningKey;
+use runner_core::policy::Policy;
+use runner_core::policy::RuleTarget;
+use runner_core::request::Work;
+use runner_sandbox::digest::sha256_hex;
 use std::path::PathBuf;
 
 /// What publishing needs besides the run's outcome.

@@ -12,18 +12,18 @@
 //! nothing run (the request's approval covers only the pinned bytes). The replay's own
 //! lock records the baseline it was compared against ([`ReplayOf`]).
 
-use runner_contract::verdict::{OutputVerdict, ReplayVerdict};
 use super::{Pipeline, RunError, RunPlan, limits_for};
 use crate::determinism::DeterminismPin;
-use runner_contract::exit_codes;
 use crate::lock::verify::{find_request, result_location};
 use crate::lock::{
     EnvironmentPin, LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag,
     text_sha256_tagged,
 };
-use runner_core::request::Work;
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
+use runner_contract::exit_codes;
+use runner_contract::verdict::{OutputVerdict, ReplayVerdict};
+use runner_core::request::Work;
 use serde::Serialize;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -117,7 +117,9 @@ pub struct Replayed {
 
 impl Replayed {
     pub fn matched(&self) -> bool {
-        self.outputs.iter().all(|o| o.verdict == OutputVerdict::Match)
+        self.outputs
+            .iter()
+            .all(|o| o.verdict == OutputVerdict::Match)
     }
 
     /// Whether a pin that can change a run changed (the whole policy text alone cannot).

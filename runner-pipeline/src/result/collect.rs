@@ -318,7 +318,10 @@ mod tests {
         let c = collect_dirs(out.path(), dest.path(), 100).unwrap();
         let paths: Vec<&str> = c.artifacts.iter().map(|a| a.path.as_str()).collect();
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
-        assert_eq!(c.artifacts[1].sha256, runner_sandbox::digest::sha256_hex(b"{}"));
+        assert_eq!(
+            c.artifacts[1].sha256,
+            runner_sandbox::digest::sha256_hex(b"{}")
+        );
         assert_finding(&c, |f| {
             f.contains("/out/escape is a symlink to `../../../etc/passwd`")
         });

@@ -20,9 +20,9 @@
 //!   `/out`'s caps, and a stub answering "no host" for its `host` imports.
 
 use super::{BackendError, GuestProgram, Limits, Outcome, SandboxSpec};
-use runner_contract::outcome::OutcomeKind;
 use crate::digest;
 use cap_std::fs::{Dir, DirBuilderExt, OpenOptionsExt};
+use runner_contract::outcome::OutcomeKind;
 use runner_sandbox::cache::{PrivateDirError, check_private};
 use runner_sandbox::cap_std;
 pub use runner_sandbox::cpu::{CpuClock, cpu_time};

@@ -4,9 +4,9 @@
 //! [`runner_pipeline::approval::approve`]).
 
 use super::output;
-use runner_pipeline::approval::{approve, edit};
 use runner_contract::exit_codes;
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
+use runner_pipeline::approval::{approve, edit};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;

@@ -3,10 +3,10 @@
 //! local wheels on offline hosts, and listed.
 
 use super::output::{self, Progress};
-use runner_pipeline::environment::{self, EnvironmentSpec, EnvironmentStatus, Located, PackagePin};
 use runner_contract::exit_codes;
+use runner_core::policy::Policy;
+use runner_pipeline::environment::{self, EnvironmentSpec, EnvironmentStatus, Located, PackagePin};
 use runner_pipeline::guest::GuestManifest;
-use runner_pipeline::policy::Policy;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -175,8 +175,8 @@ fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
         }
         Err(e) => return Err(io(format!("cannot read {}: {e}", path.display()))),
     };
-    let lock =
-        runner_pipeline::lock::Lock::parse(&bytes).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    let lock = runner_pipeline::lock::Lock::parse(&bytes)
+        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let pin = lock.runtime.environment.ok_or_else(|| {
         usage(format!(
             "{}: the lock pins no package environment; nothing to fetch",

@@ -5,10 +5,10 @@
 //! report (text, or `--json`), the exit code. A rejected request or a staging refusal
 //! writes no result; a guest that fails or hits a limit still gets a complete result.
 
-use runner_pipeline::pipeline::{Pipeline, RequestRead, RunError};
-use runner_pipeline::policy::Policy;
-use runner_pipeline::report::ExecOptions;
+use runner_core::policy::Policy;
 use runner_core::request::Reason;
+use runner_pipeline::pipeline::{Pipeline, RequestRead, RunError};
+use runner_pipeline::report::ExecOptions;
 use std::path::{Path, PathBuf};
 
 pub use runner_pipeline::report::ExecReport;

@@ -1,6 +1,6 @@
 //! `runner gate INBOX --accepted DIR --quarantine DIR [--catalog FILE] [--json]`: judge
 //! every document in the inbox, move each ACCEPT to the accepted directory and each
-//! REJECT to quarantine with its reason report (see [`runner_pipeline::gate::inbox`] for the
+//! REJECT to quarantine with its reason report (see [`runner_gate::inbox`] for the
 //! crash-safety rules), then report counts and throughput.
 //!
 //! Exit codes: 0 when every document was accepted, 1 when any was quarantined, 3 when
@@ -8,9 +8,9 @@
 //! bad flag or catalog.
 
 use runner_contract::exit_codes;
-use runner_pipeline::gate::Context;
-use runner_pipeline::gate::inbox::{self, Dirs};
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
+use runner_gate::Context;
+use runner_gate::inbox::{self, Dirs};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

@@ -3,9 +3,9 @@
 //! registered guest shows up here with no code change.
 
 use super::output::{self, Progress};
+use runner_contract::exit_codes;
 use runner_pipeline::backend::GuestProgram;
 use runner_pipeline::backend::worker::WasmtimeBackend;
-use runner_contract::exit_codes;
 use runner_pipeline::guest::{self, GuestManifest};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

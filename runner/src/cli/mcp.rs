@@ -4,7 +4,7 @@
 
 use super::output;
 use runner_contract::exit_codes;
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

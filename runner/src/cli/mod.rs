@@ -220,7 +220,7 @@ impl Cli {
             return runner_contract::exit_codes::USAGE;
         }
         let policy = match &self.policy {
-            None => runner_pipeline::policy::Policy::builtin(),
+            None => runner_core::policy::Policy::builtin(),
             Some(path) => match runner_pipeline::policy::load(path) {
                 Ok(p) => p,
                 Err(e) => {
@@ -255,7 +255,7 @@ impl Cli {
 /// size cap; on failure says why on stderr and gives the exit code.
 pub(crate) fn read_request_text(
     path: &std::path::Path,
-    policy: &runner_pipeline::policy::Policy,
+    policy: &runner_core::policy::Policy,
 ) -> Result<String, i32> {
     use runner_sandbox::read::{Read2, read_document};
     let name = path.display();
@@ -283,11 +283,13 @@ pub(crate) fn read_request_text(
 /// at `path`, loaded. When the catalog does not load, says why on stderr and gives its
 /// exit code (unreadable: I/O; invalid: usage) instead.
 pub(crate) fn with_gate_context(
-    policy: &runner_pipeline::policy::Policy,
+    policy: &runner_core::policy::Policy,
     path: Option<&std::path::Path>,
-    f: impl FnOnce(&runner_pipeline::gate::Context<'_>) -> i32,
+    f: impl FnOnce(&runner_gate::Context<'_>) -> i32,
 ) -> i32 {
-    use runner_pipeline::gate::{Catalog, CatalogError, Context};
+    use runner_gate::Catalog;
+    use runner_gate::CatalogError;
+    use runner_gate::Context;
     let catalog = match path.map(Catalog::load).transpose() {
         Ok(catalog) => catalog,
         Err(e) => {

@@ -2,7 +2,12 @@
 //! `policies/default.toml` or the file given with `--policy`, which replaces it whole.
 
 use super::output;
-use runner_pipeline::policy::{GuestMapping, LimitMaxima, OutputCaps, Policy, RequestRules, RuleTarget};
+use runner_core::policy::GuestMapping;
+use runner_core::policy::LimitMaxima;
+use runner_core::policy::OutputCaps;
+use runner_core::policy::Policy;
+use runner_core::policy::RequestRules;
+use runner_core::policy::RuleTarget;
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]

@@ -12,9 +12,9 @@
 //! replayed offline from its recorded egress log; `--live` fetches again and reports,
 //! exchange by exchange, which responses changed.
 
+use runner_core::policy::Policy;
 use runner_pipeline::pipeline::Pipeline;
 use runner_pipeline::pipeline::replay::{NetworkSource, ReplayMode, ReplaySource};
-use runner_pipeline::policy::Policy;
 use runner_pipeline::report::ReplayOptions;
 use std::path::PathBuf;
 

@@ -2,10 +2,10 @@
 //! every input a draft declares, changing nothing else (see [`runner_pipeline::approval::seal`]).
 
 use super::output;
-use runner_pipeline::approval::{self, edit, seal};
 use runner_contract::exit_codes;
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
 use runner_core::request::Reason;
+use runner_pipeline::approval::{self, edit, seal};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -94,7 +94,8 @@ impl SealCommand {
             Ok(text) => text,
             Err(code) => return code,
         };
-        let inputs = runner_pipeline::stage::InputsRoot::for_request(self.inputs.as_deref(), &self.draft);
+        let inputs =
+            runner_pipeline::stage::InputsRoot::for_request(self.inputs.as_deref(), &self.draft);
         let sealed = match seal::seal(&text, &inputs, policy) {
             Ok(s) => s,
             Err(seal::SealError::Draft(e)) => {
@@ -126,18 +127,18 @@ impl SealCommand {
             ));
         }
         // What `runner validate` will say beyond the approval, which comes next.
-        let (notes, needs_approval) = match runner_core::request::validate(sealed.text.as_bytes(), policy)
-        {
-            Ok(_) => (Vec::new(), false),
-            Err(reasons) => {
-                let needs = reasons.iter().any(|r| r.code.starts_with("approval."));
-                let notes: Vec<Reason> = reasons
-                    .into_iter()
-                    .filter(|r| !r.code.starts_with("approval."))
-                    .collect();
-                (notes, needs)
-            }
-        };
+        let (notes, needs_approval) =
+            match runner_core::request::validate(sealed.text.as_bytes(), policy) {
+                Ok(_) => (Vec::new(), false),
+                Err(reasons) => {
+                    let needs = reasons.iter().any(|r| r.code.starts_with("approval."));
+                    let notes: Vec<Reason> = reasons
+                        .into_iter()
+                        .filter(|r| !r.code.starts_with("approval."))
+                        .collect();
+                    (notes, needs)
+                }
+            };
         let report = SealReport {
             output: target.clone(),
             unchanged,

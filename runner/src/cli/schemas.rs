@@ -74,7 +74,7 @@ pub fn all() -> Vec<(String, String)> {
             "runner exec --json REQUEST… (a batch: several requests or a directory)",
             "One entry per request, in the order given, each `exec.json` plus `request`.",
         ),
-        one::<runner_pipeline::gate::inbox::Summary>("gate", "runner gate --json", ""),
+        one::<runner_gate::inbox::Summary>("gate", "runner gate --json", ""),
         one::<env::EnvFetchReport>(
             "env-fetch",
             "runner env fetch --json",

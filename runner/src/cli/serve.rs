@@ -6,10 +6,10 @@
 //! JSON object per line, schema `schemas/serve.json`); what the host does, and why a
 //! request is quarantined or retried, on stderr as log lines.
 
-use runner_contract::verdict::ServeVerdict;
 use runner_contract::exit_codes;
+use runner_contract::verdict::ServeVerdict;
+use runner_core::policy::Policy;
 use runner_pipeline::pipeline::Pipeline;
-use runner_pipeline::policy::Policy;
 use runner_serve::metrics::{self, Metrics};
 use runner_serve::{Config, Handled, Level, Observer};
 use std::net::SocketAddr;

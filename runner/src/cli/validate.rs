@@ -9,11 +9,13 @@
 //! Notes do not make the verdict REJECT here; the gate (`runner gate`) treats them as
 //! reasons.
 
-use runner_contract::verdict::Verdict;
 use runner_contract::exit_codes;
-use runner_pipeline::gate::{self, Context, Follow, ReadError};
-use runner_pipeline::policy::Policy;
+use runner_contract::verdict::Verdict;
+use runner_core::policy::Policy;
 use runner_core::request::Reason;
+use runner_gate::Context;
+use runner_gate::Follow;
+use runner_gate::ReadError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -85,7 +87,7 @@ impl ValidateCommand {
 /// Judges one file: its verdict, its text (for showing lines), and whether reading failed.
 pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bool) {
     let name = file.display().to_string();
-    match gate::judge_file(file, ctx, Follow::Symlinks) {
+    match runner_gate::judge_file(file, ctx, Follow::Symlinks) {
         Err(e) => {
             let message = match e {
                 ReadError::NotRegular => format!("cannot read {name}: not a regular file"),
@@ -106,7 +108,7 @@ pub fn judge(file: &Path, ctx: &Context<'_>) -> (FileVerdict, Option<String>, bo
         Ok((mut j, bytes)) => {
             // A tool request is judged with its approval: the signature beside it and
             // separation of duties, which need the file's path.
-            if j.kind == Some(gate::DocKind::ToolRequest)
+            if j.kind == Some(runner_gate::DocKind::ToolRequest)
                 && let Err(reasons) =
                     runner_pipeline::approval::validate_request_file(file, &bytes, ctx.policy)
             {
@@ -151,5 +153,5 @@ fn print_human(v: &FileVerdict, text: Option<&str>) {
 /// A line made safe for a terminal: control and invisible characters shown as escapes,
 /// long lines cut.
 pub fn printable(line: &str) -> String {
-    runner_pipeline::gate::report::printable(line)
+    runner_gate::report::printable(line)
 }

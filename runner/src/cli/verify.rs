@@ -2,8 +2,8 @@
 //! every hash of a result, its lock, its artifacts and (when given or found) its
 //! request, and require equality. Fails closed; never repairs.
 
-use runner_contract::verdict::Verdict;
 use runner_contract::exit_codes;
+use runner_contract::verdict::Verdict;
 use runner_pipeline::lock::verify::{self, Difference, Verification};
 use runner_pipeline::sign;
 use std::path::PathBuf;

@@ -90,7 +90,8 @@ impl Setup {
         self.path().join("policy.toml")
     }
     fn key_id(&self, who: &str) -> String {
-        let key = runner_pipeline::sign::load_verifying_key(&self.key(who).with_extension("pub")).unwrap();
+        let key = runner_pipeline::sign::load_verifying_key(&self.key(who).with_extension("pub"))
+            .unwrap();
         runner_pipeline::sign::key_id(&key)
     }
 

@@ -154,7 +154,7 @@ fn version_guest_list_and_policy_show_conform() {
     assert_eq!(v[0]["origin"], "built-in");
     assert_eq!(
         v[0]["sha256"].as_str(),
-        Some(runner_pipeline::policy::Policy::builtin().sha256.as_str())
+        Some(runner_core::policy::Policy::builtin().sha256.as_str())
     );
 }
 

@@ -25,9 +25,11 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
+use runner_core::policy::Policy;
+use runner_gate::ArtifactsAt;
+use runner_gate::research_packet;
+use runner_gate::tool_result;
 use runner_sandbox::digest::sha256_hex;
-use runner_pipeline::gate::{ArtifactsAt, research_packet, tool_result};
-use runner_pipeline::policy::Policy;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

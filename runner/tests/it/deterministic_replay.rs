@@ -318,7 +318,7 @@ fn sleeps_and_asyncio_timers_replay_to_match() {
 fn policy_with(dir: &Path, clock: &str, entropy: &str) -> PathBuf {
     let text = format!(
         "{}\n[determinism]\nclock = \"{clock}\"\nentropy = \"{entropy}\"\n",
-        runner_pipeline::policy::DEFAULT_POLICY_TOML
+        runner_core::policy::DEFAULT_POLICY_TOML
     );
     let path = dir.join("policy.toml");
     std::fs::write(&path, text).unwrap();

@@ -9,7 +9,7 @@
 use crate::gate_support;
 
 use gate_support::*;
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
 
 fn corpus() -> Vec<Fixture> {
     fixtures(&corpus_dir("governed"), "json")

@@ -10,7 +10,7 @@
 use crate::gate_support;
 
 use gate_support::{copy_tree, corpus_dir, put_exec_set};
-use runner_pipeline::gate::research_packet::content_hashes;
+use runner_gate::research_packet::content_hashes;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

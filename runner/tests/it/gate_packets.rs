@@ -9,8 +9,8 @@
 use crate::gate_support;
 
 use gate_support::*;
-use runner_pipeline::gate::research_packet::content_hashes;
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
+use runner_gate::research_packet::content_hashes;
 
 fn corpus() -> Vec<Fixture> {
     fixtures(&corpus_dir("packets"), "md")
@@ -98,7 +98,7 @@ fn content_hash_byte_rules() {
 /// that judge them (the rules catch commands and instructions, not topics).
 #[test]
 fn benign_prose_passes_the_packet_and_result_rules() {
-    use runner_pipeline::policy::RuleTarget;
+    use runner_core::policy::RuleTarget;
     use runner_core::request::{forbidden, frontmatter};
     let policy = Policy::builtin();
     let lines = [

@@ -11,9 +11,12 @@
 use crate::gate_support;
 
 use gate_support::*;
-use runner_pipeline::gate::{ArtifactsAt, Context, judge_bytes};
 use runner_contract::verdict::Verdict;
-use runner_pipeline::policy::{Policy, RuleTarget};
+use runner_core::policy::Policy;
+use runner_core::policy::RuleTarget;
+use runner_gate::ArtifactsAt;
+use runner_gate::Context;
+use runner_gate::judge_bytes;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -213,8 +216,8 @@ fn exec_result_passes_and_each_tampering_is_named() {
 /// the result rules reject.
 #[test]
 fn the_writer_withholds_exactly_what_the_validator_rejects() {
-    use runner_pipeline::backend::Limits;
     use runner_contract::outcome::OutcomeKind;
+    use runner_pipeline::backend::Limits;
     use runner_pipeline::result::collect::Artifact;
     use runner_pipeline::result::render::{Provenance, ResultDoc, render};
     use std::time::Duration;

@@ -53,7 +53,7 @@ impl World {
             .collect();
         let policy = format!(
             "{}\n[[environments]]\nname = \"t\"\nguest = \"cpython-3.12\"\nlanguages = [\"python-t\"]\npackages = [\n{}\n]\n",
-            runner_pipeline::policy::DEFAULT_POLICY_TOML,
+            runner_core::policy::DEFAULT_POLICY_TOML,
             pins.join("\n")
         );
         std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
@@ -564,10 +564,10 @@ fn the_example_policy_extends_the_builtin_policy_unchanged() {
     )
     .unwrap();
     assert!(
-        text.starts_with(runner_pipeline::policy::DEFAULT_POLICY_TOML),
+        text.starts_with(runner_core::policy::DEFAULT_POLICY_TOML),
         "examples/package-env/policy.toml must start with policies/default.toml verbatim"
     );
-    let policy = runner_pipeline::policy::Policy::parse(&text, "example").unwrap();
+    let policy = runner_core::policy::Policy::parse(&text, "example").unwrap();
     let env = policy.environment("analysis").unwrap();
     assert_eq!(env.packages.len(), 2);
 }

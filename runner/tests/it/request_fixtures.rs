@@ -17,7 +17,7 @@
 use crate::corpus;
 
 use corpus::{Verdict, code_set, show as show_reasons};
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
 use runner_core::request::{self, Reason};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -58,7 +58,8 @@ fn fixtures() -> Vec<Fixture> {
 /// the validator's rules and separation of duties.
 fn judge(bytes: &[u8], policy: &Policy) -> (&'static str, Vec<Reason>) {
     let unsigned = runner_pipeline::approval::SignatureFile::Absent;
-    match runner_pipeline::approval::judge_with_signature(bytes, unsigned, "fixture.md.sig", policy) {
+    match runner_pipeline::approval::judge_with_signature(bytes, unsigned, "fixture.md.sig", policy)
+    {
         Ok(_) => ("ACCEPT", Vec::new()),
         Err(reasons) => ("REJECT", reasons),
     }
@@ -263,7 +264,7 @@ fn invalid_utf8_is_rejected_with_the_line_it_is_on() {
 fn program_and_language_must_select_the_same_guest() {
     let extra = "\n[[guests]]\nguest = \"cpython-3.11\"\nprograms = [\"python3.11\"]\nlanguages = [\"python3.11\"]\n";
     let policy = Policy::parse(
-        &format!("{}{extra}", runner_pipeline::policy::DEFAULT_POLICY_TOML),
+        &format!("{}{extra}", runner_core::policy::DEFAULT_POLICY_TOML),
         "two-guests",
     )
     .expect("a valid policy");

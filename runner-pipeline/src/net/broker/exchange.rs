@@ -9,9 +9,9 @@ use super::{
     REFUSED_URL_KEPT, Refusal,
 };
 
-use runner_sandbox::digest::sha256_hex;
 use crate::net::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name};
 use cap_std::fs::Dir;
+use runner_sandbox::digest::sha256_hex;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -8,8 +8,11 @@ pub(crate) use crate::corpus;
 pub(crate) use crate::support;
 
 pub use corpus::{code_set, corpus_dir};
-use runner_pipeline::gate::{self, Catalog, Context, Follow, Judgement};
-use runner_pipeline::policy::Policy;
+use runner_core::policy::Policy;
+use runner_gate::Catalog;
+use runner_gate::Context;
+use runner_gate::Follow;
+use runner_gate::Judgement;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -40,7 +43,7 @@ pub fn judge(f: &Fixture, policy: &Policy, catalog: &Catalog) -> Judgement {
         policy,
         catalog: (f.expect.catalog != Some(false)).then_some(catalog),
     };
-    gate::judge_file(&f.path, &ctx, Follow::Symlinks)
+    runner_gate::judge_file(&f.path, &ctx, Follow::Symlinks)
         .unwrap_or_else(|e| panic!("{}: cannot read: {e}", f.name))
         .0
 }
