@@ -285,7 +285,7 @@ fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 }
 
 pub fn jcs_value(value: &serde_json::Value) {
-    use runner_pipeline::lock::jcs;
+    use runner_core::jcs;
     let canonical = jcs::to_string(value).expect("a JSON value has a canonical form");
     let parsed: serde_json::Value = serde_json::from_str(&canonical)
         .unwrap_or_else(|e| panic!("canonical text {canonical:?} does not parse: {e}"));
@@ -319,7 +319,9 @@ pub fn jcs(data: &[u8]) {
 // and the reader agree: any lock-shaped JSON, sealed, reads back equal.
 
 pub fn lock(data: &[u8]) {
-    use runner_pipeline::lock::{LOCK_TYPE, Lock, jcs};
+    use runner_core::jcs;
+    use runner_core::lock::LOCK_TYPE;
+    use runner_core::lock::Lock;
     if let Ok(lock) = Lock::parse(data) {
         let text = jcs::to_string(&lock).expect("an accepted lock serializes");
         assert_eq!(
@@ -442,7 +444,7 @@ fn numbers_agree(value: &runner_gate::json::Json) {
             let double: f64 = lit.parse().expect("a JSON number parses as f64");
             match canonical_number(lit) {
                 Ok(text) => {
-                    let theirs = runner_pipeline::lock::jcs::to_string(&double).expect("finite");
+                    let theirs = runner_core::jcs::to_string(&double).expect("finite");
                     assert_eq!(text, theirs, "{lit}");
                 }
                 Err(_) => assert!(!double.is_finite(), "{lit} refused but finite"),
@@ -462,7 +464,7 @@ pub fn gate_json(data: &[u8]) {
         let v = f64::from_bits(u64::from_le_bytes(bits.try_into().expect("8 bytes")));
         if v.is_finite() {
             let ours = ecmascript_number(v);
-            let theirs = runner_pipeline::lock::jcs::to_string(&v).expect("finite");
+            let theirs = runner_core::jcs::to_string(&v).expect("finite");
             assert_eq!(ours, theirs, "{v:e}");
             assert_eq!(ours.parse::<f64>().ok(), Some(v), "{v:e}");
         }
@@ -513,11 +515,11 @@ pub fn envelope(data: &[u8]) {
     for payload_type in [
         envelope.payload_type.as_str(),
         runner_pipeline::approval::PAYLOAD_TYPE,
-        runner_pipeline::lock::statement::PAYLOAD_TYPE,
+        runner_core::lock::statement::PAYLOAD_TYPE,
     ] {
         if let Ok(payload) = sign::verify(&envelope, payload_type, key) {
             assert_eq!(payload_type, envelope.payload_type);
-            let id = sign::key_id(key);
+            let id = runner_core::policy::key_id(key);
             assert!(envelope.signatures.iter().any(|s| s.keyid == id));
             // The payload is the base64 text decoded: never longer than it.
             assert!(payload.len() <= envelope.payload.len());

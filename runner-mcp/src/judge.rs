@@ -93,7 +93,7 @@ pub fn validate_draft(text: &str, policy: &Policy) -> DraftVerdict {
             ));
         }
     }
-    let at = runner_pipeline::result::utc_timestamp(time::OffsetDateTime::now_utc());
+    let at = runner_core::result::utc_timestamp(time::OffsetDateTime::now_utc());
     let judged_text = approve::set_approval(text, PLACEHOLDER_APPROVER, &at, policy)
         .unwrap_or_else(|_| text.to_owned());
     let mut sealed_by_submit = Vec::new();

@@ -40,7 +40,7 @@ pub const PAYLOAD_TYPE: &str = "application/vnd.runner.tool-request+markdown";
 /// The key that approved a request: its id and the name the policy trusts it under.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ApprovalKey {
-    /// `sha256:<hex>` of the raw Ed25519 public key ([`sign::key_id`]).
+    /// `sha256:<hex>` of the raw Ed25519 public key ([`runner_core::policy::key_id`]).
     pub key_id: String,
     /// The `[[approval.trusted]]` name, equal to the request's `approved_by`.
     pub name: String,
@@ -486,7 +486,7 @@ mod tests {
         );
         // A signature that does not verify: the envelope of another key relabelled.
         let mut env = sign::sign(PAYLOAD_TYPE, &signed_payload(bytes), &mallory);
-        env.signatures[0].keyid = sign::key_id(&ada.verifying_key());
+        env.signatures[0].keyid = runner_core::policy::key_id(&ada.verifying_key());
         let forged = SignatureFile::Bytes(serde_json::to_vec(&env).unwrap());
         assert_eq!(judge(forged, &optional), ["approval.signature_invalid"]);
         // Another payload type.

@@ -7,7 +7,7 @@
 use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism, VirtualClock, seed_hex};
 
 /// The `[determinism]` table's types live in `runner-core` (no I/O), with the policy.
-pub use runner_core::policy::determinism::{ClockSource, DeterminismPolicy, EntropySource};
+use runner_core::policy::determinism::{ClockSource, DeterminismPolicy, EntropySource};
 
 /// Fresh determinism values for a new run under a `[determinism]` table.
 pub trait Fresh {
@@ -47,11 +47,11 @@ impl Fresh for DeterminismPolicy {
 
 /// The lock's record of a run's clocks and entropy, and the Provenance line, are
 /// `runner-core`'s (no I/O).
-pub use runner_core::determinism::{DeterminismPin, PinError, describe};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runner_core::determinism::DeterminismPin;
     use runner_sandbox::determinism::{CLOCK_MODEL, CLOCK_MODEL_V1, HOST};
 
     #[test]

@@ -3,7 +3,6 @@
 //! pipeline did, with the exit code that goes with each, so every caller of the library
 //! reports a run the same way. Printing them (text or JSON) is the CLI's.
 
-use crate::lock::PinChange;
 use crate::pipeline::replay::{
     ExchangeComparison, NetworkSource, OutputComparison, ReplayError, ReplayMode, ReplaySource,
 };
@@ -13,6 +12,7 @@ use crate::stage::InputsRoot;
 use runner_contract::exit_codes;
 use runner_contract::outcome::OutcomeKind;
 use runner_contract::verdict::{ReplayVerdict, Verdict};
+use runner_core::lock::PinChange;
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
 use serde::Serialize;

@@ -11,12 +11,12 @@
 //! `runner verify` does (every hash re-derived from the files, the statement, and the
 //! request given); a tampered or partial candidate is passed over, with the reason.
 
-use crate::lock::Lock;
 use crate::lock::verify::{self, RequestLookup};
 use crate::pipeline::RunPlan;
 use crate::stage::InputsRoot;
 use ed25519_dalek::VerifyingKey;
 use runner_contract::verdict::Verdict;
+use runner_core::lock::Lock;
 use runner_core::policy::Policy;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -44,7 +44,7 @@ impl Identity<'_> {
 
 /// The reuse key of a judged request under `policy`: 64 lowercase hex.
 pub fn key(plan: &RunPlan, policy: &Policy) -> String {
-    let request_sha256 = crate::lock::text_sha256_tagged(&plan.request_text);
+    let request_sha256 = runner_core::lock::text_sha256_tagged(&plan.request_text);
     let (engine, engine_version) = plan.engine_identity();
     let guest = plan.guest_pin();
     Identity {

@@ -37,7 +37,7 @@ pub fn generate() -> Result<SigningKey, SignError> {
 
 /// A key's id (`sha256:<hex>` of the raw public key) and the public key parser are the
 /// policy's (`runner_core::policy`), which checks its trusted keys with them.
-pub use runner_core::policy::key_id;
+use runner_core::policy::key_id;
 
 /// Writes `<prefix>.key` (PKCS#8 PEM, mode 0600) and `<prefix>.pub` (SPKI PEM), never
 /// overwriting an existing file.

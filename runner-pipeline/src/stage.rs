@@ -128,7 +128,7 @@ impl RunDir {
     /// guest ends; a worker killed first leaves it): scratch is never an output.
     pub fn remove_scratch(&self) {
         if let Ok(out) = self.out() {
-            remove_entry(&out, crate::backend::wasmtime::SCRATCH_IN_OUT);
+            remove_entry(&out, runner_wasmtime::engine::SCRATCH_IN_OUT);
         }
     }
 }

@@ -377,7 +377,7 @@ pub fn published_result(
         if bytes.len() as u64 > LOCK_CAP {
             continue;
         }
-        let Ok(lock) = serde_json::from_slice::<runner_pipeline::lock::Lock>(&bytes) else {
+        let Ok(lock) = serde_json::from_slice::<runner_core::lock::Lock>(&bytes) else {
             continue;
         };
         if lock.request.request_id == request_id && lock.request.sha256 == request_sha256 {

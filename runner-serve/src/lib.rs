@@ -532,7 +532,7 @@ impl Host<'_> {
             }
         };
         if check_published {
-            let sha = runner_pipeline::lock::text_sha256_tagged(&plan.request_text);
+            let sha = runner_core::lock::text_sha256_tagged(&plan.request_text);
             if let Some(doc) =
                 claim::published_result(&self.results, plan.approved.request_id(), &sha)
             {
@@ -724,7 +724,7 @@ impl Host<'_> {
     fn recover_one(&self, dead: &claim::DeadClaims, name: &OsStr) {
         let path = dead.path().join(name);
         let published = self.pipeline.judge(&path).ok().and_then(|plan| {
-            let sha = runner_pipeline::lock::text_sha256_tagged(&plan.request_text);
+            let sha = runner_core::lock::text_sha256_tagged(&plan.request_text);
             claim::published_result(&self.results, plan.approved.request_id(), &sha)
         });
         let Some(doc) = published else {

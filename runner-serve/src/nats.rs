@@ -479,7 +479,7 @@ impl Host<'_> {
     /// Judges, looks for a stored result, fetches the inputs, runs and stores.
     fn process(&self, message: &jetstream::Message, delivery: i64) -> Disposition {
         let body = &message.payload;
-        let raw_sha = runner_pipeline::lock::sha256_tagged(body);
+        let raw_sha = runner_core::lock::sha256_tagged(body);
         let failed = |id: Option<String>, sha: String, reasons| Disposition::Failed {
             request_id: id,
             request_sha256: sha,
@@ -533,7 +533,7 @@ impl Host<'_> {
             Err(e) => return failed(None, raw_sha, e.reasons()),
         };
         let id = plan.approved.request_id().to_owned();
-        let sha = runner_pipeline::lock::text_sha256_tagged(&plan.request_text);
+        let sha = runner_core::lock::text_sha256_tagged(&plan.request_text);
         let key = runner_pipeline::reuse::key(&plan, self.pipeline.policy());
         match self.rt.block_on(self.stored(&format!("index/{key}"))) {
             Ok(Some(mut summary)) => {

@@ -31,7 +31,10 @@ use super::engine::{
 };
 use super::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
 // The protocol and the supervision are the sandbox's, shared with the Monty worker.
-pub use runner_sandbox::worker::*;
+use runner_sandbox::worker::{
+    Supervised, WorkerBackend, WorkerBinary, WorkerError, WorkerReply, Workers, arm_parent_death,
+    cpu_check_limit, finish, note_fsize_refusal, wait_request, write_capture,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;

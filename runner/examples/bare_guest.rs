@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("usage: bare_guest PRECOMPILED.cwasm ARG...")?;
     let argv: Vec<String> = std::iter::once("python".to_owned()).chain(args).collect();
-    let engine = runner_pipeline::backend::wasmtime::new_engine()?;
+    let engine = runner_wasmtime::engine::new_engine()?;
     // SAFETY: the file is the runner's own precompiled module for this engine,
     // produced by `runner guest fetch` in the user's 0700 cache directory.
     #[allow(unsafe_code)]

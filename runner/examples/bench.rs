@@ -87,10 +87,10 @@ fn request_in(id: &str, backend: &str, language: &str, body: &str) -> String {
 fn default_cwasm() -> PathBuf {
     let manifest = runner_pipeline::guest::manifest::GuestManifest::embedded().unwrap();
     let sha = &manifest.get("cpython-3.12").unwrap().file_sha256;
-    let engine = runner_pipeline::backend::wasmtime::new_engine().unwrap();
-    runner_pipeline::backend::wasmtime::precompiled_path(
+    let engine = runner_wasmtime::engine::new_engine().unwrap();
+    runner_wasmtime::engine::precompiled_path(
         &engine,
-        &runner_pipeline::backend::wasmtime::default_cache_dir(),
+        &runner_wasmtime::engine::default_cache_dir(),
         sha,
     )
 }

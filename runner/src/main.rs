@@ -39,7 +39,7 @@ fn main() {
     ) {
         // Per-run /out tmpfs mounts live in a mount namespace of our own, entered while
         // the process is still single-threaded; they vanish with the process.
-        if let Err(e) = runner_pipeline::backend::confine::enter_private_mount_namespace() {
+        if let Err(e) = runner_sandbox::confine::enter_private_mount_namespace() {
             // Logging is not set up yet (that happens in `execute`): plain stderr.
             eprintln!("warning: {e}; /out caps fall back to polling");
         }

@@ -5,11 +5,11 @@
 
 use super::edit::{self, Document, EditError, FrontMatter};
 use super::{Judged, PAYLOAD_TYPE, SignatureFile, judge_with_signature, signature_path};
-use crate::result::render::yaml_str;
 use crate::sign::{self, Envelope};
 use ed25519_dalek::SigningKey;
 use runner_core::policy::Policy;
 use runner_core::request::{Reason, Work};
+use runner_core::result::render::yaml_str;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -110,7 +110,7 @@ pub fn prepare(
         text: approved,
         envelope,
         judged,
-        key_id: key.map(|k| sign::key_id(&k.verifying_key())),
+        key_id: key.map(|k| runner_core::policy::key_id(&k.verifying_key())),
     })
 }
 

@@ -6,13 +6,13 @@
 //! appended for each declared file the section does not name.
 
 use super::edit::{Document, EditError, FrontMatter};
-use crate::result::render::yaml_str;
 use crate::stage::{self, InputsRoot, StageError};
 use runner_core::policy::Policy;
 use runner_core::request::frontmatter;
 use runner_core::request::sections;
 use runner_core::request::validate::{input_path_problem, trim_path_token};
 use runner_core::request::yaml::{self, Node};
+use runner_core::result::render::yaml_str;
 
 /// One sealed input.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,20 +8,8 @@
 
 pub mod monty;
 
-// The wasmtime backend is a crate of its own (`runner-wasmtime`, with the small
-// `runner-era-worker` binary); its modules keep their places here.
-pub use runner_wasmtime::{engine as wasmtime, wasi_determinism, worker};
-
-// The run's data model and the confinement live in `runner-sandbox`, which both workers
-// link; the wasmtime engine does not, so the Monty worker never links it.
-pub use runner_sandbox::confine;
-pub use runner_sandbox::determinism::Determinism;
-pub use runner_sandbox::{
-    Backend, BackendError, GuestProgram, Limits, MontyProgram, Outcome, SandboxSpec,
-};
-
-/// Which engine runs the request (part of the request model, in `runner-core`).
-pub use runner_core::request::BackendKind;
+use runner_sandbox::confine;
+use runner_sandbox::{Backend, BackendError, MontyProgram, Outcome, SandboxSpec};
 
 /// `runner __confinement-probe [POLICY.toml]`: loads the policy (the built-in one when
 /// none is named) and runs [`confine::probe_main`] against its `[confinement]` table.

@@ -7,22 +7,22 @@
 //! outright, and its time limit is checked between interpreter steps, so one long
 //! native operation (a huge big-integer multiply) runs on past it. The worker is
 //! therefore confined like the wasmtime worker ([`super::confine::confine_worker`]) and
-//! supervised by the same code (`super::worker::supervise_worker`): the runner kills
+//! supervised by the same code (`runner_sandbox::worker::supervise_worker`): the runner kills
 //! it at the wall-clock deadline plus a short grace, reads its exit (the allocator's
 //! exit status [`MONTY_OOM_EXIT_CODE`] is `memory_exceeded`, SIGXCPU is
 //! `cpu_exhausted`, any other death is `trapped`) and always returns a complete
 //! [`Outcome`].
 //!
 //! Protocol: stdin carries one [`MontyWorkerRequest`] as JSON; stdout carries one
-//! [`super::worker::WorkerReply`] line; captured stdout/stderr go to
+//! [`runner_sandbox::worker::WorkerReply`] line; captured stdout/stderr go to
 //! `capture_dir/stdout` and `capture_dir/stderr`, exactly as with the wasmtime worker.
 //! This crate does not depend on `monty`: the worker binary does.
 
-use super::worker::{Supervised, WorkerBackend, WorkerBinary, WorkerError, Workers};
+use runner_sandbox::worker::{Supervised, WorkerBackend, WorkerBinary, WorkerError, Workers};
 // The wire contract with `runner-monty-worker` is the sandbox's: the worker links it,
 // not this crate.
 use super::{Backend, BackendError, MontyProgram, Outcome, SandboxSpec};
-pub use runner_sandbox::monty::{MONTY_OOM_EXIT_CODE, MontyWorkerRequest, engine_name};
+use runner_sandbox::monty::{MONTY_OOM_EXIT_CODE, MontyWorkerRequest, engine_name};
 use std::time::Duration;
 
 /// Environment variable naming the Monty worker binary.
@@ -33,7 +33,7 @@ pub const MONTY_WORKER_BIN: &str = "runner-monty-worker";
 pub const STARTUP_ALLOWANCE: Duration = Duration::from_millis(250);
 /// Time past the wall-clock limit before the runner SIGKILLs the worker. The worker's
 /// own time limit (Monty's) normally ends the run first, in order, output kept.
-pub const DEFAULT_GRACE: Duration = super::worker::DEFAULT_GRACE;
+pub const DEFAULT_GRACE: Duration = runner_sandbox::worker::DEFAULT_GRACE;
 
 /// The Monty worker binary: where it is found and how it is built.
 pub const MONTY_WORKER: WorkerBinary = WorkerBinary {
@@ -98,8 +98,8 @@ impl Backend for MontyBackend {
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use crate::backend::Limits;
     use runner_contract::outcome::OutcomeKind;
+    use runner_sandbox::Limits;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
@@ -120,7 +120,7 @@ mod tests {
             limits: Limits {
                 wall: Duration::from_secs(2),
                 cpu: Duration::from_secs(2),
-                ..crate::backend::confine::PROBE_LIMITS
+                ..runner_sandbox::confine::PROBE_LIMITS
             },
             confinement: Default::default(),
             determinism: Default::default(),

@@ -25,9 +25,7 @@ pub mod wheel;
 
 /// The policy's `[[environments]]` table (and a package set's identity) is
 /// `runner-core`'s (no I/O), checked with the policy.
-pub use runner_core::environment::{
-    EnvironmentSpec, GUEST_MOUNT, Located, PackagePin, check_specs, set_id,
-};
+use runner_core::environment::{EnvironmentSpec, Located, PackagePin, set_id};
 
 use crate::store::{Staged, StagedDir, create_dir_all, open_to_workers};
 use cap_std::fs::Dir;

@@ -180,7 +180,7 @@ impl Default for Budget {
 
 /// Distribution names are normalized in `runner-core` (no I/O), where the policy's
 /// environments are checked.
-pub use runner_core::environment::normalize;
+use runner_core::environment::normalize;
 
 /// sha256 hex of the file at `path` (opened without blocking on a FIFO).
 ///

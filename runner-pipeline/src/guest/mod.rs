@@ -39,7 +39,7 @@ pub use store::{
     asset_dir, asset_path, default_guest_dir, guest_path, locate, locate_asset, locate_size_only,
 };
 
-use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
+use runner_wasmtime::engine::{GuestRuntime, ReadOnlyMount};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};

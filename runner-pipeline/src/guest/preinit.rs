@@ -13,9 +13,9 @@
 
 use super::GuestError;
 use super::manifest::GuestEntry;
-use crate::backend::wasmtime::GuestRuntime;
 use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism};
 use runner_sandbox::{GuestProgram, Limits, SandboxSpec};
+use runner_wasmtime::engine::GuestRuntime;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -117,7 +117,7 @@ pub fn ensure(
     guest_dir: &Path,
     wasm_path: &Path,
     runtime: &GuestRuntime,
-    backend: &crate::backend::worker::WasmtimeBackend,
+    backend: &runner_wasmtime::worker::WasmtimeBackend,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Option<Built>, GuestError> {
     if !applies(entry) || !enabled() {

@@ -3,6 +3,4 @@
 //! [`verify`].
 
 /// RFC 8785 canonical JSON (in `runner-core`, which has no I/O).
-pub use runner_core::jcs;
-pub use runner_core::lock::*;
 pub mod verify;

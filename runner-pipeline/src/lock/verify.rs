@@ -2,12 +2,12 @@
 //! disk and require equality (L2, L8). Never repairs anything. Each difference names
 //! what differed, what was expected and what was found.
 
-use super::statement;
-use super::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
 use crate::sign;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use ed25519_dalek::VerifyingKey;
 use runner_contract::verdict::Verdict;
+use runner_core::lock::statement;
+use runner_core::lock::{Lock, lock_file_name, sha256_tagged, tag, text_sha256_tagged};
 use runner_core::request::frontmatter;
 use runner_core::request::yaml::{self, Node};
 use serde::Serialize;
@@ -246,7 +246,7 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
                 let Some(pinned) = &e.response_sha256 else {
                     continue;
                 };
-                let name = crate::net::body_file_name(e.seq);
+                let name = runner_core::net::body_file_name(e.seq);
                 let what = format!("network response {} ({} {})", e.seq, e.method, e.url);
                 match hash_nofollow(&adir, &name) {
                     Ok((sha, _)) if &sha != pinned => {
@@ -446,9 +446,10 @@ pub fn check_statement(v: &mut Verification, result: &Path, key: Option<&Verifyi
             ),
         };
         match (carried, key) {
-            (Ok(payload), Some(key)) if payload == expected.as_bytes() => v
-                .checked
-                .push(format!("statement signature by {}", sign::key_id(key))),
+            (Ok(payload), Some(key)) if payload == expected.as_bytes() => v.checked.push(format!(
+                "statement signature by {}",
+                runner_core::policy::key_id(key)
+            )),
             (Ok(payload), None) if payload == expected.as_bytes() => {
                 v.checked
                     .push("statement envelope carries this run's statement".into());
@@ -593,7 +594,7 @@ fn unlisted_entries(adir: &Dir, lock: &Lock, differences: &mut Vec<Difference>) 
         .iter()
         .flat_map(|n| &n.exchanges)
         .filter(|e| e.response_sha256.is_some())
-        .map(|e| crate::net::body_file_name(e.seq))
+        .map(|e| runner_core::net::body_file_name(e.seq))
         .collect();
     let entries = match adir.entries() {
         Ok(entries) => entries,

@@ -19,6 +19,3 @@ pub const GUEST_EXCHANGE: &str = "/net";
 pub const GUEST_LIB: &str = "/usr/lib/runner-net";
 /// The guest side of the protocol for the ERA (CPython) guests: a urllib handler.
 pub const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
-/// The policy's `[network]` table, origins and URLs, and the egress log are
-/// `runner-core`'s (no I/O).
-pub use runner_core::net::*;

@@ -4,13 +4,13 @@
 //! as the sandbox always ends in a result (whatever the guest did); these are the
 //! failures around it.
 
-use crate::backend::BackendError;
 use crate::beside::BesideError;
 use crate::guest::GuestError;
 use crate::result::PublishError;
 use crate::stage::StageError;
 use runner_contract::exit_codes;
 use runner_core::request::Reason;
+use runner_sandbox::BackendError;
 use std::io;
 use std::path::PathBuf;
 

@@ -20,16 +20,19 @@ pub use error::{JudgeError, PrepareError, PublishFailure, RunError, SetupError};
 pub use prepare::Engines;
 
 use crate::approval::ApprovalKey;
-use crate::backend::{Limits, Outcome, SandboxSpec, confine};
 use crate::determinism::Fresh as _;
 use crate::guest::manifest::GuestManifest;
-use crate::lock::Lock;
 use crate::result::{ResultsRoot, Staging};
 use crate::stage::{self, InputsRoot, RunDir};
 use ed25519_dalek::SigningKey;
+use runner_core::lock::Lock;
 use runner_core::policy::Policy;
 use runner_core::policy::RuleTarget;
 use runner_core::request::{ApprovedRequest, Work};
+use runner_sandbox::Limits;
+use runner_sandbox::Outcome;
+use runner_sandbox::SandboxSpec;
+use runner_sandbox::confine;
 use runner_sandbox::read::{Read2, read_document};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -57,10 +60,10 @@ pub struct RunPlan {
     /// The trusted key whose signature approved the request (`None`: unsigned).
     pub approval_key: Option<ApprovalKey>,
     /// Set by a replay: the baseline its lock records it was compared against.
-    pub replay_of: Option<crate::lock::ReplayOf>,
+    pub replay_of: Option<runner_core::lock::ReplayOf>,
     /// Set by a replay: the clocks and entropy the baseline recorded. `None`: fresh
     /// values under the policy's `[determinism]`.
-    pub determinism: Option<crate::backend::Determinism>,
+    pub determinism: Option<runner_sandbox::determinism::Determinism>,
     /// Set by a replay of a run with network: the recording its broker serves.
     pub network_replay: Option<network::Recording>,
     /// Which module may run: a new run's choice, or the one a replayed lock recorded.
@@ -180,12 +183,12 @@ impl Pipeline {
     }
 
     /// What the warm workers did (ready now, runs warm and cold, replaced).
-    pub fn worker_stats(&self) -> crate::backend::worker::PoolStats {
+    pub fn worker_stats(&self) -> runner_sandbox::worker::PoolStats {
         self.engines.pool_counters().snapshot()
     }
 
     /// The live counters behind [`Pipeline::worker_stats`], for a host's metrics.
-    pub fn worker_counters(&self) -> std::sync::Arc<crate::backend::worker::PoolCounters> {
+    pub fn worker_counters(&self) -> std::sync::Arc<runner_sandbox::worker::PoolCounters> {
         std::sync::Arc::clone(self.engines.pool_counters())
     }
 
@@ -423,9 +426,9 @@ pub fn limits_for(approved: &ApprovedRequest, policy: &Policy) -> Limits {
 /// decides). Returns the pre-initialised module's sha256 hex when it was chosen.
 fn select_module(
     plan: &RunPlan,
-    guest: Option<&mut crate::backend::GuestProgram>,
+    guest: Option<&mut runner_sandbox::GuestProgram>,
     in_dir: &std::path::Path,
-    determinism: &crate::backend::Determinism,
+    determinism: &runner_sandbox::determinism::Determinism,
 ) -> Result<Option<String>, SetupError> {
     let Some(guest) = guest else {
         return Ok(None);

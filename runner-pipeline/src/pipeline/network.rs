@@ -4,9 +4,10 @@
 
 use super::SetupError;
 use super::prepare::Run;
+use crate::net;
 use crate::net::broker::{Broker, BrokerError, Source};
-use crate::net::{self, Exchange};
 use crate::stage::RunDir;
+use runner_core::net::Exchange;
 use runner_core::policy::Policy;
 use runner_sandbox::runtime::ReadOnlyMount;
 use std::io;

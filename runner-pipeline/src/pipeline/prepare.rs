@@ -3,14 +3,21 @@
 
 use super::error::PrepareError;
 use crate::backend::monty::MontyBackend;
-use crate::backend::wasmtime::{GuestRuntime, ReadOnlyMount};
-use crate::backend::worker::{PoolCounters, WasmtimeBackend, WorkerBackend as _};
-use crate::backend::{Backend, BackendError, GuestProgram, MontyProgram, Outcome, SandboxSpec};
 use crate::determinism::Fresh as _;
 use crate::environment;
 use crate::guest::{self, manifest::GuestManifest};
 use runner_core::policy::Policy;
 use runner_core::request::{ApprovedRequest, Work};
+use runner_sandbox::Backend;
+use runner_sandbox::BackendError;
+use runner_sandbox::GuestProgram;
+use runner_sandbox::MontyProgram;
+use runner_sandbox::Outcome;
+use runner_sandbox::SandboxSpec;
+use runner_sandbox::worker::PoolCounters;
+use runner_sandbox::worker::WorkerBackend as _;
+use runner_wasmtime::engine::{GuestRuntime, ReadOnlyMount};
+use runner_wasmtime::worker::WasmtimeBackend;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,7 +97,7 @@ pub(super) struct Prepared {
     pub guest: Option<(String, String)>,
     /// The package environment mounted, verified (ERA only, when the request's
     /// `language` selects one).
-    pub environment: Option<environment::Located>,
+    pub environment: Option<runner_core::environment::Located>,
 }
 
 /// A poisoned lock only means another run panicked; what it guards stays consistent.
@@ -143,7 +150,7 @@ impl Engines {
                         let found = environment::locate(spec, &environment::default_env_dir())?;
                         program.runtime.mounts.push(ReadOnlyMount {
                             host: found.dir.clone(),
-                            guest: environment::GUEST_MOUNT.to_owned(),
+                            guest: runner_core::environment::GUEST_MOUNT.to_owned(),
                         });
                         // After the stdlib: a package cannot shadow a stdlib module
                         // (the wheel check refuses those that try, too).
@@ -153,7 +160,7 @@ impl Engines {
                         )
                         .unwrap_or_default();
                         let mut path: Vec<&str> = stdlib.iter().map(String::as_str).collect();
-                        path.push(environment::GUEST_MOUNT);
+                        path.push(runner_core::environment::GUEST_MOUNT);
                         crate::guest::site::add_python_path(&mut program.runtime.env, &[], &path);
                         Some(found)
                     }
@@ -203,7 +210,7 @@ impl Engines {
     pub fn warm_up(
         &self,
         guest: Option<&str>,
-        determinism: Option<&crate::backend::Determinism>,
+        determinism: Option<&runner_sandbox::determinism::Determinism>,
     ) -> Result<(), PrepareError> {
         if self.warm_workers.load(Ordering::Relaxed) == 0 {
             return Ok(());
@@ -226,7 +233,7 @@ impl Engines {
     /// module it will most likely load chosen), on the other core while the run is
     /// staged, instead of after staging and the `/out` tmpfs. It is the same worker
     /// with the same confinement, serving that one request: a one-worker pool that
-    /// starts no other ([`crate::backend::worker::WorkerPool::limit_starts`]). A run
+    /// starts no other ([`runner_sandbox::worker::WorkerPool::limit_starts`]). A run
     /// refused after it started ends it unused (the pool kills its idle worker).
     pub fn set_one_worker_ahead(&self) {
         self.warm_workers.store(1, Ordering::Relaxed);
@@ -265,7 +272,7 @@ impl Engines {
         if let Some(backend) = slot.as_ref() {
             return Ok(Arc::clone(backend));
         }
-        let mut backend = WasmtimeBackend::new(crate::backend::wasmtime::default_cache_dir())
+        let mut backend = WasmtimeBackend::new(runner_wasmtime::engine::default_cache_dir())
             .map_err(PrepareError::Engine)?;
         let warm = self.warm_workers.load(Ordering::Relaxed);
         if warm > 0 {
@@ -290,7 +297,11 @@ impl Engines {
     /// [`Engines::set_one_worker_ahead`]). Only when the guest is on disk and has that
     /// module: a guest still to fetch or compile is prepared by the run, with progress,
     /// and its worker starts then.
-    pub fn start_era_ahead(&self, guest_name: &str, determinism: &crate::backend::Determinism) {
+    pub fn start_era_ahead(
+        &self,
+        guest_name: &str,
+        determinism: &runner_sandbox::determinism::Determinism,
+    ) {
         let Ok((backend, program)) = self.locate_guest(guest_name, &[], None) else {
             return;
         };
@@ -300,7 +311,7 @@ impl Engines {
     }
 
     /// In one-run mode, `pool` starts one worker in all.
-    fn limit_one_shot(&self, pool: Option<&crate::backend::worker::WorkerPool>) {
+    fn limit_one_shot(&self, pool: Option<&runner_sandbox::worker::WorkerPool>) {
         if self.one_shot.load(Ordering::Relaxed)
             && let Some(pool) = pool
         {
@@ -314,7 +325,7 @@ impl Engines {
         &self,
         backend: &WasmtimeBackend,
         program: &GuestProgram,
-        determinism: &crate::backend::Determinism,
+        determinism: &runner_sandbox::determinism::Determinism,
     ) -> Result<(), PrepareError> {
         let manifest = GuestManifest::embedded()?;
         let Some(built) = guest::preinit::for_warm_workers(

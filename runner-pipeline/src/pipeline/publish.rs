@@ -5,19 +5,27 @@
 
 use super::RunPlan;
 use super::error::PublishFailure;
-use crate::backend::{BackendKind, Limits, Outcome};
-use crate::lock::{
-    self, FilePin, GuestPin, LimitsPin, Lock, OutputsPin, PolicyPin, RequestPin, RuntimePin,
-    StreamPin, statement,
-};
 use crate::result::collect::{self, Collected, WalkLimits};
-use crate::result::render::{self, Provenance, ResultDoc};
 use crate::result::{Rendered, ResultsRoot, Staging};
 use crate::stage::{RunDir, StagedInput};
 use ed25519_dalek::SigningKey;
+use runner_core::lock::FilePin;
+use runner_core::lock::GuestPin;
+use runner_core::lock::LimitsPin;
+use runner_core::lock::Lock;
+use runner_core::lock::OutputsPin;
+use runner_core::lock::PolicyPin;
+use runner_core::lock::RequestPin;
+use runner_core::lock::RuntimePin;
+use runner_core::lock::StreamPin;
+use runner_core::lock::statement;
 use runner_core::policy::Policy;
 use runner_core::policy::RuleTarget;
+use runner_core::request::BackendKind;
 use runner_core::request::Work;
+use runner_core::result::render::{self, Provenance, ResultDoc};
+use runner_sandbox::Limits;
+use runner_sandbox::Outcome;
 use runner_sandbox::digest::sha256_hex;
 use std::path::PathBuf;
 
@@ -30,10 +38,10 @@ pub(super) struct Context<'a> {
     pub guest: Option<&'a (String, String)>,
     /// The pre-initialised module run instead of the guest's plain one (sha256 hex).
     pub preinit: Option<&'a str>,
-    pub environment: Option<&'a crate::environment::Located>,
+    pub environment: Option<&'a runner_core::environment::Located>,
     pub sign_key: Option<&'a SigningKey>,
     /// The clocks and entropy the guest ran with.
-    pub determinism: &'a crate::backend::Determinism,
+    pub determinism: &'a runner_sandbox::determinism::Determinism,
     /// What the broker recorded (a run granted `network: allowlist`).
     pub network: Option<&'a crate::net::broker::BrokerOutput>,
 }
@@ -91,7 +99,7 @@ pub(super) fn publish(
     }
 
     let now = time::OffsetDateTime::now_utc();
-    let created = crate::result::utc_timestamp(now);
+    let created = runner_core::result::utc_timestamp(now);
     let base = crate::result::result_id(now, ctx.plan.approved.request_id());
     // The streams are hashed once: the lock pins these hashes, the document shows them,
     // and a document is rendered again for each name tried.
@@ -106,14 +114,17 @@ pub(super) fn publish(
         // a run asked to sign never publishes unsigned.
         let (lock, lock_text) = Lock {
             result_id: id.to_owned(),
-            result_sha256: lock::text_sha256_tagged(&document),
+            result_sha256: runner_core::lock::text_sha256_tagged(&document),
             ..draft.clone()
         }
         .seal()
         .map_err(|e| format!("the lock: {e}"))?;
         let st = statement::statement_text(&lock, &format!("{id}.md"))
             .map_err(|e| format!("the in-toto statement: {e}"))?;
-        let mut extras = vec![(lock::lock_file_name(id), lock_text.into_bytes())];
+        let mut extras = vec![(
+            runner_core::lock::lock_file_name(id),
+            lock_text.into_bytes(),
+        )];
         let envelope = match ctx.sign_key {
             Some(key) => {
                 let envelope = crate::sign::sign(statement::PAYLOAD_TYPE, st.as_bytes(), key);
@@ -142,7 +153,7 @@ fn backend_name(ctx: &Context<'_>) -> &'static str {
 fn file_pin(path: &str, sha256: &str, bytes: u64) -> FilePin {
     FilePin {
         path: path.to_owned(),
-        sha256: lock::tag(sha256),
+        sha256: runner_core::lock::tag(sha256),
         bytes,
     }
 }
@@ -165,32 +176,30 @@ fn draft_lock(
     let approved = &ctx.plan.approved;
     let (engine, engine_version) = ctx.plan.engine_identity();
     let stream = |bytes: &[u8], sha256: &str| StreamPin {
-        sha256: lock::tag(sha256),
+        sha256: runner_core::lock::tag(sha256),
         bytes: bytes.len() as u64,
     };
     Lock {
-        lock_type: lock::LOCK_TYPE.into(),
+        lock_type: runner_core::lock::LOCK_TYPE.into(),
         result_id: String::new(),
         created_utc: created.to_owned(),
         request: RequestPin {
             request_id: approved.request_id().to_owned(),
-            sha256: lock::text_sha256_tagged(&ctx.plan.request_text),
+            sha256: runner_core::lock::text_sha256_tagged(&ctx.plan.request_text),
             requested_by: approved.requested_by().to_owned(),
             approved_by: approved.approved_by().to_owned(),
             approved_utc: approved.approved_utc().to_owned(),
-            approval_key: ctx
-                .plan
-                .approval_key
-                .as_ref()
-                .map(|k| lock::ApprovalKeyPin {
+            approval_key: ctx.plan.approval_key.as_ref().map(|k| {
+                runner_core::lock::ApprovalKeyPin {
                     key_id: k.key_id.clone(),
                     name: k.name.clone(),
-                }),
+                }
+            }),
         },
         policy: PolicyPin {
             origin: ctx.policy.origin.clone(),
-            sha256: lock::tag(&ctx.policy.sha256),
-            run_sha256: Some(lock::tag(&ctx.policy.run_sha256)),
+            sha256: runner_core::lock::tag(&ctx.policy.sha256),
+            run_sha256: Some(runner_core::lock::tag(&ctx.policy.run_sha256)),
         },
         backend: backend_name(ctx).to_owned(),
         runtime: RuntimePin {
@@ -199,10 +208,10 @@ fn draft_lock(
             engine_version,
             guest: ctx.guest.map(|(name, sha)| GuestPin {
                 name: name.clone(),
-                sha256: lock::tag(sha),
-                preinit_sha256: ctx.preinit.map(lock::tag),
+                sha256: runner_core::lock::tag(sha),
+                preinit_sha256: ctx.preinit.map(runner_core::lock::tag),
             }),
-            environment: ctx.environment.map(lock::EnvironmentPin::of),
+            environment: ctx.environment.map(runner_core::lock::EnvironmentPin::of),
         },
         limits: LimitsPin::from(ctx.limits),
         inputs_count: 0,
@@ -273,7 +282,7 @@ fn render_document(
             guest: ctx.guest.map(|(n, s)| (n.as_str(), s.as_str())),
             environment: ctx
                 .environment
-                .map(|e| lock::EnvironmentPin::of(e).summary()),
+                .map(|e| runner_core::lock::EnvironmentPin::of(e).summary()),
             runner_version: crate::RUNNER_VERSION,
             limits: ctx.limits,
             cpu_limit_text: &approved.limits().cpu_limit,
@@ -287,7 +296,7 @@ fn render_document(
                 .approval_key
                 .as_ref()
                 .map(|k| (k.key_id.as_str(), k.name.as_str())),
-            determinism: &crate::determinism::describe(ctx.determinism),
+            determinism: &runner_core::determinism::describe(ctx.determinism),
         },
         findings,
         network: ctx.network.map(|n| &n.log),

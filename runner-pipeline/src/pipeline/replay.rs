@@ -13,16 +13,21 @@
 //! lock records the baseline it was compared against ([`ReplayOf`]).
 
 use super::{Pipeline, RunError, RunPlan, limits_for};
-use crate::determinism::DeterminismPin;
 use crate::lock::verify::{find_request, result_location};
-use crate::lock::{
-    EnvironmentPin, LimitsPin, Lock, OutputsPin, PinChange, ReplayOf, lock_file_name, tag,
-    text_sha256_tagged,
-};
 use crate::result::ResultsRoot;
 use crate::stage::InputsRoot;
 use runner_contract::exit_codes;
 use runner_contract::verdict::{OutputVerdict, ReplayVerdict};
+use runner_core::determinism::DeterminismPin;
+use runner_core::lock::EnvironmentPin;
+use runner_core::lock::LimitsPin;
+use runner_core::lock::Lock;
+use runner_core::lock::OutputsPin;
+use runner_core::lock::PinChange;
+use runner_core::lock::ReplayOf;
+use runner_core::lock::lock_file_name;
+use runner_core::lock::tag;
+use runner_core::lock::text_sha256_tagged;
 use runner_core::request::Work;
 use serde::Serialize;
 use std::io;
@@ -225,7 +230,7 @@ impl Pipeline {
             Some(pin) => pin
                 .to_determinism()
                 .map_err(|e| refuse(format!("the lock {}: {e}", lock_path.display())))?,
-            None => crate::backend::Determinism::default(),
+            None => runner_sandbox::determinism::Determinism::default(),
         });
         let mut notes = DeterminismPin::unreproducible(lock.determinism.as_ref());
         if network == NetworkSource::Live && lock.network.is_none() {
@@ -474,10 +479,10 @@ fn limits_difference(a: &LimitsPin, b: &LimitsPin) -> (String, String) {
 
 /// Each exchange of the baseline's log beside the live replay's, paired by order.
 pub fn compare_exchanges(
-    expected: Option<&crate::net::NetworkLog>,
-    actual: Option<&crate::net::NetworkLog>,
+    expected: Option<&runner_core::net::NetworkLog>,
+    actual: Option<&runner_core::net::NetworkLog>,
 ) -> Vec<ExchangeComparison> {
-    use crate::net::Exchange;
+    use runner_core::net::Exchange;
     let e = expected.map_or(&[][..], |n| n.exchanges.as_slice());
     let a = actual.map_or(&[][..], |n| n.exchanges.as_slice());
     let answer = |x: &Exchange| match (&x.refusal, x.allowed()) {

@@ -7,7 +7,7 @@ use std::io;
 
 /// The artifact record, the safe-name rule and the escaping of names in findings are
 /// `runner-core`'s (no I/O): the result document and the gate use them too.
-pub use runner_core::result::{Artifact, escaped, is_safe_component};
+use runner_core::result::{Artifact, escaped, is_safe_component};
 
 /// What collecting `/out` found.
 #[derive(Debug, Default)]

@@ -20,7 +20,7 @@
 
 pub mod collect;
 /// Rendering the document is `runner-core`'s (no I/O).
-pub use runner_core::result::{render, utc_timestamp};
+use runner_core::result::utc_timestamp;
 
 use crate::beside::{BesideDir, BesideError, Results};
 use cap_std::fs::Dir;

@@ -115,7 +115,7 @@ impl ApproveCommand {
                 }
             },
         };
-        let at = runner_pipeline::result::utc_timestamp(time::OffsetDateTime::now_utc());
+        let at = runner_core::result::utc_timestamp(time::OffsetDateTime::now_utc());
         let approval =
             match approve::prepare(&text, &self.by, &at, key.as_ref(), &request_path, policy) {
                 Ok(a) => a,

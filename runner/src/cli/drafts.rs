@@ -150,7 +150,7 @@ impl DraftsCommand {
                     Ok(d) => d,
                     Err(code) => return code,
                 };
-                let at = runner_pipeline::result::utc_timestamp(time::OffsetDateTime::now_utc());
+                let at = runner_core::result::utc_timestamp(time::OffsetDateTime::now_utc());
                 match d.reject(&id, &reason, &at) {
                     Ok(rejection) => {
                         output::note(format!("{id}: rejected"));

@@ -4,8 +4,11 @@
 
 use super::output::{self, Progress};
 use runner_contract::exit_codes;
+use runner_core::environment::EnvironmentSpec;
+use runner_core::environment::Located;
+use runner_core::environment::PackagePin;
 use runner_core::policy::Policy;
-use runner_pipeline::environment::{self, EnvironmentSpec, EnvironmentStatus, Located, PackagePin};
+use runner_pipeline::environment::{self, EnvironmentStatus};
 use runner_pipeline::guest::GuestManifest;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -175,7 +178,7 @@ fn spec_from_lock(path: &std::path::Path) -> Result<EnvironmentSpec, Failure> {
         }
         Err(e) => return Err(io(format!("cannot read {}: {e}", path.display()))),
     };
-    let lock = runner_pipeline::lock::Lock::parse(&bytes)
+    let lock = runner_core::lock::Lock::parse(&bytes)
         .map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let pin = lock.runtime.environment.ok_or_else(|| {
         usage(format!(

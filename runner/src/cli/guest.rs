@@ -4,9 +4,9 @@
 
 use super::output::{self, Progress};
 use runner_contract::exit_codes;
-use runner_pipeline::backend::GuestProgram;
-use runner_pipeline::backend::worker::WasmtimeBackend;
 use runner_pipeline::guest::{self, GuestManifest};
+use runner_sandbox::GuestProgram;
+use runner_wasmtime::worker::WasmtimeBackend;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -183,7 +183,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
                 None
             } else {
                 Some(
-                    WasmtimeBackend::new(runner_pipeline::backend::wasmtime::default_cache_dir())
+                    WasmtimeBackend::new(runner_wasmtime::engine::default_cache_dir())
                         .map_err(|e| e.to_string())?,
                 )
             };
@@ -262,7 +262,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
             let rows = list(
                 manifest,
                 &dir,
-                &runner_pipeline::backend::wasmtime::default_cache_dir(),
+                &runner_wasmtime::engine::default_cache_dir(),
             );
             let header = format!(
                 "{:<16} {:<8} {:<9} {:>11}  {:<64}  PACKAGE",

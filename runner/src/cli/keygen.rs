@@ -47,7 +47,7 @@ impl KeygenCommand {
                 let report = KeygenReport {
                     private_key: secret,
                     public_key: public,
-                    key_id: sign::key_id(&key.verifying_key()),
+                    key_id: runner_core::policy::key_id(&key.verifying_key()),
                 };
                 if self.json {
                     return super::print_json(&report);

@@ -69,7 +69,7 @@ pub struct EffectivePolicy {
     pub confinement: serde_json::Map<String, serde_json::Value>,
     /// `[determinism]`: the guest's clocks (`virtual` or `host`) and entropy (`seeded`
     /// or `host`); absent from the file: both virtual and seeded.
-    pub determinism: runner_pipeline::determinism::DeterminismPolicy,
+    pub determinism: runner_core::policy::determinism::DeterminismPolicy,
     /// Forbidden-content rules: those judging requests first, then those for results
     /// only, then those for packets only, each group in policy order.
     pub forbidden: Vec<RuleView>,

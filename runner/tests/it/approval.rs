@@ -92,7 +92,7 @@ impl Setup {
     fn key_id(&self, who: &str) -> String {
         let key = runner_pipeline::sign::load_verifying_key(&self.key(who).with_extension("pub"))
             .unwrap();
-        runner_pipeline::sign::key_id(&key)
+        runner_core::policy::key_id(&key)
     }
 
     /// `runner approve --yes`, under the test policy (`strict`) or the built-in one.

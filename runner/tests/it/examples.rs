@@ -30,7 +30,7 @@
 
 use runner_core::policy::Policy;
 use runner_core::request;
-use runner_pipeline::backend::BackendKind;
+use runner_core::request::BackendKind;
 use runner_sandbox::digest::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -217,9 +217,9 @@ fn exec_result_passes_and_each_tampering_is_named() {
 #[test]
 fn the_writer_withholds_exactly_what_the_validator_rejects() {
     use runner_contract::outcome::OutcomeKind;
-    use runner_pipeline::backend::Limits;
-    use runner_pipeline::result::collect::Artifact;
-    use runner_pipeline::result::render::{Provenance, ResultDoc, render};
+    use runner_core::result::Artifact;
+    use runner_core::result::render::{Provenance, ResultDoc, render};
+    use runner_sandbox::Limits;
     use std::time::Duration;
 
     let policy = Policy::builtin();
@@ -628,8 +628,8 @@ fn gate_quarantines_a_set_whose_lock_statement_or_envelope_was_tampered() {
 fn gate_quarantines_a_result_beside_another_runs_lock() {
     let a = set_in_inbox(false);
     let lock_path = a.inbox.join(format!("{}.lock.json", a.id));
-    let mut lock = runner_pipeline::lock::Lock::parse(&std::fs::read(&lock_path).unwrap()).unwrap();
-    lock.outputs.stdout.sha256 = runner_pipeline::lock::sha256_tagged(b"another run's stdout");
+    let mut lock = runner_core::lock::Lock::parse(&std::fs::read(&lock_path).unwrap()).unwrap();
+    lock.outputs.stdout.sha256 = runner_core::lock::sha256_tagged(b"another run's stdout");
     let (_, text) = lock.seal().unwrap();
     std::fs::write(&lock_path, text).unwrap();
     let (v, code) = a.gate();

@@ -86,7 +86,7 @@ fn three_shards_in_parallel_run_each_request_once() {
     for (k, names) in picked.iter().enumerate() {
         for name in names {
             let text = std::fs::read_to_string(name).unwrap();
-            let tagged = runner_pipeline::lock::text_sha256_tagged(&text);
+            let tagged = runner_core::lock::text_sha256_tagged(&text);
             let hex = tagged.trim_start_matches("sha256:");
             let sum: u64 = (0..32)
                 .map(|i| u64::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())

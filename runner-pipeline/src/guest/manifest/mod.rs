@@ -15,8 +15,8 @@
 
 use super::GuestError;
 use super::error::FieldProblem;
-use crate::backend::wasmtime::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
 use runner_sandbox::digest::is_sha256_hex;
+use runner_wasmtime::engine::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -9,8 +9,12 @@ use super::{
     REFUSED_URL_KEPT, Refusal,
 };
 
-use crate::net::{Exchange, NetworkLog, NetworkPolicy, Url, body_file_name};
 use cap_std::fs::Dir;
+use runner_core::net::Exchange;
+use runner_core::net::NetworkLog;
+use runner_core::net::NetworkPolicy;
+use runner_core::net::Url;
+use runner_core::net::body_file_name;
 use runner_sandbox::digest::sha256_hex;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -307,7 +311,7 @@ impl State {
                     method: ex.method.clone(),
                     head,
                     body: body.to_vec(),
-                    https: url.origin.scheme == crate::net::Scheme::Https,
+                    https: url.origin.scheme == runner_core::net::Scheme::Https,
                     cap: self.policy.max_response_bytes,
                     limit,
                     cut_by_run: limit < Duration::from_secs(self.policy.timeout_sec),

@@ -4,7 +4,9 @@
 use super::wire::RequestHead;
 use super::{Answer, BrokerError, IN_FLIGHT_CHECK, MAX_CA_FILE_BYTES, Refusal};
 
-use crate::net::{NetworkPolicy, Url, is_internal};
+use runner_core::net::NetworkPolicy;
+use runner_core::net::Url;
+use runner_core::net::is_internal;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -36,10 +36,10 @@ mod replay;
 mod tests;
 mod wire;
 
-use super::{Exchange, NetworkLog, NetworkPolicy};
 use cap_std::fs::Dir;
 use exchange::{Fetcher, State};
 use fetch::live_agent;
+use runner_core::net::{Exchange, NetworkLog, NetworkPolicy};
 use std::collections::BTreeSet;
 use std::io;
 use std::path::PathBuf;
@@ -61,7 +61,7 @@ const MAX_PENDING: usize = 1024;
 /// more is refused, not cut, so what leaves is what the log's head hash covers.
 const MAX_REQUEST_HEADERS: usize = 64;
 const MAX_REQUEST_HEADER_BYTES: usize = 16 * 1024;
-/// The longest URL a request may name (as [`Url::parse`](crate::net::Url::parse) allows); a longer one is
+/// The longest URL a request may name (as [`Url::parse`](runner_core::net::Url::parse) allows); a longer one is
 /// refused before anything leaves and recorded cut to [`REFUSED_URL_KEPT`] characters.
 const MAX_URL_BYTES: usize = 8192;
 const REFUSED_URL_KEPT: usize = 2048;

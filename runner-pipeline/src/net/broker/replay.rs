@@ -1,8 +1,9 @@
 //! Replay: a request answered from the recorded exchange, its body checked against its hash.
 
 use super::{Answer, REPLAYED_REFUSALS, Refusal};
-use crate::net::{Exchange, body_file_name};
 use cap_std::fs::Dir;
+use runner_core::net::Exchange;
+use runner_core::net::body_file_name;
 use runner_sandbox::digest::sha256_hex;
 
 /// The next recorded exchange, when it is this request: its answer, the body read back

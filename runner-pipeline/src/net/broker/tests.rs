@@ -1,7 +1,7 @@
 use super::replay::replay;
 use super::wire::{RequestFileError, RequestHead};
 use super::*;
-use crate::net::Url;
+use runner_core::net::Url;
 use std::net::TcpListener;
 
 /// A broker on a fresh exchange directory, allowing `origin`, with the policy's
@@ -19,7 +19,7 @@ fn broker(
         Dir::open_ambient_dir(tmp.path().join(name), cap_std::ambient_authority()).unwrap()
     };
     let policy = NetworkPolicy {
-        allow: vec![crate::net::Origin::parse(origin).unwrap()],
+        allow: vec![runner_core::net::Origin::parse(origin).unwrap()],
         timeout_sec,
         ..Default::default()
     };

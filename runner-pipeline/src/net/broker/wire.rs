@@ -3,8 +3,8 @@
 
 use super::{BROKER_HEADERS, MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS, Refusal};
 
-use crate::net::Url;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use runner_core::net::Url;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read};
 

@@ -64,11 +64,11 @@ impl Shard {
         // shard is the hash of every byte there is.
         let sha = match runner_sandbox::read::read_document(request, u64::MAX - 1) {
             Ok(runner_sandbox::read::Read2::Bytes(bytes)) => match String::from_utf8(bytes) {
-                Ok(text) => runner_pipeline::lock::text_sha256_tagged(&text),
-                Err(e) => runner_pipeline::lock::sha256_tagged(e.as_bytes()),
+                Ok(text) => runner_core::lock::text_sha256_tagged(&text),
+                Err(e) => runner_core::lock::sha256_tagged(e.as_bytes()),
             },
             Ok(runner_sandbox::read::Read2::TooLarge(_)) | Err(_) => {
-                runner_pipeline::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
+                runner_core::lock::sha256_tagged(request.as_os_str().as_encoded_bytes())
             }
         };
         modulo(sha.trim_start_matches("sha256:"), self.count)

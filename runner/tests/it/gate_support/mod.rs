@@ -250,7 +250,10 @@ pub fn monty_run() -> &'static (tempfile::TempDir, String) {
 /// have written for that id (re-sealed with the library's own lock writer). What the
 /// gate sees is then a genuine, consistent set with a name of the test's choosing.
 pub fn put_exec_set(dir: &Path, name: &str) {
-    use runner_pipeline::lock::{Lock, lock_file_name, statement, text_sha256_tagged};
+    use runner_core::lock::Lock;
+    use runner_core::lock::lock_file_name;
+    use runner_core::lock::statement;
+    use runner_core::lock::text_sha256_tagged;
     let (run, id) = monty_run();
     let text = std::fs::read_to_string(run.path().join(format!("{id}.md")))
         .unwrap()
