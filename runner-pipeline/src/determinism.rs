@@ -45,9 +45,6 @@ impl Fresh for DeterminismPolicy {
     }
 }
 
-/// The lock's record of a run's clocks and entropy, and the Provenance line, are
-/// `runner-core`'s (no I/O).
-
 #[cfg(test)]
 mod tests {
     use super::*;
