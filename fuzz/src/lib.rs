@@ -248,9 +248,7 @@ pub fn request(data: &[u8]) {
                 assert_eq!(n.normalized_sha256(), approved.normalized_sha256());
                 assert_eq!(
                     approved.normalized_sha256(),
-                    runner_sandbox::digest::sha256_hex(
-                        normalize::for_hashing(&normalized).as_bytes()
-                    )
+                    runner_core::digest::sha256_hex(normalize::for_hashing(&normalized).as_bytes())
                 );
                 let mut a = serde_json::to_value(approved).expect("serializes");
                 let mut b = serde_json::to_value(&n).expect("serializes");
@@ -302,7 +300,7 @@ pub fn jcs_value(value: &serde_json::Value) {
         jcs::digest(value).expect("digest"),
         format!(
             "sha256:{}",
-            runner_sandbox::digest::sha256_hex(canonical.as_bytes())
+            runner_core::digest::sha256_hex(canonical.as_bytes())
         )
     );
 }
@@ -355,8 +353,9 @@ pub fn lock(data: &[u8]) {
 // document has. Also the excerpt shaper the writer and validator share.
 
 pub fn result(data: &[u8]) {
+    use runner_core::result::render::shown_lines;
     use runner_gate::ArtifactsAt;
-    use runner_gate::tool_result::{shown_lines, validate};
+    use runner_gate::tool_result::validate;
     let policy = &*POLICY;
     let (reasons, notes) = validate(data, &ArtifactsAt::Nowhere, policy);
     let again = validate(data, &ArtifactsAt::Nowhere, policy);
@@ -545,7 +544,7 @@ pub fn policy(data: &[u8]) {
     let Ok(policy) = Policy::parse(text, "fuzz") else {
         return;
     };
-    assert_eq!(policy.sha256, runner_sandbox::digest::sha256_hex(data));
+    assert_eq!(policy.sha256, runner_core::digest::sha256_hex(data));
     assert_eq!(policy.text, text);
     assert!(policy.request.max_bytes > 0 && policy.output.excerpt_lines > 0);
     let codes =
@@ -572,9 +571,9 @@ pub fn policy(data: &[u8]) {
 // relative zip paths, lowercase sha256s, a bounded size, unique names).
 
 pub fn manifest(data: &[u8]) {
+    use runner_core::digest::is_sha256_hex;
     use runner_pipeline::guest::GuestError;
     use runner_pipeline::guest::manifest::{GuestManifest, MAX_GUEST_SIZE};
-    use runner_sandbox::digest::is_sha256_hex;
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };

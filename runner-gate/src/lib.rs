@@ -17,7 +17,7 @@
 
 pub mod artifacts;
 /// The gate's field readers, part of the one markdown toolkit (`runner-core`).
-pub use runner_core::markdown::fields;
+use runner_core::markdown::fields;
 pub mod governed;
 pub mod inbox;
 pub mod json;

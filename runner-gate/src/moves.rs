@@ -17,7 +17,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use runner_sandbox::durable::{rename_noreplace, sync_dir};
+use runner_sandbox::durable::{rename_noreplace, sync_dir};
 
 /// Prefix of every temporary name the gate creates.
 pub const TMP_PREFIX: &str = ".gate-tmp-";

@@ -708,7 +708,7 @@ fn excerpt(
 }
 
 /// The lines the result writer shows for a stream, which each excerpt must repeat.
-pub use runner_core::result::render::shown_lines;
+use runner_core::result::render::shown_lines;
 
 /// `## Safety Notes`: the three statements, consistent with the front matter.
 fn safety_notes(s: &Section<'_>, fm: &FrontMatter, r: &mut Reasons) {

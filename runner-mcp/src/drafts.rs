@@ -19,10 +19,12 @@
 use base64::Engine as _;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
 use runner_core::policy::Policy;
-use runner_gate::moves::{self, rename_noreplace, sync_dir};
+use runner_gate::moves;
 use runner_pipeline::approval::approve::Approval;
 use runner_pipeline::approval::seal;
 use runner_pipeline::stage::InputsRoot;
+use runner_sandbox::durable::rename_noreplace;
+use runner_sandbox::durable::sync_dir;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
@@ -568,7 +570,7 @@ impl Drafts {
                         why: format!("cannot be read from the draft: {e}"),
                     }
                 })?;
-                let sha = runner_sandbox::digest::sha256_hex(&bytes);
+                let sha = runner_core::digest::sha256_hex(&bytes);
                 if sha != input.sha256 {
                     return Err(DraftError::BadInput {
                         name: input.path.clone(),

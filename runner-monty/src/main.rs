@@ -18,10 +18,11 @@ mod session;
 
 use capture::Capture;
 use runner_contract::outcome::OutcomeKind;
+use runner_core::run::Limits;
 use runner_sandbox::confine;
 use runner_sandbox::monty::MontyWorkerRequest;
 use runner_sandbox::worker::{self, WorkerError, WorkerReply};
-use runner_sandbox::{BackendError, Limits, Outcome};
+use runner_sandbox::{BackendError, Outcome};
 use std::io;
 
 /// Counts every allocation of the process and ends it (exit 65) past the hard cap;

@@ -11,9 +11,11 @@ use monty_types::{
     memory_limit_with_headroom,
 };
 use runner_contract::outcome::OutcomeKind;
-use runner_sandbox::determinism::{Determinism, STREAM_SECURE, seeded_stream};
+use runner_core::determinism::Determinism;
+use runner_core::run::Limits;
+use runner_sandbox::Outcome;
+use runner_sandbox::determinism::{STREAM_SECURE, seeded_stream};
 use runner_sandbox::worker::truncate;
-use runner_sandbox::{Limits, Outcome};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

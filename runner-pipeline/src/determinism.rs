@@ -4,7 +4,10 @@
 //! (`DeterminismPin`, which a replay reads them back from) are `runner-core`'s; their
 //! use in a run is `runner_sandbox::determinism`'s.
 
-use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism, VirtualClock, seed_hex};
+use runner_core::determinism::DEFAULT_STEP_NS;
+use runner_core::determinism::Determinism;
+use runner_core::determinism::VirtualClock;
+use runner_core::determinism::seed_hex;
 
 /// The `[determinism]` table's types live in `runner-core` (no I/O), with the policy.
 use runner_core::policy::determinism::{ClockSource, DeterminismPolicy, EntropySource};
@@ -48,8 +51,10 @@ impl Fresh for DeterminismPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runner_core::determinism::CLOCK_MODEL;
+    use runner_core::determinism::CLOCK_MODEL_V1;
     use runner_core::determinism::DeterminismPin;
-    use runner_sandbox::determinism::{CLOCK_MODEL, CLOCK_MODEL_V1, HOST};
+    use runner_core::determinism::HOST;
 
     #[test]
     fn fresh_values_round_trip_through_the_pin() {

@@ -38,7 +38,7 @@ impl Identity<'_> {
         self.inputs.sort_unstable();
         // Plain structs and strings: serializing cannot fail.
         let bytes = serde_jcs::to_vec(&self).unwrap_or_default();
-        runner_sandbox::digest::sha256_hex(&bytes)
+        runner_core::digest::sha256_hex(&bytes)
     }
 }
 

@@ -128,7 +128,7 @@ impl RunDir {
     /// guest ends; a worker killed first leaves it): scratch is never an output.
     pub fn remove_scratch(&self) {
         if let Ok(out) = self.out() {
-            remove_entry(&out, runner_wasmtime::engine::SCRATCH_IN_OUT);
+            remove_entry(&out, runner_sandbox::runtime::SCRATCH_IN_OUT);
         }
     }
 }
@@ -344,7 +344,7 @@ pub(crate) fn copy_hashing_sided(
         total += n as u64;
     }
     dst.flush().map_err(|e| (CopySide::Write, e))?;
-    Ok((runner_sandbox::digest::hex(&hasher.finalize()), total))
+    Ok((runner_core::digest::hex(&hasher.finalize()), total))
 }
 
 /// sha256 of one declared input under `root`, read the way staging reads it (no
@@ -440,7 +440,7 @@ pub(crate) fn list_files(dir: &Dir, max_depth: usize, max_entries: usize) -> Vec
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
-    use runner_sandbox::digest::sha256_hex;
+    use runner_core::digest::sha256_hex;
 
     /// Stages `/in/{name}`, declared with the hash of `declared`, from a directory
     /// where it holds `on_disk`.

@@ -20,12 +20,7 @@ use rand_core::SeedableRng;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The models' names and a run's values are `runner-core`'s (no I/O): the lock records
-/// them.
-pub use runner_core::determinism::{
-    CLOCK_MODEL, CLOCK_MODEL_V1, DEFAULT_STEP_NS, Determinism, ENTROPY_MODEL, HOST, VirtualClock,
-    parse_seed, seed_hex,
-};
+use runner_core::determinism::VirtualClock;
 
 /// The stream a guest reads as its (secure or insecure) randomness. `stream` separates
 /// the uses of one seed: [`STREAM_SECURE`] for `random_get`/`os.urandom`, others for
@@ -122,6 +117,7 @@ impl VirtualTime {
 mod tests {
     use super::*;
     use rand_core::Rng;
+    use runner_core::determinism::{parse_seed, seed_hex};
 
     /// A clock that starts at 1 s past the epoch and steps 1 µs per read.
     fn clock() -> VirtualTime {

@@ -5,7 +5,7 @@ use std::io::{self, Read};
 
 // The pure helpers are the core's (`runner-core`, no I/O); the reader and file ones
 // are here.
-pub use runner_core::digest::{hex, is_sha256_hex, sha256_hex};
+use runner_core::digest::hex;
 
 /// Lowercase hex sha256 of everything `reader` yields.
 pub fn sha256_reader(mut reader: impl Read) -> io::Result<String> {
@@ -57,6 +57,7 @@ fn stamp_of([dev, ino, size]: [u64; 3], [mtime, ctime]: [(i64, i64); 2]) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runner_core::digest::{is_sha256_hex, sha256_hex};
 
     #[test]
     fn known_vectors() {

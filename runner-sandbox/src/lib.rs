@@ -32,7 +32,7 @@ pub use cap_std;
 use runner_contract::outcome::OutcomeKind;
 /// A run's limits, how it ended and what it used are `runner-core`'s (no I/O): the lock
 /// and the result document record them.
-pub use runner_core::run::{Limits, Usage};
+use runner_core::run::{Limits, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -95,11 +95,11 @@ pub struct SandboxSpec<P> {
     /// Which confinement layers the worker must apply before the guest runs (the
     /// policy's `[confinement]`); absent in the JSON: the built-in policy's table.
     #[serde(default)]
-    pub confinement: confine::ConfinementPolicy,
+    pub confinement: runner_core::policy::confinement::ConfinementPolicy,
     /// The guest's clocks and entropy (the policy's `[determinism]`, or a lock's record
     /// in a replay); absent in the JSON: the host's own.
     #[serde(default)]
-    pub determinism: determinism::Determinism,
+    pub determinism: runner_core::determinism::Determinism,
 }
 
 impl<P> SandboxSpec<P> {

@@ -17,11 +17,12 @@
 //! ends: crash, garbage on stdout, silence.
 
 use crate::confine;
-use crate::{BackendError, Limits, Outcome, SandboxSpec};
+use crate::{BackendError, Outcome, SandboxSpec};
 use nix::sys::signal::Signal;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use runner_contract::outcome::OutcomeKind;
+use runner_core::run::Limits;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
@@ -478,7 +479,7 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
 
     outcome.engine = job.engine;
     outcome.confinement.extend(runner_layers);
-    outcome.usage = Some(Box::new(crate::Usage {
+    outcome.usage = Some(Box::new(runner_core::run::Usage {
         cpu_ms: cpu.map(|c| {
             let own = c.saturating_sub(cpu_before.unwrap_or_default());
             u64::try_from(own.as_millis()).unwrap_or(u64::MAX)

@@ -21,7 +21,9 @@
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt};
 use nix::fcntl::{Flock, FlockArg};
 use runner_gate::inbox::HeldDir;
-use runner_gate::moves::{exists, is_exists, rename_noreplace, sync_dir};
+use runner_gate::moves::{exists, is_exists};
+use runner_sandbox::durable::rename_noreplace;
+use runner_sandbox::durable::sync_dir;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;

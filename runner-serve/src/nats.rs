@@ -717,7 +717,7 @@ impl Host<'_> {
                 .read_to_end(&mut bytes)
                 .await
                 .map_err(|e| format!("fetching {} from {INPUTS_BUCKET}: {e}", input.sha256))?;
-            let actual = runner_sandbox::digest::sha256_hex(&bytes);
+            let actual = runner_core::digest::sha256_hex(&bytes);
             if actual != input.sha256 {
                 refused.push(Reason::new(
                     "nats.input_mismatch",

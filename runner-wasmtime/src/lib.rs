@@ -16,9 +16,6 @@ pub mod preinit;
 pub mod wasi_determinism;
 pub mod worker;
 
-pub use runner_sandbox::{
-    Backend, BackendError, GuestProgram, Limits, Outcome, SandboxSpec, confine, digest,
-};
 pub use worker::WasmtimeBackend;
 
 /// The wasmtime version this crate embeds (kept equal to the pin in Cargo.toml;

@@ -9,9 +9,8 @@
 //! on real time, and when it ends on a clock subscription advances both virtual clocks by
 //! what that subscription asked for.
 
-use runner_sandbox::determinism::{
-    Determinism, STREAM_INSECURE, STREAM_SECURE, VirtualTime, seeded_stream,
-};
+use runner_core::determinism::Determinism;
+use runner_sandbox::determinism::{STREAM_INSECURE, STREAM_SECURE, VirtualTime, seeded_stream};
 use std::time::Duration;
 use wasmtime::{Caller, Extern, Linker};
 use wasmtime_wasi::p1::WasiP1Ctx;

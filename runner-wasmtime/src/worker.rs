@@ -24,12 +24,13 @@
 //! `supervise_worker`; [`read_request`], [`write_capture`] and [`finish`] are its
 //! worker-side half.
 
-use super::confine;
-use super::engine::{
-    CpuBudget, CpuClock, GuestSetup, ModuleCache, RunOptions, engine_name, load_module, new_engine,
+use crate::engine::{
+    CpuBudget, GuestSetup, ModuleCache, RunOptions, engine_name, load_module, new_engine,
     run_set_up_guest, worker_address_space_limit,
 };
-use super::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
+use runner_sandbox::confine;
+use runner_sandbox::cpu::CpuClock;
+use runner_sandbox::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
 // The protocol and the supervision are the sandbox's, shared with the Monty worker.
 use runner_sandbox::worker::{
     Supervised, WorkerBackend, WorkerBinary, WorkerError, WorkerReply, Workers, arm_parent_death,
@@ -534,7 +535,10 @@ mod tests {
 
     /// Runs `code` on a worker under [`limits`] with `caps` applied; the run must end
     /// `output_limit`.
-    fn output_limit_run(code: &str, caps: impl FnOnce(&mut crate::Limits)) -> (Sandbox, Outcome) {
+    fn output_limit_run(
+        code: &str,
+        caps: impl FnOnce(&mut runner_core::run::Limits),
+    ) -> (Sandbox, Outcome) {
         let mut l = limits();
         caps(&mut l);
         let sandbox = Sandbox::python(code, l);
@@ -614,7 +618,7 @@ mod tests {
     /// `/out`.
     fn run_on_tmpfs(
         code: &str,
-        caps: impl FnOnce(&mut crate::Limits),
+        caps: impl FnOnce(&mut runner_core::run::Limits),
         kind: OutcomeKind,
     ) -> (Outcome, Vec<String>) {
         let mut l = limits();
@@ -685,7 +689,7 @@ mod tests {
 
     #[test]
     fn writing_within_the_tmpfs_caps_completes() {
-        let caps = |l: &mut crate::Limits| {
+        let caps = |l: &mut runner_core::run::Limits| {
             l.out_bytes = 1 << 20;
             l.out_files = 4;
         };

@@ -594,7 +594,7 @@ fn main() {
                 std::fs::write(inputs.join("run_benchmark.py"), &script).unwrap();
                 std::fs::write(inputs.join("pyperf.py"), &shim).unwrap();
                 let id = format!("TR-bench-pyperf-{}", name.replace('_', "-"));
-                let sha = |t: &str| runner_sandbox::digest::sha256_hex(t.as_bytes());
+                let sha = |t: &str| runner_core::digest::sha256_hex(t.as_bytes());
                 let body = format!(
                     "## Command\n`python -u run_benchmark.py`\n\n## Input Files\n\
                      - `/in/run_benchmark.py` sha256: {} (input)\n\
@@ -1024,7 +1024,7 @@ fn fetch_latency(runner: &PathBuf, dir: &Path, results: &PathBuf) -> Result<Row,
     std::fs::create_dir_all(here.join("inputs")).map_err(|e| e.to_string())?;
     let script = here.join("inputs/fetch.py");
     std::fs::write(&script, &code).map_err(|e| e.to_string())?;
-    let sha = runner_sandbox::digest::sha256_hex(code.as_bytes());
+    let sha = runner_core::digest::sha256_hex(code.as_bytes());
     let policy = here.join("policy.toml");
     std::fs::write(
         &policy,

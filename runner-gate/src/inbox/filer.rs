@@ -4,7 +4,7 @@
 use super::names::{safe_name, shown};
 use super::{HeldDir, INTENT_PREFIX, INTENT_TYPE};
 use crate::moves::{
-    self, TMP_PREFIX, exists, is_exists, move_noreplace, remove_any, same_tree, write_replace,
+    TMP_PREFIX, exists, is_exists, move_noreplace, remove_any, same_tree, write_replace,
     write_replace_unsynced as write_unsynced,
 };
 use crate::{Judgement, Verdict, report};
@@ -129,8 +129,8 @@ impl<'a> Filer<'a> {
             }
         }
         dest.remove_file(name)?;
-        moves::sync_dir(dest)?;
-        moves::sync_dir(inbox)?;
+        runner_sandbox::durable::sync_dir(dest)?;
+        runner_sandbox::durable::sync_dir(inbox)?;
         Ok(true)
     }
 

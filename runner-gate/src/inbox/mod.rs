@@ -56,7 +56,6 @@ use scan::Gate;
 pub use scan::{hard_link_message, hard_links};
 
 use super::Context;
-use super::moves;
 use cap_std::fs::Dir;
 use runner_core::policy::Policy;
 use runner_core::request::Reason;
@@ -269,7 +268,7 @@ pub fn run(
         ("accepted directory", &gate.accepted),
         ("quarantine directory", &gate.quarantine),
     ] {
-        moves::sync_dir(&d.dir).map_err(|source| GateError::Dir {
+        runner_sandbox::durable::sync_dir(&d.dir).map_err(|source| GateError::Dir {
             what,
             path: d.path.clone(),
             source,

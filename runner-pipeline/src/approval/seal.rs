@@ -369,8 +369,8 @@ mod tests {
         let draft = "---\r\nx: 1\r\ninputs:\r\n  - path: \"/in/a.txt\"\r\n# keep me\r\ny: 2\r\n---\r\n# T\r\n\r\n## Input Files\r\n- `/in/d/b.txt`: more\r\n\r\n## Command\r\n`python x.py`\r\n";
         let sealed = seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin()).unwrap();
         let (ha, hb) = (
-            runner_sandbox::digest::sha256_hex(b"a"),
-            runner_sandbox::digest::sha256_hex(b"b"),
+            runner_core::digest::sha256_hex(b"a"),
+            runner_core::digest::sha256_hex(b"b"),
         );
         let want = format!(
             "---\r\nx: 1\r\ninputs:\r\n  - path: \"/in/a.txt\"\r\n    sha256: \"{ha}\"\r\n  - path: \"/in/d/b.txt\"\r\n    sha256: \"{hb}\"\r\n# keep me\r\ny: 2\r\n---\r\n# T\r\n\r\n## Input Files\r\n- `/in/d/b.txt`: sha256: {hb} more\r\n- `/in/a.txt` sha256: {ha}\r\n\r\n## Command\r\n`python x.py`\r\n"
@@ -414,7 +414,7 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "a").unwrap();
         let draft = "---\nx: 1\n---\n## Input Files\n- /in/a.txt\n";
         let sealed = seal(draft, &InputsRoot::named(dir.path()), &Policy::builtin()).unwrap();
-        let ha = runner_sandbox::digest::sha256_hex(b"a");
+        let ha = runner_core::digest::sha256_hex(b"a");
         assert_eq!(
             sealed.text,
             format!(

@@ -99,7 +99,7 @@ impl Backend for MontyBackend {
 mod tests {
     use super::*;
     use runner_contract::outcome::OutcomeKind;
-    use runner_sandbox::Limits;
+    use runner_core::run::Limits;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};

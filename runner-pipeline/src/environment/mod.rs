@@ -29,7 +29,7 @@ use runner_core::environment::{EnvironmentSpec, Located, PackagePin, set_id};
 
 use crate::store::{Staged, StagedDir, create_dir_all, open_to_workers};
 use cap_std::fs::Dir;
-use runner_sandbox::digest::is_sha256_hex;
+use runner_core::digest::is_sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};

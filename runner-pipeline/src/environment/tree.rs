@@ -5,7 +5,8 @@
 //! found there was put there afterwards.
 
 use cap_std::fs::{Dir, Metadata, MetadataExt};
-use runner_sandbox::digest::{sha256_hex, sha256_reader};
+use runner_core::digest::sha256_hex;
+use runner_sandbox::digest::sha256_reader;
 use std::io;
 use std::path::Path;
 

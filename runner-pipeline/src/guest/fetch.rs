@@ -301,7 +301,7 @@ mod tests {
     use super::*;
     use crate::guest::store::locate;
     use crate::guest::test_support::{entry_for, names_in, pseudo_random};
-    use runner_sandbox::digest::sha256_hex;
+    use runner_core::digest::sha256_hex;
     use std::fs;
     use std::fs::File;
     use std::os::unix::fs::PermissionsExt;

@@ -39,7 +39,8 @@ pub use store::{
     asset_dir, asset_path, default_guest_dir, guest_path, locate, locate_asset, locate_size_only,
 };
 
-use runner_wasmtime::engine::{GuestRuntime, ReadOnlyMount};
+use runner_sandbox::runtime::GuestRuntime;
+use runner_sandbox::runtime::ReadOnlyMount;
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -268,7 +269,7 @@ pub(crate) mod test_support {
             version: "1.0".into(),
             wheel_sha256: "0".repeat(64),
             file: "test_runtime/guest.wasm".into(),
-            file_sha256: runner_sandbox::digest::sha256_hex(content),
+            file_sha256: runner_core::digest::sha256_hex(content),
             size: content.len() as u64,
             fetch: super::FetchPolicy::Default,
             runtime: Default::default(),
@@ -369,7 +370,7 @@ mod tests {
         entry.fetch = FetchPolicy::OnRequest;
         entry.assets.push(GuestAsset {
             file: "test_runtime/lib.zip".into(),
-            sha256: runner_sandbox::digest::sha256_hex(b"lib"),
+            sha256: runner_core::digest::sha256_hex(b"lib"),
             size: 3,
             mount: "/usr/local/lib/lib.zip".into(),
         });

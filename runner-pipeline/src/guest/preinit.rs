@@ -13,9 +13,11 @@
 
 use super::GuestError;
 use super::manifest::GuestEntry;
-use runner_sandbox::determinism::{DEFAULT_STEP_NS, Determinism};
-use runner_sandbox::{GuestProgram, Limits, SandboxSpec};
-use runner_wasmtime::engine::GuestRuntime;
+use runner_core::determinism::DEFAULT_STEP_NS;
+use runner_core::determinism::Determinism;
+use runner_core::run::Limits;
+use runner_sandbox::runtime::GuestRuntime;
+use runner_sandbox::{GuestProgram, SandboxSpec};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -63,13 +65,13 @@ fn key(entry: &GuestEntry, runtime: &GuestRuntime, step_ns: u64) -> String {
         "runner": crate::RUNNER_VERSION,
         "format": runner_wasmtime::preinit::FORMAT,
         "wasmtime": runner_wasmtime::WASMTIME_VERSION,
-        "boot_sha256": runner_sandbox::digest::sha256_hex(
+        "boot_sha256": runner_core::digest::sha256_hex(
             runner_wasmtime::preinit::BOOT_SOURCE.as_bytes()
         ),
         "runtime": runtime,
         "step_ns": step_ns,
     });
-    runner_sandbox::digest::sha256_hex(identity.to_string().as_bytes())
+    runner_core::digest::sha256_hex(identity.to_string().as_bytes())
 }
 
 /// `preinit/`, relative to the store.
@@ -132,7 +134,7 @@ pub fn ensure(
     crate::store::open_named(wasm_path)
         .and_then(|mut file| file.read_to_end(&mut wasm))
         .map_err(io("read", wasm_path))?;
-    let actual = runner_sandbox::digest::sha256_hex(&wasm);
+    let actual = runner_core::digest::sha256_hex(&wasm);
     if actual != entry.file_sha256 {
         return Err(GuestError::StoredHashMismatch {
             guest: entry.name.clone(),
@@ -181,7 +183,7 @@ pub fn ensure(
                 source: std::io::Error::other(e.to_string()),
             })?;
     let record = Record {
-        sha256: runner_sandbox::digest::sha256_hex(&snapshot),
+        sha256: runner_core::digest::sha256_hex(&snapshot),
         guest_sha256: entry.file_sha256.clone(),
         runtime: runtime.clone(),
         step_ns: DEFAULT_STEP_NS,
@@ -347,7 +349,7 @@ fn guest_input(path: &str, in_dir: &Path, runtime: &GuestRuntime) -> Option<Path
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use runner_sandbox::determinism::VirtualClock;
+    use runner_core::determinism::VirtualClock;
 
     #[test]
     fn a_replay_runs_what_its_lock_ran_or_refuses() {

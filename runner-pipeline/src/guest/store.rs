@@ -447,7 +447,7 @@ mod tests {
         let path = write_stored(dir.path(), &entry, b"guest BYTES");
         let err = locate(&entry, dir.path()).expect_err("tampered");
         let msg = err.to_string();
-        let actual = runner_sandbox::digest::sha256_hex(b"guest BYTES");
+        let actual = runner_core::digest::sha256_hex(b"guest BYTES");
         assert!(
             matches!(err, GuestError::StoredHashMismatch { .. }),
             "{err:?}"

@@ -386,7 +386,7 @@ mod tests {
     use crate::guest::manifest::GuestAsset;
     use crate::guest::store::asset_path;
     use crate::guest::test_support::entry_for;
-    use runner_sandbox::digest::sha256_hex;
+    use runner_core::digest::sha256_hex;
     use std::fs;
     use std::io::Write;
     use zip::ZipWriter;

@@ -270,7 +270,7 @@ pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
             } else if let Ok(out) = runner_gate::artifacts::open_dir_nofollow(&adir, "out") {
                 // The gate's own listing: a link, a special file, a level too deep or an
                 // entry past the cap is a difference, never skipped.
-                let mut problems = runner_gate::fields::Reasons::default();
+                let mut problems = runner_core::markdown::fields::Reasons::default();
                 let on_disk = runner_gate::artifacts::list_out(
                     &out,
                     MAX_OUT_ENTRIES,

@@ -29,7 +29,7 @@ use runner_core::lock::Lock;
 use runner_core::policy::Policy;
 use runner_core::policy::RuleTarget;
 use runner_core::request::{ApprovedRequest, Work};
-use runner_sandbox::Limits;
+use runner_core::run::Limits;
 use runner_sandbox::Outcome;
 use runner_sandbox::SandboxSpec;
 use runner_sandbox::confine;
@@ -63,7 +63,7 @@ pub struct RunPlan {
     pub replay_of: Option<runner_core::lock::ReplayOf>,
     /// Set by a replay: the clocks and entropy the baseline recorded. `None`: fresh
     /// values under the policy's `[determinism]`.
-    pub determinism: Option<runner_sandbox::determinism::Determinism>,
+    pub determinism: Option<runner_core::determinism::Determinism>,
     /// Set by a replay of a run with network: the recording its broker serves.
     pub network_replay: Option<network::Recording>,
     /// Which module may run: a new run's choice, or the one a replayed lock recorded.
@@ -428,7 +428,7 @@ fn select_module(
     plan: &RunPlan,
     guest: Option<&mut runner_sandbox::GuestProgram>,
     in_dir: &std::path::Path,
-    determinism: &runner_sandbox::determinism::Determinism,
+    determinism: &runner_core::determinism::Determinism,
 ) -> Result<Option<String>, SetupError> {
     let Some(guest) = guest else {
         return Ok(None);

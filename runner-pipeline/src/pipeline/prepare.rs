@@ -14,9 +14,10 @@ use runner_sandbox::GuestProgram;
 use runner_sandbox::MontyProgram;
 use runner_sandbox::Outcome;
 use runner_sandbox::SandboxSpec;
+use runner_sandbox::runtime::GuestRuntime;
+use runner_sandbox::runtime::ReadOnlyMount;
 use runner_sandbox::worker::PoolCounters;
 use runner_sandbox::worker::WorkerBackend as _;
-use runner_wasmtime::engine::{GuestRuntime, ReadOnlyMount};
 use runner_wasmtime::worker::WasmtimeBackend;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -210,7 +211,7 @@ impl Engines {
     pub fn warm_up(
         &self,
         guest: Option<&str>,
-        determinism: Option<&runner_sandbox::determinism::Determinism>,
+        determinism: Option<&runner_core::determinism::Determinism>,
     ) -> Result<(), PrepareError> {
         if self.warm_workers.load(Ordering::Relaxed) == 0 {
             return Ok(());
@@ -300,7 +301,7 @@ impl Engines {
     pub fn start_era_ahead(
         &self,
         guest_name: &str,
-        determinism: &runner_sandbox::determinism::Determinism,
+        determinism: &runner_core::determinism::Determinism,
     ) {
         let Ok((backend, program)) = self.locate_guest(guest_name, &[], None) else {
             return;
@@ -325,7 +326,7 @@ impl Engines {
         &self,
         backend: &WasmtimeBackend,
         program: &GuestProgram,
-        determinism: &runner_sandbox::determinism::Determinism,
+        determinism: &runner_core::determinism::Determinism,
     ) -> Result<(), PrepareError> {
         let manifest = GuestManifest::embedded()?;
         let Some(built) = guest::preinit::for_warm_workers(

@@ -9,6 +9,7 @@ use crate::result::collect::{self, Collected, WalkLimits};
 use crate::result::{Rendered, ResultsRoot, Staging};
 use crate::stage::{RunDir, StagedInput};
 use ed25519_dalek::SigningKey;
+use runner_core::digest::sha256_hex;
 use runner_core::lock::FilePin;
 use runner_core::lock::GuestPin;
 use runner_core::lock::LimitsPin;
@@ -24,9 +25,8 @@ use runner_core::policy::RuleTarget;
 use runner_core::request::BackendKind;
 use runner_core::request::Work;
 use runner_core::result::render::{self, Provenance, ResultDoc};
-use runner_sandbox::Limits;
+use runner_core::run::Limits;
 use runner_sandbox::Outcome;
-use runner_sandbox::digest::sha256_hex;
 use std::path::PathBuf;
 
 /// What publishing needs besides the run's outcome.
@@ -41,7 +41,7 @@ pub(super) struct Context<'a> {
     pub environment: Option<&'a runner_core::environment::Located>,
     pub sign_key: Option<&'a SigningKey>,
     /// The clocks and entropy the guest ran with.
-    pub determinism: &'a runner_sandbox::determinism::Determinism,
+    pub determinism: &'a runner_core::determinism::Determinism,
     /// What the broker recorded (a run granted `network: allowlist`).
     pub network: Option<&'a crate::net::broker::BrokerOutput>,
 }

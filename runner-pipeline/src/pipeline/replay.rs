@@ -230,7 +230,7 @@ impl Pipeline {
             Some(pin) => pin
                 .to_determinism()
                 .map_err(|e| refuse(format!("the lock {}: {e}", lock_path.display())))?,
-            None => runner_sandbox::determinism::Determinism::default(),
+            None => runner_core::determinism::Determinism::default(),
         });
         let mut notes = DeterminismPin::unreproducible(lock.determinism.as_ref());
         if network == NetworkSource::Live && lock.network.is_none() {
@@ -612,7 +612,7 @@ pub fn compare(expected: &Lock, actual: &Lock) -> Vec<OutputComparison> {
                         )
                     })
                     .collect();
-                tag(&runner_sandbox::digest::sha256_hex(
+                tag(&runner_core::digest::sha256_hex(
                     &serde_json::to_vec(&asked).unwrap_or_default(),
                 ))
             })

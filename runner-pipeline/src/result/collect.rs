@@ -320,7 +320,7 @@ mod tests {
         assert_eq!(paths, vec!["plots/a.txt", "summary.json", "unsafe-name-1"]);
         assert_eq!(
             c.artifacts[1].sha256,
-            runner_sandbox::digest::sha256_hex(b"{}")
+            runner_core::digest::sha256_hex(b"{}")
         );
         assert_finding(&c, |f| {
             f.contains("/out/escape is a symlink to `../../../etc/passwd`")
@@ -364,7 +364,7 @@ mod tests {
             ("unsafe-name-3", b"renamed"),
             ("unsafe-name-4", b"renamed too"),
         ] {
-            let sha = runner_sandbox::digest::sha256_hex(content);
+            let sha = runner_core::digest::sha256_hex(content);
             assert_eq!(by_path.get(path), Some(&sha.as_str()), "{path}");
             assert_eq!(std::fs::read(dest.path().join(path)).unwrap(), content);
         }

@@ -12,11 +12,11 @@
 //! worker's stderr, and when the policy's `[confinement]` table requires it the worker
 //! refuses to run the guest ([`WorkerConfinement::check`]).
 
-use crate::Limits;
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::Signal;
 /// The policy's `[confinement]` table lives in `runner-core` (no I/O), with the policy.
-pub use runner_core::policy::confinement::{ConfinementPolicy, Layer, Requirement};
+use runner_core::policy::confinement::{ConfinementPolicy, Layer, Requirement};
+use runner_core::run::Limits;
 
 mod capabilities;
 mod landlock;

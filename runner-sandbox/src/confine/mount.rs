@@ -1,8 +1,9 @@
 //! The runner's private mount namespace, the tmpfs that caps a run's `/out`, and the
 //! polling fallback's measure of `/out` (tree usage, cutting files back to the cap).
 
-use crate::{BackendError, Limits};
+use crate::BackendError;
 use nix::mount::{MntFlags, MsFlags};
+use runner_core::run::Limits;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,8 @@
 //! kernel then says, so tests can prove each layer is in force.
 
 use super::{ConfinementPolicy, EarlyConfinement, FsAccess, confine_worker, take_fsize_refusal};
-use crate::Limits;
 use nix::mount::MntFlags;
+use runner_core::run::Limits;
 use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;

@@ -32,7 +32,7 @@ pub fn engine_fingerprint(engine: &Engine) -> String {
     hasher.0.update(crate::WASMTIME_VERSION.as_bytes());
     hasher.0.update(b"\0");
     std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
-    let full = digest::sha256_hex(&hasher.0.finalize());
+    let full = runner_core::digest::sha256_hex(&hasher.0.finalize());
     full[..16].to_owned()
 }
 
@@ -180,7 +180,7 @@ impl ModuleCache {
         wasm_sha256: &str,
         mut progress: impl FnMut(&str),
     ) -> Result<PathBuf, BackendError> {
-        if !digest::is_sha256_hex(wasm_sha256) {
+        if !runner_core::digest::is_sha256_hex(wasm_sha256) {
             return Err(BackendError::Module(format!(
                 "guest sha256 {wasm_sha256:?} is not 64 lowercase hex digits"
             )));
@@ -216,7 +216,7 @@ impl ModuleCache {
             .map_err(|e| {
                 BackendError::Module(format!("cannot read guest {}: {e}", wasm_path.display()))
             })?;
-        let actual = digest::sha256_hex(&wasm);
+        let actual = runner_core::digest::sha256_hex(&wasm);
         if actual != wasm_sha256 {
             return Err(BackendError::Module(format!(
                 "guest {} has sha256 {actual}, expected {wasm_sha256}",
@@ -235,7 +235,7 @@ impl ModuleCache {
             started.elapsed().as_secs_f64(),
             compiled.len()
         ));
-        let sum = digest::sha256_hex(&compiled);
+        let sum = runner_core::digest::sha256_hex(&compiled);
         self.write_atomically(&suffixed(&name, SIDECAR), format!("{sum}\n").as_bytes())?;
         self.write_atomically(&name, &compiled)?;
         Ok(cwasm)
@@ -279,7 +279,7 @@ impl ModuleCache {
             .take(200)
             .read_to_string(&mut sidecar)?;
         let expected = sidecar.trim();
-        if !digest::is_sha256_hex(expected) {
+        if !runner_core::digest::is_sha256_hex(expected) {
             return Err(io::Error::other("sidecar hash is not a sha256"));
         }
         let record = format!("{expected} {}\n", digest::file_stamp(&file.metadata()?));

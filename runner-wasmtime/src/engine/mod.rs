@@ -19,18 +19,17 @@
 //!   scientific guest's stdlib zip at `/usr/local/lib`), a scratch directory under
 //!   `/out`'s caps, and a stub answering "no host" for its `host` imports.
 
-use super::{BackendError, GuestProgram, Limits, Outcome, SandboxSpec};
-use crate::digest;
 use cap_std::fs::{Dir, DirBuilderExt, OpenOptionsExt};
 use runner_contract::outcome::OutcomeKind;
+use runner_core::run::Limits;
 use runner_sandbox::cache::{PrivateDirError, check_private};
 use runner_sandbox::cap_std;
-pub use runner_sandbox::cpu::{CpuClock, cpu_time};
+use runner_sandbox::cpu::{CpuClock, cpu_time};
 use runner_sandbox::determinism::VirtualTime;
-pub use runner_sandbox::runtime::{
-    EntryPoint, GuestRuntime, HostImports, NO_HOST, ReadOnlyMount, SCRATCH_IN_OUT,
-};
+use runner_sandbox::digest;
+use runner_sandbox::runtime::{EntryPoint, HostImports, NO_HOST, SCRATCH_IN_OUT};
 use runner_sandbox::worker::{WorkerError, truncate};
+use runner_sandbox::{BackendError, GuestProgram, Outcome, SandboxSpec};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{self, Read, Write};

@@ -215,7 +215,7 @@ pub fn run_set_up_guest(
         detail: join_details(details),
         engine: engine_name(),
         confinement: Vec::new(),
-        usage: Some(Box::new(runner_sandbox::Usage {
+        usage: Some(Box::new(runner_core::run::Usage {
             peak_linear_memory_bytes: Some(memory_peak as u64),
             ..Default::default()
         })),

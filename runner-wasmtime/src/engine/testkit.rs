@@ -1,4 +1,5 @@
 use super::*;
+use runner_sandbox::runtime::GuestRuntime;
 use std::fs;
 use std::sync::OnceLock;
 

@@ -1,5 +1,6 @@
 use super::testkit::{Sandbox, json_line, limits, shared, text};
 use super::*;
+use runner_sandbox::runtime::{GuestRuntime, ReadOnlyMount};
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -678,7 +679,7 @@ impl Seeded {
         let name = precompiled_name(&shared.engine, testkit::GUEST_SHA256);
         let bytes = fs::read(&shared.cwasm).unwrap();
         let started = Instant::now();
-        let sum = digest::sha256_hex(&bytes);
+        let sum = runner_core::digest::sha256_hex(&bytes);
         eprintln!(
             "sidecar sha256 of {} bytes of precompiled module: {:.1} ms",
             bytes.len(),

@@ -28,7 +28,9 @@
 //! [`boot_handles`].
 
 use crate::engine::{EpochTicker, GuestSetup, GuestState};
-use crate::{BackendError, GuestProgram, SandboxSpec};
+use runner_sandbox::BackendError;
+use runner_sandbox::GuestProgram;
+use runner_sandbox::SandboxSpec;
 use std::collections::HashMap;
 use std::time::Instant;
 use wasm_encoder::reencode::Reencode;

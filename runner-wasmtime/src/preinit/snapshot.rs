@@ -73,8 +73,8 @@ pub fn build(
     let mut guest = guest.clone();
     guest.argv = vec![SNAPSHOT_ARGV0.to_owned()];
     let mut spec = spec.clone();
-    spec.determinism = runner_sandbox::determinism::Determinism {
-        clock: Some(runner_sandbox::determinism::VirtualClock {
+    spec.determinism = runner_core::determinism::Determinism {
+        clock: Some(runner_core::determinism::VirtualClock {
             start_unix_us: 0,
             step_ns,
             sleeps_advance: true,

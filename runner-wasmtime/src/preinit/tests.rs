@@ -16,7 +16,7 @@ fn snapshot_module() -> &'static Module {
             &wasm,
             sandbox.guest(),
             &sandbox.spec,
-            runner_sandbox::determinism::DEFAULT_STEP_NS,
+            runner_core::determinism::DEFAULT_STEP_NS,
         )
         .unwrap();
         eprintln!(
@@ -24,7 +24,7 @@ fn snapshot_module() -> &'static Module {
             started.elapsed().as_secs_f64(),
             snapshot.len()
         );
-        let sha = crate::digest::sha256_hex(&snapshot);
+        let sha = runner_core::digest::sha256_hex(&snapshot);
         let dir = test_cache_dir().join("preinit");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{sha}.wasm"));
@@ -135,13 +135,14 @@ fn the_host_hands_the_boot_only_what_it_reproduces() {
 
 #[test]
 fn virtual_clock_and_seeded_entropy_are_the_same() {
-    use runner_sandbox::determinism::{Determinism, VirtualClock};
+    use runner_core::determinism::Determinism;
+    use runner_core::determinism::VirtualClock;
     let code = "import time, random, os\nprint(time.time(), time.monotonic_ns(), time.perf_counter_ns(), time.process_time_ns(), time.localtime())\nprint(random.random(), os.urandom(8).hex())\nimport tempfile, uuid; print(uuid.uuid4(), tempfile.mkstemp())\n";
     let (plain, pre) = run_both_with(&["python", "-c", code], &[], |spec| {
         spec.determinism = Determinism {
             clock: Some(VirtualClock {
                 start_unix_us: 1_700_000_000_000_000,
-                step_ns: runner_sandbox::determinism::DEFAULT_STEP_NS,
+                step_ns: runner_core::determinism::DEFAULT_STEP_NS,
                 sleeps_advance: true,
             }),
             seed: Some("ab".repeat(32)),

@@ -11,7 +11,7 @@ use runner_pipeline::pipeline::{Pipeline, RequestRead, RunError};
 use runner_pipeline::report::ExecOptions;
 use std::path::{Path, PathBuf};
 
-pub use runner_pipeline::report::ExecReport;
+use runner_pipeline::report::ExecReport;
 
 pub mod batch;
 pub mod shard;

@@ -92,7 +92,7 @@ Examples:
 }
 
 /// One row of `runner guest list --json` (the pipeline's, which lists the store).
-pub use runner_pipeline::guest::GuestListEntry;
+use runner_pipeline::guest::GuestListEntry;
 
 /// What `runner guest fetch --json` prints.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]

@@ -18,9 +18,6 @@ use runner_pipeline::pipeline::replay::{NetworkSource, ReplayMode, ReplaySource}
 use runner_pipeline::report::ReplayOptions;
 use std::path::PathBuf;
 
-pub use runner_pipeline::pipeline::replay::{OutputComparison, compare};
-pub use runner_pipeline::report::ReplayReport;
-
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:

@@ -59,16 +59,14 @@ pub fn all() -> Vec<(String, String)> {
             .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         (format!("{name}.json"), text + "\n")
     }
-    use super::{
-        approve, drafts, env, exec, guest, keygen, policy, replay, request, validate, version,
-    };
+    use super::{approve, drafts, env, exec, guest, keygen, policy, request, validate, version};
     vec![
         one::<validate::FileVerdict>(
             "validate",
             "runner validate --json",
             "One object per file, one per line (JSON Lines).",
         ),
-        one::<exec::ExecReport>("exec", "runner exec --json", ""),
+        one::<runner_pipeline::report::ExecReport>("exec", "runner exec --json", ""),
         one::<Vec<exec::batch::BatchEntry>>(
             "exec-batch",
             "runner exec --json REQUEST… (a batch: several requests or a directory)",
@@ -87,8 +85,12 @@ pub fn all() -> Vec<(String, String)> {
             "One object per request handled, one per line (JSON Lines).",
         ),
         one::<runner_pipeline::lock::verify::Verification>("verify", "runner verify --json", ""),
-        one::<replay::ReplayReport>("replay", "runner replay --json", ""),
-        one::<Vec<guest::GuestListEntry>>("guest-list", "runner guest list --json", ""),
+        one::<runner_pipeline::report::ReplayReport>("replay", "runner replay --json", ""),
+        one::<Vec<runner_pipeline::guest::GuestListEntry>>(
+            "guest-list",
+            "runner guest list --json",
+            "",
+        ),
         one::<guest::GuestFetchReport>("guest-fetch", "runner guest fetch --json", ""),
         one::<guest::GuestLocation>("guest-install", "runner guest install --json", ""),
         one::<guest::GuestLocation>("guest-path", "runner guest path --json", ""),

@@ -25,11 +25,11 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
+use runner_core::digest::sha256_hex;
 use runner_core::policy::Policy;
 use runner_gate::ArtifactsAt;
 use runner_gate::research_packet;
 use runner_gate::tool_result;
-use runner_sandbox::digest::sha256_hex;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -615,7 +615,7 @@ const STDOUT_FIRST_LINE: &str = "east: 3 days, mean 7.43 C, rain 8.9 mm";
 fn result_with(text: &str, policy: &Policy) -> String {
     let stdout = format!("{STDOUT_FIRST_LINE}\n{text}\n");
     let max = policy.output.excerpt_lines;
-    let (shown, total) = tool_result::shown_lines(stdout.as_bytes(), max);
+    let (shown, total) = runner_core::result::render::shown_lines(stdout.as_bytes(), max);
     let ticks = shown
         .iter()
         .map(|l| {

@@ -28,10 +28,10 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
+use runner_core::digest::sha256_hex;
 use runner_core::policy::Policy;
 use runner_core::request;
 use runner_core::request::BackendKind;
-use runner_sandbox::digest::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -90,7 +90,7 @@ fn content_hash_byte_rules() {
     let body_start = example.match_indices("\n---\n").next().unwrap().0 + 5;
     assert_eq!(
         h.body_sha256,
-        runner_sandbox::digest::sha256_hex(&example.as_bytes()[body_start..])
+        runner_core::digest::sha256_hex(&example.as_bytes()[body_start..])
     );
 }
 

@@ -219,7 +219,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
     use runner_contract::outcome::OutcomeKind;
     use runner_core::result::Artifact;
     use runner_core::result::render::{Provenance, ResultDoc, render};
-    use runner_sandbox::Limits;
+    use runner_core::run::Limits;
     use std::time::Duration;
 
     let policy = Policy::builtin();
@@ -254,7 +254,7 @@ fn the_writer_withholds_exactly_what_the_validator_rejects() {
         out_bytes: 1 << 20,
         out_files: 10,
     };
-    let sha = runner_sandbox::digest::sha256_hex;
+    let sha = runner_core::digest::sha256_hex;
     let artifacts = [Artifact {
         path: "summary.json".into(),
         sha256: sha(&artifact),
@@ -355,7 +355,7 @@ fn exec_of_a_hostile_guest_writes_a_result_that_passes() {
     let request =
         std::fs::read_to_string(example.join("TR-20261121-100000Z-csv-stats.md")).unwrap();
     let old = "baee897a2a8444f00a97ec5737e416b651af2e195161f4292eced15072999550";
-    let new = runner_sandbox::digest::sha256_hex(script.as_bytes());
+    let new = runner_core::digest::sha256_hex(script.as_bytes());
     let request_path = work.path().join("TR-20261121-100000Z-csv-stats.md");
     std::fs::write(&request_path, request.replace(old, &new)).unwrap();
     let doc = exec(&request_path, &inputs, &work.path().join("results"));

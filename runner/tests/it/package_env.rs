@@ -16,7 +16,7 @@
 // reason: a test harness builds fixtures and runs the built binaries on the host.
 #![allow(clippy::disallowed_methods)]
 
-use runner_sandbox::digest::sha256_hex;
+use runner_core::digest::sha256_hex;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

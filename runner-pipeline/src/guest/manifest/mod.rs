@@ -15,8 +15,11 @@
 
 use super::GuestError;
 use super::error::FieldProblem;
-use runner_sandbox::digest::is_sha256_hex;
-use runner_wasmtime::engine::{EntryPoint, GUEST_ENV, GuestRuntime, HostImports};
+use runner_core::digest::is_sha256_hex;
+use runner_sandbox::runtime::EntryPoint;
+use runner_sandbox::runtime::GuestRuntime;
+use runner_sandbox::runtime::HostImports;
+use runner_wasmtime::engine::GUEST_ENV;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -10,12 +10,12 @@ use super::{
 };
 
 use cap_std::fs::Dir;
+use runner_core::digest::sha256_hex;
 use runner_core::net::Exchange;
 use runner_core::net::NetworkLog;
 use runner_core::net::NetworkPolicy;
 use runner_core::net::Url;
 use runner_core::net::body_file_name;
-use runner_sandbox::digest::sha256_hex;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,9 +2,9 @@
 
 use super::{Answer, REPLAYED_REFUSALS, Refusal};
 use cap_std::fs::Dir;
+use runner_core::digest::sha256_hex;
 use runner_core::net::Exchange;
 use runner_core::net::body_file_name;
-use runner_sandbox::digest::sha256_hex;
 
 /// The next recorded exchange, when it is this request: its answer, the body read back
 /// and checked against its recorded hash. Anything else is `network.replay_unrecorded`.

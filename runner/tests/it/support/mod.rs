@@ -38,7 +38,7 @@ pub fn monty_worker() -> PathBuf {
 
 /// The lowercase hex sha256 of `bytes`, as requests declare their inputs.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    runner_sandbox::digest::sha256_hex(bytes)
+    runner_core::digest::sha256_hex(bytes)
 }
 
 /// A copy of the file, directory or symlink `from` at `to` (symlinks copied as links).
