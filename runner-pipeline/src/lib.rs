@@ -4,8 +4,8 @@
 //! replay` and the inbox host (`runner-serve`) all call it.
 //!
 //! The pipeline is a chain of types: raw request text → `request::ToolRequest` →
-//! [`request::ApprovedRequest`] (only the validator builds one) → [`backend::SandboxSpec`]
-//! → [`backend::Outcome`] → result document.
+//! [`ApprovedRequest`](runner_core::request::ApprovedRequest) (only the validator builds one) → [`SandboxSpec`](runner_sandbox::SandboxSpec)
+//! → [`Outcome`](runner_sandbox::Outcome) → result document.
 
 pub mod approval;
 pub mod backend;

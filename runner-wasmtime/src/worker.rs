@@ -5,14 +5,14 @@
 //! The worker is `runner-era-worker`, this crate's small binary ([`worker_main`]), found
 //! next to the runner's own binary. Protocol, both directions bounded:
 //! - stdin: one [`WorkerRequest`] as JSON (the spec and the precompiled module to
-//!   load), at most [`MAX_REQUEST_BYTES`];
+//!   load), at most [`MAX_REQUEST_BYTES`](runner_sandbox::worker::MAX_REQUEST_BYTES);
 //! - the worker loads and verifies the module, confines itself
 //!   ([`confine::confine_worker`]), runs the guest in-process
 //!   ([`super::engine::run_set_up_guest`]), writes the captured output to
 //!   `capture_dir/stdout` and `capture_dir/stderr`;
 //! - stdout: one [`WorkerReply`] JSON line, the outcome *without* the stdout/stderr
 //!   bytes (the runner reads them back from the capture files), at most
-//!   [`MAX_REPLY_BYTES`].
+//!   [`MAX_REPLY_BYTES`](runner_sandbox::worker::MAX_REPLY_BYTES).
 //!
 //! The runner ([`WasmtimeBackend`]) enforces the wall-clock deadline plus a grace with
 //! SIGKILL, polls `/out` when no tmpfs caps it, reads at most a bounded amount of
@@ -21,7 +21,7 @@
 //!
 //! The Monty worker (`runner-monty-worker`, `runner::backend::monty`) speaks the same
 //! protocol with its own request type and is supervised by the same
-//! `supervise_worker`; [`read_request`], [`write_capture`] and [`finish`] are its
+//! `supervise_worker`; [`read_request`](runner_sandbox::worker::read_request), [`write_capture`] and [`finish`] are its
 //! worker-side half.
 
 use crate::engine::{
@@ -71,7 +71,7 @@ pub const PRELOAD_ARG: &str = "--preload";
 /// the reply on stdout. Returns the process exit code (0 when the guest ran, whatever
 /// its own exit code; 1 when the worker could not run it).
 ///
-/// Started warm (`--preload MODULE`, by a [`WorkerPool`]), it first builds its engine
+/// Started warm (`--preload MODULE`, by a [`WorkerPool`](runner_sandbox::worker::WorkerPool)), it first builds its engine
 /// and loads and verifies `MODULE`, then waits for its request; stdin ending before a
 /// request comes is a quiet exit 0 (the runner ended it, or died).
 pub fn worker_main() -> i32 {

@@ -6,7 +6,7 @@
 //! (`$RUNNER_ENV_DIR`, else `<cache dir>/envs`, created 0700):
 //!
 //! - `trees/<tree_sha256>/`: the wheels unpacked (directories 0700, files 0600), which
-//!   the guest sees read-only at [`GUEST_MOUNT`], on its `PYTHONPATH` after the stdlib
+//!   the guest sees read-only at [`GUEST_MOUNT`](runner_core::environment::GUEST_MOUNT), on its `PYTHONPATH` after the stdlib
 //!   (a wheel with a top-level `sitecustomize`/`usercustomize` or a stdlib module name
 //!   is refused, [`wheel::unpack`]);
 //! - `sets/<set_id>.json`: which tree holds a package set ([`set_id`]), written once the

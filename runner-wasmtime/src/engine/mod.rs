@@ -14,7 +14,7 @@
 //! - `/in` (read-only) and `/out` (read-write), plus `/in` a second time under the
 //!   name `.` so that relative paths resolve inside `/in` (see [`preopens`]);
 //! - stdout and stderr captured in bounded in-memory pipes; stdin closed;
-//! - and, for a guest whose manifest entry asks for it ([`GuestRuntime`]): a fixed
+//! - and, for a guest whose manifest entry asks for it ([`GuestRuntime`](runner_sandbox::runtime::GuestRuntime)): a fixed
 //!   `argv[0]`, a few more environment variables, read-only asset directories (the
 //!   scientific guest's stdlib zip at `/usr/local/lib`), a scratch directory under
 //!   `/out`'s caps, and a stub answering "no host" for its `host` imports.

@@ -31,7 +31,7 @@ fn guest_argv(guest: &GuestProgram) -> Vec<String> {
     argv
 }
 
-/// The run's scratch directory inside `/out` (see [`GuestRuntime::scratch`]), with the
+/// The run's scratch directory inside `/out` (see [`GuestRuntime::scratch`](runner_sandbox::runtime::GuestRuntime::scratch)), with the
 /// `/out` it was made in, to remove it through when the guest is done.
 pub struct Scratch {
     out: Dir,
