@@ -27,6 +27,8 @@ pub struct Decoded {
 pub const MAX_DEPTH: usize = 2;
 /// The most readings one line gives.
 pub const MAX_READINGS: usize = 24;
+/// How many starts after a space a uuencoded line is looked for at.
+const MAX_UU_STARTS: usize = 8;
 /// Shortest blob worth decoding (characters): 16 base64 characters are 12 bytes.
 const MIN_RUN: usize = 16;
 
@@ -188,7 +190,19 @@ fn once(line: &str) -> Vec<Decoded> {
     if has(|b| *b == b'=', 3) {
         blob("quoted_printable", quoted_printable(line));
     }
-    blob("uuencode", uudecode(line).and_then(utf8));
+    // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
+    // after one of the first spaces whose length character fits is tried.
+    let uu_starts = std::iter::once(0).chain(
+        line.match_indices(' ')
+            .map(|(i, _)| i + 1)
+            .take(MAX_UU_STARTS),
+    );
+    for start in uu_starts {
+        if let Some(text) = uudecode(line[start..].trim_end()).and_then(utf8) {
+            blob("uuencode", Some(text));
+            break;
+        }
+    }
     blob("morse", morse(line));
     blob("braille", braille(line));
     blob("nato", nato(line));
@@ -206,8 +220,10 @@ fn once(line: &str) -> Vec<Decoded> {
         let (encoded, hint) = if kind == "leetspeak" {
             (is_leet(line), has_leet_word(line))
         } else {
+            // ROT13 and Atbash are always read (`yf -ny /` is `ls -al /`): what they
+            // say is judged by the rules, which ordinary prose so transformed never meets.
             let (better, words) = english_turns(line, f);
-            (better >= 3 && better * 5 >= words * 2, better >= 1)
+            (better >= 3 && better * 5 >= words * 2, true)
         };
         if encoded || hint {
             out.push(Decoded {
