@@ -27,6 +27,8 @@ pub struct Decoded {
 pub const MAX_DEPTH: usize = 2;
 /// The most readings one line gives.
 pub const MAX_READINGS: usize = 24;
+/// How many starts after a space a uuencoded line is looked for at.
+const MAX_UU_STARTS: usize = 8;
 /// Shortest blob worth decoding (characters): 16 base64 characters are 12 bytes.
 const MIN_RUN: usize = 16;
 
@@ -188,27 +190,45 @@ fn once(line: &str) -> Vec<Decoded> {
     if has(|b| *b == b'=', 3) {
         blob("quoted_printable", quoted_printable(line));
     }
-    blob("uuencode", uudecode(line).and_then(utf8));
+    // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
+    // after one of the first spaces whose length character fits is tried.
+    let uu_starts = std::iter::once(0).chain(
+        line.match_indices(' ')
+            .map(|(i, _)| i + 1)
+            .take(MAX_UU_STARTS),
+    );
+    for start in uu_starts {
+        if let Some(text) = uudecode(line[start..].trim_end()).and_then(utf8) {
+            blob("uuencode", Some(text));
+            break;
+        }
+    }
     blob("morse", morse(line));
     blob("braille", braille(line));
     blob("nato", nato(line));
     // Substitutions read every line; they count as an encoding only when they turn
-    // enough of its words from gibberish into English-looking ones.
+    // enough of its words from gibberish into English-looking ones. A shorter hint (one
+    // word turned English, a word with digits for letters) still gives a reading, for
+    // the rules to judge what it says (`Hbhgvn("oh -zo /")` is `System("ls -al /")`),
+    // but not as evidence of an encoding.
     for (kind, f) in [
         ("rot13", rot13 as fn(&str) -> Option<String>),
         ("atbash", atbash),
         ("leetspeak", leet),
     ] {
-        if let Some(text) = f(line)
-            && (if kind == "leetspeak" {
-                is_leet(line)
-            } else {
-                turns_into_english(line, f)
-            })
-        {
+        let Some(text) = f(line) else { continue };
+        let (encoded, hint) = if kind == "leetspeak" {
+            (is_leet(line), has_leet_word(line))
+        } else {
+            // ROT13 and Atbash are always read (`yf -ny /` is `ls -al /`): what they
+            // say is judged by the rules, which ordinary prose so transformed never meets.
+            let (better, words) = english_turns(line, f);
+            (better >= 3 && better * 5 >= words * 2, true)
+        };
+        if encoded || hint {
             out.push(Decoded {
                 kind,
-                encoded: true,
+                encoded,
                 text,
             });
         }
@@ -555,8 +575,21 @@ fn morse(line: &str) -> Option<String> {
     (best_letters >= 5).then_some(best)
 }
 
-/// Grade-1 Braille (at least four letters): letters, the number sign, the capital sign.
+/// Grade-1 Braille (at least four letters): letters, the number sign, the capital sign
+/// and English Braille's punctuation (so `⠑⠭⠑⠉⠶⠇⠎⠶` reads `exec(ls)`).
 fn braille(line: &str) -> Option<String> {
+    const PUNCTUATION: [(u8, char); 10] = [
+        (0x32, '.'),
+        (0x02, ','),
+        (0x04, '\''),
+        (0x24, '-'),
+        (0x0c, '/'),
+        (0x16, '!'),
+        (0x26, '?'),
+        (0x12, ':'),
+        (0x06, ';'),
+        (0x36, '('),
+    ];
     const LETTERS: [u8; 26] = [
         0x01, 0x03, 0x09, 0x19, 0x11, 0x0b, 0x1b, 0x13, 0x0a, 0x1a, 0x05, 0x07, 0x0d, 0x1d, 0x15,
         0x0f, 0x1f, 0x17, 0x0e, 0x1e, 0x25, 0x27, 0x3a, 0x2d, 0x3d, 0x35,
@@ -564,6 +597,8 @@ fn braille(line: &str) -> Option<String> {
     let mut out = String::new();
     let mut letters = 0;
     let mut number = false;
+    // One sign opens and closes a parenthesis: read it as each in turn.
+    let mut open = false;
     for c in line.chars() {
         let u = c as u32;
         if !(0x2800..=0x28ff).contains(&u) {
@@ -585,7 +620,14 @@ fn braille(line: &str) -> Option<String> {
                     out.push(char::from(b'a' + i as u8));
                     letters += 1;
                 }
-                None => out.push(' '),
+                None => match PUNCTUATION.iter().find(|(d, _)| *d == dots) {
+                    Some((0x36, _)) => {
+                        out.push(if open { ')' } else { '(' });
+                        open = !open;
+                    }
+                    Some((_, p)) => out.push(*p),
+                    None => out.push(' '),
+                },
             },
         }
     }
@@ -731,10 +773,20 @@ fn englishness(word: &str) -> f32 {
     if n == 0 { -9.0 } else { sum / n as f32 }
 }
 
-/// Whether `f` turns at least three of the line's words (and two in five of them) into
-/// much more English-looking words: ordinary prose gets worse under a substitution,
-/// an encoded line gets better.
-fn turns_into_english(line: &str, f: fn(&str) -> Option<String>) -> bool {
+/// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
+fn has_leet_word(line: &str) -> bool {
+    line.split(|c: char| !(c.is_ascii_alphanumeric() || leet_letter(c).is_some()))
+        .any(|w| {
+            w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+                && w.bytes().any(|b| b.is_ascii_digit())
+                && !w.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+}
+
+/// How many of the line's words `f` turns into much more English-looking words, and how
+/// many words of three letters or more it has: ordinary prose gets worse under a
+/// substitution, an encoded line gets better.
+fn english_turns(line: &str, f: fn(&str) -> Option<String>) -> (usize, usize) {
     let words: Vec<&str> = line
         .split(|c: char| {
             c.is_whitespace()
@@ -745,9 +797,6 @@ fn turns_into_english(line: &str, f: fn(&str) -> Option<String>) -> bool {
         })
         .filter(|w| w.len() >= 3 && w.bytes().any(|b| b.is_ascii_alphabetic()))
         .collect();
-    if words.len() < 3 {
-        return false;
-    }
     let better = words
         .iter()
         .filter(|w| {
@@ -759,7 +808,7 @@ fn turns_into_english(line: &str, f: fn(&str) -> Option<String>) -> bool {
             })
         })
         .count();
-    better >= 3 && better * 5 >= words.len() * 2
+    (better, words.len())
 }
 
 #[cfg(test)]

@@ -203,6 +203,12 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
             encoded: d.encoded,
         });
     }
+    if let Some(shown) = as_displayed(line) {
+        out.push(Reading {
+            folded: Deobfuscated::of(&shown).folded,
+            encoded: false,
+        });
+    }
     if let Some(decoded) = percent_decoded(&plain) {
         out.push(Reading {
             folded: Deobfuscated::of(&decoded).folded,
@@ -217,6 +223,66 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
         });
     }
     out
+}
+
+/// `line` as a terminal or a bidi-aware renderer shows it, when it holds a backspace or a
+/// directional override: a backspace erases the character before it, and the text
+/// between a right-to-left override (U+202E) and its pop (U+202C) is shown in reverse
+/// order, an isolate (U+2066..U+2069 ... U+2069) counting as one unit. So
+/// `Systeme\u{8}(` reads `System(` and `D\u{202e}\u{2066}O\u{2069}\u{2066}R\u{2069}\u{202c}P`
+/// reads `DROP`. Linear in the line; `None` when the line has neither.
+fn as_displayed(line: &str) -> Option<String> {
+    if !line.contains(['\u{8}', '\u{202e}']) {
+        return None;
+    }
+    let mut out: Vec<char> = Vec::with_capacity(line.len());
+    // Units of the current right-to-left span (each an isolate's text or a character).
+    let mut rtl: Option<Vec<String>> = None;
+    let mut isolate: Option<String> = None;
+    for c in line.chars() {
+        match c {
+            '\u{8}' => {
+                if let Some(unit) = isolate.as_mut() {
+                    unit.pop();
+                } else if let Some(units) = rtl.as_mut() {
+                    units.pop();
+                } else {
+                    out.pop();
+                }
+            }
+            '\u{202e}' if rtl.is_none() => rtl = Some(Vec::new()),
+            '\u{202c}' if isolate.is_none() => {
+                if let Some(units) = rtl.take() {
+                    out.extend(units.iter().rev().flat_map(|u| u.chars()));
+                }
+            }
+            '\u{2066}'..='\u{2068}' if rtl.is_some() && isolate.is_none() => {
+                isolate = Some(String::new())
+            }
+            '\u{2069}' if isolate.is_some() => {
+                if let (Some(unit), Some(units)) = (isolate.take(), rtl.as_mut()) {
+                    units.push(unit);
+                }
+            }
+            c if is_invisible(c) => {}
+            c => {
+                if let Some(unit) = isolate.as_mut() {
+                    unit.push(c);
+                } else if let Some(units) = rtl.as_mut() {
+                    units.push(c.to_string());
+                } else {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    if let Some(unit) = isolate {
+        rtl.get_or_insert_with(Vec::new).push(unit);
+    }
+    if let Some(units) = rtl {
+        out.extend(units.iter().rev().flat_map(|u| u.chars()));
+    }
+    Some(out.into_iter().collect())
 }
 
 /// Shortest run of base64 characters worth decoding: 16 characters are 12 bytes.
@@ -436,6 +502,11 @@ mod tests {
             "enable the unit",
         );
         has("- `systemctl enable x`", "systemctl enable x");
+        has("Systeme\u{8}(\"ls -al /\")", "system(\"ls -al /\")");
+        has(
+            "10; D\u{202d}\u{2066}\u{202e}\u{2066}O\u{2069}\u{2066}R\u{2069}\u{202c}\u{2069}\u{202c}P TABLE users",
+            "drop table users",
+        );
         // Binary base64 and a plain line have no other reading.
         assert!(alternate_readings("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ").is_empty());
         assert!(alternate_readings("plain words, 100% sure").is_empty());

@@ -40,7 +40,9 @@ pub struct ForbiddenRuleFile {
 }
 
 /// What text of a tool result a forbidden rule judges (`result_text` in the policy).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ResultText {
     /// Every line, the runner's own included.
@@ -54,7 +56,9 @@ pub enum ResultText {
 }
 
 /// What text a forbidden rule's pattern judges (`reading` in the policy).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleReading {
     /// The line, its de-obfuscated views and every decoded or rendered reading.

@@ -16,7 +16,7 @@ use crate::digest::sha256_hex;
 use crate::rule_pattern::RulePattern;
 pub use crate::rules::{
     DEFAULT_POLICY_TOML, ForbiddenRule, ForbiddenRuleFile, GuestMapping, LimitMaxima, OutputCaps,
-    RequestRules, ResultText, RuleTarget,
+    RequestRules, ResultText, RuleReading, RuleTarget,
 };
 use serde::Deserialize;
 use std::path::PathBuf;

@@ -100,6 +100,13 @@ pub struct RuleView {
     pub spaced: Vec<String>,
     /// The document kinds it judges: `request`, `result`, `packet`, `code`.
     pub applies_to: Vec<RuleTarget>,
+    /// What the pattern is matched against: `any` (the line, its de-obfuscated views
+    /// and every decoded or rendered reading) or `decoded` (only what an encoded blob
+    /// decodes to).
+    pub reading: crate::policy::RuleReading,
+    /// What of a tool result it judges: `all`, or `guest` (only what the runner did not
+    /// write: the excerpt lines and the text it quotes as code spans).
+    pub result_text: crate::policy::ResultText,
 }
 
 /// The report for `policy`.
@@ -118,6 +125,8 @@ pub fn report(policy: &Policy) -> PolicyReport {
                     pattern: rule.pattern.as_str().to_owned(),
                     spaced: rule.spaced.clone(),
                     applies_to: rule.applies_to.clone(),
+                    reading: rule.reading,
+                    result_text: rule.result_text,
                 });
             }
         }

@@ -836,22 +836,22 @@ struct Floors {
 }
 
 const HELDOUT_FLOORS: Floors = Floors {
-    // What the rules measured on HELD-OUT when these floors were set (packets 0.935,
-    // results 0.920, false positives 1/724 each), rounded down; the targets (0.95
+    // What the rules measured on HELD-OUT when these floors were set (packets 0.969,
+    // results 0.969, false positives 1/724 each), rounded down; the targets (0.95
     // overall, 0.9 per family, at most 0.01 false positives) are printed beside them.
-    recall: (0.93, 0.92),
+    recall: (0.96, 0.96),
     family: &[
-        ("embedded_in_documents", 0.92, 0.92),
-        ("encoded", 0.91, 0.91),
-        ("exotic_encoding", 0.85, 0.86),
+        ("embedded_in_documents", 0.97, 0.97),
+        ("encoded", 0.99, 0.99),
+        ("exotic_encoding", 0.95, 0.96),
         ("goal_hijacking", 1.0, 1.0),
-        ("jailbreak", 0.82, 0.82),
-        ("obfuscation", 0.98, 0.85),
-        ("python", 0.9, 0.9),
+        ("jailbreak", 0.83, 0.82),
+        ("obfuscation", 1.0, 1.0),
+        ("python", 1.0, 1.0),
         ("shell", 1.0, 1.0),
         ("smuggled_unicode", 1.0, 1.0),
         ("sql", 0.96, 0.96),
-        ("system_prompt_extraction", 0.98, 0.98),
+        ("system_prompt_extraction", 1.0, 1.0),
     ],
     false_positives: (0.01, 0.01),
 };
