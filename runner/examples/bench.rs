@@ -695,12 +695,12 @@ fn packet_of(line: &str, size: usize) -> String {
 /// of ordinary prose, and hostile packets of 1 and 8 MiB (a finding of several rules and
 /// several encodings on every line) whose ratio shows the scan stays linear.
 fn packet_rows(rows: &mut Vec<Row>, runs: usize) {
-    let policy = runner::policy::Policy::builtin();
+    let policy = runner_core::policy::Policy::builtin();
     let judge = |text: &str| {
         let mut times: Vec<(Duration, usize)> = (0..runs.clamp(3, 9))
             .map(|_| {
                 let t = Instant::now();
-                let reasons = runner::gate::research_packet::validate(text.as_bytes(), &policy);
+                let reasons = runner_gate::research_packet::validate(text.as_bytes(), &policy);
                 (t.elapsed(), reasons.len())
             })
             .collect();

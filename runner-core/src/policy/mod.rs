@@ -16,7 +16,7 @@ use crate::digest::sha256_hex;
 use crate::rule_pattern::RulePattern;
 pub use crate::rules::{
     DEFAULT_POLICY_TOML, ForbiddenRule, ForbiddenRuleFile, GuestMapping, LimitMaxima, OutputCaps,
-    RequestRules, ResultText, RuleReading, RuleTarget,
+    RequestRules, ResultText, RuleTarget,
 };
 use serde::Deserialize;
 use std::path::PathBuf;

@@ -103,10 +103,10 @@ pub struct RuleView {
     /// What the pattern is matched against: `any` (the line, its de-obfuscated views
     /// and every decoded or rendered reading) or `decoded` (only what an encoded blob
     /// decodes to).
-    pub reading: crate::policy::RuleReading,
+    pub reading: runner_core::rules::RuleReading,
     /// What of a tool result it judges: `all`, or `guest` (only what the runner did not
     /// write: the excerpt lines and the text it quotes as code spans).
-    pub result_text: crate::policy::ResultText,
+    pub result_text: runner_core::rules::ResultText,
 }
 
 /// The report for `policy`.
