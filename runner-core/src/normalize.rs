@@ -507,8 +507,13 @@ mod tests {
             "10; D\u{202d}\u{2066}\u{202e}\u{2066}O\u{2069}\u{2066}R\u{2069}\u{202c}\u{2069}\u{202c}P TABLE users",
             "drop table users",
         );
-        // Binary base64 and a plain line have no other reading.
-        assert!(alternate_readings("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ").is_empty());
+        // Binary base64 is no encoded text (a substitution may still offer a reading for
+        // the rules to judge), and a plain line has no other reading.
+        assert!(
+            alternate_readings("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ")
+                .iter()
+                .all(|r| !r.encoded)
+        );
         assert!(alternate_readings("plain words, 100% sure").is_empty());
     }
 
