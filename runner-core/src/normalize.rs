@@ -507,14 +507,17 @@ mod tests {
             "10; D\u{202d}\u{2066}\u{202e}\u{2066}O\u{2069}\u{2066}R\u{2069}\u{202c}\u{2069}\u{202c}P TABLE users",
             "drop table users",
         );
-        // Binary base64 is no encoded text (a substitution may still offer a reading for
-        // the rules to judge), and a plain line has no other reading.
-        assert!(
-            alternate_readings("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ")
-                .iter()
-                .all(|r| !r.encoded)
-        );
-        assert!(alternate_readings("plain words, 100% sure").is_empty());
+        // Neither binary base64 nor a plain line is encoded text (ROT13 and Atbash still
+        // offer a reading of every line for the rules to judge).
+        for line in [
+            "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ",
+            "plain words, 100% sure",
+        ] {
+            assert!(
+                alternate_readings(line).iter().all(|r| !r.encoded),
+                "{line}"
+            );
+        }
     }
 
     #[test]
