@@ -52,6 +52,7 @@ mod tests;
 
 pub use filer::{Filer, recover_intents, remove_temporaries};
 pub use names::{safe_name, shown};
+use runner_contract::verdict::Verdict;
 use scan::Gate;
 pub use scan::{hard_link_message, hard_links};
 
@@ -116,7 +117,7 @@ pub struct Entry {
     pub source: String,
     pub kind: &'static str,
     /// `ACCEPT`, `REJECT`, or absent when the entry was skipped or could not be moved.
-    pub verdict: Option<&'static str>,
+    pub verdict: Option<Verdict>,
     /// Where it went, relative to the destination root: `accepted/NAME` or
     /// `quarantine/NAME`.
     pub dest: Option<String>,
@@ -254,7 +255,7 @@ pub fn run(
             gate.summary.documents += 1;
             match (&entry.verdict, &entry.error) {
                 (_, Some(_)) => gate.summary.failed += 1,
-                (Some("ACCEPT"), None) => gate.summary.accepted += 1,
+                (Some(Verdict::Accept), None) => gate.summary.accepted += 1,
                 (Some(_), None) => gate.summary.quarantined += 1,
                 (None, None) => {}
             }

@@ -122,7 +122,7 @@ impl Gate<'_> {
             let mut entry = Entry {
                 source: shown(name),
                 kind: judgement.kind_name(),
-                verdict: Some(judgement.verdict.as_str()),
+                verdict: Some(judgement.verdict),
                 dest: None,
                 companions: Vec::new(),
                 codes: judgement.reasons.iter().map(|r| r.code.clone()).collect(),
