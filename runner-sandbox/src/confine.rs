@@ -29,9 +29,11 @@ use std::time::Duration;
 mod layer_error;
 pub use layer_error::{LandlockError, LayerError, OwnUidError, SeccompError, StatusError};
 
-/// Open files the worker may hold. The guest's open files count here too; CPython
-/// needs fewer than ten to start.
-pub const WORKER_NOFILE: u64 = 64;
+/// Open files the worker may hold: 1,024 for the guest's own files (what real code
+/// opens at once stays far below; CPython needs fewer than ten to start) and 64 for the
+/// worker's (the module, the preopened directories, the capture pipes, the runtime's).
+/// Past it the guest's `open` fails with `EMFILE` (runner-wasmtime's `wasi_fds`).
+pub const WORKER_NOFILE: u64 = 1024 + 64;
 
 static PRIVATE_MOUNT_NS: AtomicBool = AtomicBool::new(false);
 

@@ -155,6 +155,7 @@ pub fn engine_config() -> Config {
         .gc_heap_reservation_for_growth(GC_HEAP_RESERVATION)
         .gc_heap_guard_size(0)
         .gc_heap_may_move(true);
+    super::stack::configure(&mut config);
     config
 }
 
@@ -969,6 +970,8 @@ pub fn run_set_up_guest(
     let mut linker: Linker<GuestState> = Linker::new(engine);
     p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
         .map_err(GuestSetupError::LinkWasi)?;
+    super::wasi_fds::link_open_limit(&mut linker, |state| &mut state.wasi)
+        .map_err(GuestSetupError::LinkWasi)?;
     if let Some(time) = clock {
         super::wasi_determinism::link_sleeps(&mut linker, |state| &mut state.wasi, time)
             .map_err(GuestSetupError::LinkClock)?;
@@ -1018,7 +1021,14 @@ pub fn run_set_up_guest(
         scratch.remove();
     }
 
+    let stack = match &result {
+        Ok(Err(error)) => super::stack::exhausted(error, &mut store),
+        _ => None,
+    };
     let (kind, exit_code, mut details) = classify(result, limits);
+    if let Some(stack) = stack {
+        details = vec![stack];
+    }
     let data = store.data();
     let memory_denied = data.limiter.memory_denied;
     let memory_peak = data.limiter.memory_peak;
