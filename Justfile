@@ -58,7 +58,7 @@ bench-nats: build nats-server
 # compile wasmtime a second time.
 test-sci: build
     {{runner}} guest fetch cpython-3.15-scientific
-    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --workspace --ignore-rust-version --test it -- --include-ignored sci_guest::
+    RUNNER_TEST_SCI_GUEST="$({{runner}} guest path cpython-3.15-scientific)" cargo test --release --locked --workspace --ignore-rust-version --test it -- --include-ignored sci_guest:: era_fixtures::era_fixtures_behave_on_the_3_15_guest
 
 # Monty's own test suite (the 710 `test_cases/*.py` of the monty crate the worker links)
 # through one batch `runner exec` and through the `monty` CLI of the same release; they

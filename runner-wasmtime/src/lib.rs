@@ -3,6 +3,9 @@
 //! - [`engine`]: the one engine configuration, the precompiled-module cache (keyed by
 //!   guest sha256 and the engine settings, verified before it is mapped), and the
 //!   in-process run of a WASI guest under a run's limits;
+//! - `stack`: the guest's stack sizes, and a trap told "stack exhausted" when a stack
+//!   overflowed;
+//! - `wasi_fds`: `EMFILE` for a guest that opened as many files as the worker may;
 //! - [`wasi_determinism`]: the run's virtual clocks and seeded entropy, handed to WASI;
 //! - [`worker`]: the worker process (`runner-era-worker`, this crate's binary) and the
 //!   runner side that compiles guests and supervises the worker ([`WasmtimeBackend`]).
@@ -13,7 +16,9 @@
 
 pub mod engine;
 pub mod preinit;
+mod stack;
 pub mod wasi_determinism;
+mod wasi_fds;
 pub mod worker;
 
 pub use worker::WasmtimeBackend;

@@ -434,7 +434,7 @@ mod tests {
         for layer in [
             "pdeathsig",
             "rlimit_core=0",
-            "rlimit_nofile=64",
+            "rlimit_nofile=1088",
             "rlimit_cpu=31s",
             "rlimit_as=",
             "rlimit_fsize=16777217",
@@ -523,14 +523,16 @@ mod tests {
     #[test]
     fn open_files_are_capped_without_breaking_the_guest() {
         let sandbox = Sandbox::python(
-            "import os\nfs = []\ntry:\n    for i in range(200):\n        fs.append(open(f'/out/f{i % 10}', 'w'))\nexcept OSError as e:\n    print(len(fs), e.errno)",
+            "import errno\nfs = []\ntry:\n    for i in range(2000):\n        fs.append(open(f'/out/f{i % 10}', 'w'))\nexcept OSError as e:\n    print(len(fs), errno.errorcode[e.errno])",
             limits(),
         );
         let outcome = backend().run(&sandbox.spec).unwrap();
         assert_eq!(outcome.kind, OutcomeKind::Completed, "{outcome:?}");
         let out = text(&outcome.stdout);
-        let opened: usize = out.split_whitespace().next().unwrap().parse().unwrap();
-        assert!((40..64).contains(&opened), "{out}");
+        let mut words = out.split_whitespace();
+        let opened: usize = words.next().unwrap().parse().unwrap();
+        assert!((1024..1088).contains(&opened), "{out}");
+        assert_eq!(words.next(), Some("EMFILE"), "{out}");
     }
 
     /// Runs `code` on a worker under [`limits`] with `caps` applied; the run must end

@@ -1,7 +1,7 @@
 //! The runner's site directory for the CPython guests: `_runner_asyncio.py` (asyncio's
-//! event loop without the self-pipe WASI cannot make; see that file) and the
-//! `_runner_asyncio.pth` that has `site` import it, mounted read-only as the guest's
-//! `site-packages`.
+//! event loop without the self-pipe WASI cannot make; see that file), the
+//! `_runner_asyncio.pth` that has `site` import it, and `_runner_clocks.pth` (CPU-time
+//! clocks, see [`CLOCKS_PTH`]), mounted read-only as the guest's `site-packages`.
 //!
 //! Pinned by the runner's version: both files are compiled into the binary (like the
 //! network `sitecustomize.py` and the guest environment), written once into the guest
@@ -23,7 +23,19 @@ pub const MODULE: &str = include_str!("site/_runner_asyncio.py");
 /// so a run that never imports asyncio does not look up, read or compile the module.
 pub const PTH: &str = "import sys; exec(\"class F:\\n @staticmethod\\n def find_spec(name, path=None, target=None):\\n  if name != 'asyncio.selector_events':\\n   return None\\n  sys.meta_path.remove(F)\\n  import _runner_asyncio\\n  return _runner_asyncio.find_spec(name, path, target)\\nsys.meta_path.insert(0, F)\", {\"sys\": sys}) if sys.platform == \"wasi\" else None\n";
 
-const FILES: [(&str, &str); 2] = [("_runner_asyncio.py", MODULE), ("_runner_asyncio.pth", PTH)];
+/// The `.pth` line that gives the guest CPU-time clocks that advance with the virtual
+/// clock. cpython-3.12's `time.process_time()` comes from wasi-libc's `times()`, which
+/// reports nanoseconds where CPython divides by `sysconf(_SC_CLK_TCK)` = 100 ticks: every
+/// read jumped 60 s (two 3 µs clock steps times 10^7). It is divided back to nanoseconds.
+/// No WASI build has `time.thread_time()` (no thread CPU clock); a guest is one thread, so
+/// it is the process's. Reads no clock at start-up, so runs read the clock as before.
+pub const CLOCKS_PTH: &str = include_str!("site/_runner_clocks.pth");
+
+const FILES: [(&str, &str); 3] = [
+    ("_runner_asyncio.py", MODULE),
+    ("_runner_asyncio.pth", PTH),
+    ("_runner_clocks.pth", CLOCKS_PTH),
+];
 
 /// sha256 over both files (name, NUL, content, NUL each): the directory's name.
 pub fn site_sha256() -> String {

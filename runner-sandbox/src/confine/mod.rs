@@ -50,9 +50,11 @@ use seccomp::{compile_seccomp, install_seccomp};
 use sigxfsz::record_sigxfsz;
 pub use sigxfsz::take_fsize_refusal;
 
-/// Open files the worker may hold. The guest's open files count here too; CPython
-/// needs fewer than ten to start.
-pub const WORKER_NOFILE: u64 = 64;
+/// Open files the worker may hold: 1,024 for the guest's own files (what real code
+/// opens at once stays far below; CPython needs fewer than ten to start) and 64 for the
+/// worker's (the module, the preopened directories, the capture pipes, the runtime's).
+/// Past it the guest's `open` fails with `EMFILE` (runner-wasmtime's `wasi_fds`).
+pub const WORKER_NOFILE: u64 = 1024 + 64;
 
 /// What [`confine_worker`] did.
 #[derive(Debug, Clone, Default)]

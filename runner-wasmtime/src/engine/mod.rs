@@ -152,6 +152,7 @@ pub fn engine_config() -> Config {
         .gc_heap_reservation_for_growth(GC_HEAP_RESERVATION)
         .gc_heap_guard_size(0)
         .gc_heap_may_move(true);
+    crate::stack::configure(&mut config);
     config
 }
 

@@ -102,6 +102,8 @@ pub fn run_set_up_guest(
     let mut linker: Linker<GuestState> = Linker::new(engine);
     p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
         .map_err(GuestSetupError::LinkWasi)?;
+    crate::wasi_fds::link_open_limit(&mut linker, |state| &mut state.wasi)
+        .map_err(GuestSetupError::LinkWasi)?;
     if let Some(time) = clock {
         crate::wasi_determinism::link_sleeps(&mut linker, |state| &mut state.wasi, time)
             .map_err(GuestSetupError::LinkClock)?;
@@ -151,7 +153,14 @@ pub fn run_set_up_guest(
         scratch.remove();
     }
 
+    let stack = match &result {
+        Ok(Err(error)) => crate::stack::exhausted(error, &mut store),
+        _ => None,
+    };
     let (kind, exit_code, mut details) = classify(result, limits);
+    if let Some(stack) = stack {
+        details = vec![stack];
+    }
     let data = store.data();
     let memory_denied = data.limiter.memory_denied;
     let memory_peak = data.limiter.memory_peak;

@@ -210,7 +210,7 @@ fn every_rlimit_is_in_force() {
         limit(&r, "Max file size"),
         ("1048577".into(), "1048577".into())
     );
-    assert_eq!(limit(&r, "Max open files"), ("64".into(), "64".into()));
+    assert_eq!(limit(&r, "Max open files"), ("1088".into(), "1088".into()));
     assert_eq!(limit(&r, "Max core file size"), ("0".into(), "0".into()));
     assert_eq!(
         limit(&r, "Max address space"),

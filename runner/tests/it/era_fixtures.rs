@@ -10,7 +10,9 @@
 //! span or block naming the fixtures' beacon host, and no entity- or emphasis-built
 //! "ignore all previous instructions".
 //!
-//! Needs the guest fetched (`just guests`); without it every case fails loudly.
+//! Needs the guest fetched (`just guests`); without it every case fails loudly. A fixture
+//! that also has an `expect-3.15.json` runs on the scientific CPython 3.15 guest too, in
+//! `just test-sci` (`era_fixtures_behave_on_the_3_15_guest`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // reason: a test harness builds fixtures and runs the built binaries on the host.
@@ -51,6 +53,9 @@ struct Expect {
     safety_lacks: Vec<String>,
     #[serde(default)]
     document_lacks: Vec<String>,
+    /// Text the result document must hold (the outcome's detail is in its summary line).
+    #[serde(default)]
+    document_has: Vec<String>,
     #[serde(default)]
     artifacts: Vec<String>,
     #[serde(default)]
@@ -161,11 +166,11 @@ fn network_policy(policy: &Path, allow: &[String], dir: &Path) -> PathBuf {
     path
 }
 
-fn request(name: &str, e: &Expect, inputs: &[(String, String)]) -> String {
+fn request(name: &str, e: &Expect, inputs: &[(String, String)], language: &str) -> String {
     // Every fixture declares its script, so the front matter always has `inputs:`.
     let (fm_inputs, section) = declared_inputs(inputs);
     format!(
-        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: python\nnetwork: {network}\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
+        "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-20261121-120000Z-{name}\"\ncreated_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"test-harness\"\napproved_by: \"test-operator\"\napproved_utc: \"2026-11-21T12:00:01Z\"\npurpose: \"Adversarial fixture {name}.\"\nbackend: ERA\nlanguage: {language}\nnetwork: {network}\ncpu_limit: \"{cpu}\"\nmemory_limit_mb: {mem}\ntime_limit_sec: {time}\n{fm_inputs}---\n# {name}\n\n## Command\n`python -u script.py`\n\n## Input Files\n{section}\n## Output Expectations\n- stdout, and files under /out/ when the fixture writes any.\n\n## Risk Assessment\n- Risk level: high\n- Justification: an adversarial test fixture.\n- Data sensitivity: public\n- Network rationale: none needed\n",
         cpu = e.cpu_limit.as_deref().unwrap_or("20"),
         network = if e.network_allow.is_some() {
             "allowlist"
@@ -192,12 +197,17 @@ fn count_entries(dir: &Path) -> usize {
     })
 }
 
-/// Runs one fixture; returns the problems found (empty when it behaved).
+/// Runs one fixture on the default guest; returns the problems found (empty when it
+/// behaved).
 fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
+    run_fixture_as(dir, policy, "expect.json", "python")
+}
+
+/// Runs one fixture with `language` against its `expect_file`.
+fn run_fixture_as(dir: &Path, policy: &Path, expect_file: &str, language: &str) -> Vec<String> {
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-    let e: Expect =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expect.json")).unwrap())
-            .unwrap_or_else(|err| panic!("{name}/expect.json: {err}"));
+    let e: Expect = serde_json::from_str(&std::fs::read_to_string(dir.join(expect_file)).unwrap())
+        .unwrap_or_else(|err| panic!("{name}/{expect_file}: {err}"));
     let work = tempfile::tempdir().unwrap();
     let inputs_dir = work.path().join("inputs");
     std::fs::create_dir(&inputs_dir).unwrap();
@@ -222,7 +232,7 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
         .map(|allow| network_policy(policy, allow, work.path()));
     let policy = network_policy.as_deref().unwrap_or(policy);
     let req = work.path().join(format!("TR-{name}.md"));
-    std::fs::write(&req, request(&name, &e, &inputs)).unwrap();
+    std::fs::write(&req, request(&name, &e, &inputs, language)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_runner"))
         .arg("--policy")
         .arg(policy)
@@ -329,6 +339,12 @@ fn run_fixture(dir: &Path, policy: &Path) -> Vec<String> {
         check(
             !safety.contains(s.as_str()),
             format!("Safety Notes contain {s:?}: {safety}"),
+        );
+    }
+    for s in &e.document_has {
+        check(
+            doc.contains(s.as_str()),
+            format!("the result document lacks {s:?}"),
         );
     }
     for s in &e.document_lacks {
@@ -442,6 +458,42 @@ fn every_era_fixture_behaves() {
             problems.extend(h.join().unwrap());
         }
     }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The fixtures that also hold an `expect-3.15.json`, run on the scientific CPython 3.15
+/// guest (what its build does differently is in that file). Needs the fetched guest, as
+/// `sci_guest` does (`just test-sci` runs it).
+#[test]
+#[ignore = "needs the fetched scientific guest: RUNNER_TEST_SCI_GUEST=$(runner guest path cpython-3.15-scientific)"]
+fn era_fixtures_behave_on_the_3_15_guest() {
+    assert!(
+        std::env::var_os("RUNNER_TEST_SCI_GUEST").is_some(),
+        "RUNNER_TEST_SCI_GUEST must name the fetched cpython-3.15-scientific guest"
+    );
+    let root = repo().join("tests/era");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("expect-3.15.json").is_file())
+        .collect();
+    dirs.sort();
+    assert!(
+        dirs.len() >= 4,
+        "expected the 3.15 fixtures, found {}",
+        dirs.len()
+    );
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = test_policy(policy_dir.path());
+    let problems: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| run_fixture_as(d, &policy, "expect-3.15.json", "python-3.15-scientific"))
+        .collect();
     assert!(
         problems.is_empty(),
         "{} problem(s):\n{}",
