@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// At most this many tool calls do work at once; the rest wait their turn.
-const CONCURRENT_CALLS: usize = 4;
+pub(crate) const CONCURRENT_CALLS: usize = 4;
 
 /// What the server holds: the drafts directory, the policy in force, where the host
 /// keeps the inbox and results (read only), and the tool list.
@@ -46,6 +46,8 @@ pub enum ServeError {
     Runtime(std::io::Error),
     #[error("the MCP session: {0}")]
     Session(String),
+    #[error("--http {0}: cannot listen: {1}")]
+    Bind(std::net::SocketAddr, std::io::Error),
 }
 
 impl DraftServer {
@@ -59,6 +61,11 @@ impl DraftServer {
                 permits: tokio::sync::Semaphore::new(CONCURRENT_CALLS),
             }),
         }
+    }
+
+    /// The largest draft the policy takes, in bytes.
+    pub(crate) fn max_draft_bytes(&self) -> u64 {
+        self.inner.policy.request.max_bytes
     }
 
     /// Serves one MCP session on stdin/stdout until the client closes it.
