@@ -11,7 +11,7 @@
 //! remove each other's work in flight, and whatever a crash left behind is removed by
 //! the next one to look.
 
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::stat::{FileStat, fstat, fstatat};
 use std::ffi::OsStr;
@@ -51,16 +51,24 @@ fn same(a: &FileStat, b: &FileStat) -> bool {
 /// Locks the directory `name` of `parent` without waiting; `Ok(None)` when another
 /// process holds it, or when `name` no longer names the directory that was locked.
 fn lock(parent: &Dir, name: &OsStr) -> io::Result<Option<(Dir, Flock<OwnedFd>)>> {
-    let dir = parent.open_dir(name)?;
-    let fd: OwnedFd = dir.try_clone()?.into();
+    // A real descriptor (cap-std opens directories O_PATH, which flock refuses).
+    let f = parent.open_with(
+        name,
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW),
+    )?;
+    let fd: OwnedFd = f.into_std().into();
     let lock = match Flock::lock(fd, FlockArg::LockExclusiveNonblock) {
         Ok(l) => l,
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
         Err((_, e)) => return Err(io::Error::from(e)),
     };
-    let held = fstat(&dir).map_err(io::Error::from)?;
+    let held = fstat(&*lock).map_err(io::Error::from)?;
+    let dir = parent.open_dir(name)?;
+    let opened = fstat(&dir).map_err(io::Error::from)?;
     match fstatat(parent, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Ok(now) if same(&held, &now) => Ok(Some((dir, lock))),
+        Ok(now) if same(&held, &now) && same(&held, &opened) => Ok(Some((dir, lock))),
         Ok(_) | Err(nix::errno::Errno::ENOENT) => Ok(None),
         Err(e) => Err(io::Error::from(e)),
     }
