@@ -9,13 +9,15 @@
 //! DRAFTS/TR-x/approved.json     who approved it, when, into which inbox (`runner approve`)
 //! ```
 //!
-//! A draft appears whole or not at all: it is written under a hidden temporary name and
-//! renamed into place, never over another draft. Every name is resolved through the
+//! A draft appears whole or not at all: it is written under a hidden temporary name (a
+//! locked staging directory, see [`crate::staging`]) and renamed into place, never over
+//! another draft. Every name is resolved through the
 //! held directory (`cap_std`), so nothing is written outside it. Approval moves the
 //! approved request, its signature and its inputs into a serve inbox: staged under a
 //! hidden name in the inbox's parent (same filesystem), then renamed in, the `.md` last,
 //! as the serve protocol wants.
 
+use crate::staging;
 use base64::Engine as _;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, PermissionsExt};
 use runner_core::policy::Policy;
@@ -45,8 +47,6 @@ const DRAFT_FILE: &str = "draft.md";
 const INPUTS_DIR: &str = "inputs";
 const REJECTED_FILE: &str = "rejected.json";
 const APPROVED_FILE: &str = "approved.json";
-/// Prefix of the temporary names this module creates (hidden: never a draft id).
-const TMP_PREFIX: &str = ".runner-draft-";
 
 /// Why a draft operation failed. The messages are for CORE and the operator both.
 #[derive(Debug, thiserror::Error)]
@@ -232,15 +232,9 @@ impl Drafts {
     pub fn open(root: &Path) -> Result<Self, DraftError> {
         let dir = runner_sandbox::host::create_dir_all(root)
             .map_err(io_err(format!("drafts directory {}", root.display())))?;
-        // Temporaries of a process that died before renaming them into place.
-        if let Ok(entries) = dir.entries() {
-            for e in entries.flatten().take(MAX_LISTED) {
-                let name = e.file_name();
-                if name.to_string_lossy().starts_with(TMP_PREFIX) {
-                    let _ = moves::remove_any(&dir, &name);
-                }
-            }
-        }
+        // Staging directories of a process that died before renaming them into place;
+        // another server's in flight are held and kept.
+        staging::sweep(&dir);
         Ok(Self {
             root: root.to_owned(),
             dir,
@@ -352,15 +346,10 @@ impl Drafts {
             return Err(DraftError::Exists(id));
         }
 
-        let tmp = moves::temp_name(OsStr::new(&id));
-        let tmp = format!(
-            "{TMP_PREFIX}{}",
-            tmp.to_string_lossy().trim_start_matches('.')
-        );
-        self.dir
-            .create_dir(&tmp)
+        let staged = staging::create(&self.dir, &id)
             .map_err(io_err("creating the draft's temporary directory"))?;
-        let written = self.write_staged(&tmp, &id, sub, policy);
+        let tmp = staged.name().to_owned();
+        let written = self.write_staged(staged.dir(), &tmp, &id, sub, policy);
         let result = written.and_then(|submitted| {
             match rename_noreplace(&self.dir, OsStr::new(&tmp), &self.dir, OsStr::new(&id)) {
                 Ok(()) => {
@@ -379,15 +368,12 @@ impl Drafts {
 
     fn write_staged(
         &self,
+        staged: &Dir,
         tmp: &str,
         id: &str,
         sub: &Submission,
         policy: &Policy,
     ) -> Result<Submitted, DraftError> {
-        let staged = self
-            .dir
-            .open_dir(tmp)
-            .map_err(io_err("the draft's temporary directory"))?;
         staged
             .create_dir(INPUTS_DIR)
             .map_err(io_err("the draft's inputs directory"))?;
@@ -425,10 +411,10 @@ impl Drafts {
                 .collect();
             return Err(DraftError::Rejected(reasons.join("; ")));
         }
-        write_new(&staged, DRAFT_FILE, sealed.text.as_bytes())
+        write_new(staged, DRAFT_FILE, sealed.text.as_bytes())
             .map_err(io_err(format!("draft {id}: {DRAFT_FILE}")))?;
         let _ = sync_dir(&inputs_dir);
-        let _ = sync_dir(&staged);
+        let _ = sync_dir(staged);
         Ok(Submitted {
             id: id.to_owned(),
             inputs: sealed
@@ -506,22 +492,15 @@ impl Drafts {
                 return Err(DraftError::Exists(format!("{name} in the inbox")));
             }
         }
-        let stage_name = format!(
-            "{TMP_PREFIX}{}",
-            moves::temp_name(OsStr::new(id))
-                .to_string_lossy()
-                .trim_start_matches('.')
-        );
-        parent
-            .create_dir(&stage_name)
-            .map_err(io_err("a staging directory beside the inbox"))?;
-        let stage = parent
-            .open_dir(&stage_name)
-            .map_err(io_err("the staging directory"))?;
+        // What an approval that crashed left staged beside the inbox (nobody holds it).
+        staging::sweep(&parent);
+        let staged =
+            staging::create(&parent, id).map_err(io_err("a staging directory beside the inbox"))?;
+        let stage_name = staged.name().to_owned();
         let result = self.stage_and_commit(
             &StageAt {
                 draft: &draft,
-                stage: &stage,
+                stage: staged.dir(),
                 inbox: &inbox_dir,
                 id,
                 md: &md,
@@ -532,6 +511,7 @@ impl Drafts {
             record,
         );
         let _ = moves::remove_any(&parent, OsStr::new(&stage_name));
+        drop(staged);
         let moved = result?;
         // The inputs are in the inbox now; the draft keeps its text and the record.
         let _ = moves::remove_any(&draft, OsStr::new(INPUTS_DIR));

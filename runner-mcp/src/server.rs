@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// At most this many tool calls do work at once; the rest wait their turn.
-const CONCURRENT_CALLS: usize = 4;
+pub(crate) const CONCURRENT_CALLS: usize = 4;
 
 /// What the server holds: the drafts directory, the policy in force, where the host
 /// keeps the inbox and results (read only), and the tool list.
@@ -46,6 +46,8 @@ pub enum ServeError {
     Runtime(std::io::Error),
     #[error("the MCP session: {0}")]
     Session(String),
+    #[error("--http {0}: cannot listen: {1}")]
+    Bind(std::net::SocketAddr, std::io::Error),
 }
 
 impl DraftServer {
@@ -61,14 +63,14 @@ impl DraftServer {
         }
     }
 
+    /// The largest draft the policy takes, in bytes.
+    pub(crate) fn max_draft_bytes(&self) -> u64 {
+        self.inner.policy.request.max_bytes
+    }
+
     /// Serves one MCP session on stdin/stdout until the client closes it.
     pub fn serve_stdio(self) -> Result<(), ServeError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .max_blocking_threads(CONCURRENT_CALLS + 2)
-            .enable_all()
-            .build()
-            .map_err(ServeError::Runtime)?;
+        let rt = runtime()?;
         rt.block_on(async move {
             let running = self
                 .serve(rmcp::transport::stdio())
@@ -362,4 +364,15 @@ impl ServerHandler for DraftServer {
             .await
             .map(CallToolResponse::from)
     }
+}
+
+/// The runtime a server runs on: two workers, and blocking threads for the tool calls
+/// in flight (each judges or writes files) plus the transport's own.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(CONCURRENT_CALLS + 2)
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)
 }

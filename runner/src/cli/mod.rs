@@ -88,7 +88,7 @@ pub enum Command {
     Request(request::RequestCommand),
     /// Approve a request: show it, confirm, set approved_by/approved_utc, and sign it.
     Approve(approve::ApproveCommand),
-    /// The MCP server for CORE (stdio): draft requests, read accepted results; never approve.
+    /// The MCP server for CORE (stdio, or HTTP on loopback): draft requests, read accepted results; never approve.
     Mcp(mcp::McpCommand),
     /// The operator's side of the drafts `runner mcp` writes: list, show, reject.
     Drafts(drafts::DraftsCommand),

@@ -30,6 +30,7 @@ mod gate_results;
 mod hostile_paths;
 mod lock_verify_replay;
 mod mcp;
+mod mcp_http;
 mod monty_diff;
 mod monty_exec;
 mod nats;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use support::{monty_worker, repo, runner, runner_exe, wait_for};
 
 /// The venv's python with the pinned SDK; fails (never skips) when it is missing.
-fn sdk_python() -> PathBuf {
+pub(crate) fn sdk_python() -> PathBuf {
     let py = repo().join("target/mcp-venv/bin/python");
     let ok = Command::new(&py)
         .args(["-c", "import mcp"])
@@ -35,16 +35,16 @@ fn sdk_python() -> PathBuf {
     py
 }
 
-struct Dirs {
+pub(crate) struct Dirs {
     _tmp: tempfile::TempDir,
-    root: PathBuf,
-    drafts: PathBuf,
-    inbox: PathBuf,
-    results: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) drafts: PathBuf,
+    pub(crate) inbox: PathBuf,
+    pub(crate) results: PathBuf,
 }
 
 impl Dirs {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap();
         let inbox = root.join("serve/inbox");
@@ -60,10 +60,20 @@ impl Dirs {
 }
 
 /// Runs the Python client in `mode`; its report (the last stdout line).
-fn client(dirs: &Dirs, mode: &str, extra: &[&str]) -> Value {
+pub(crate) fn client(dirs: &Dirs, mode: &str, extra: &[&str]) -> Value {
+    client_of(dirs, std::ffi::OsStr::new(runner_exe()), mode, extra)
+}
+
+/// Runs the Python client against `target`: the runner binary (stdio) or a URL (HTTP).
+pub(crate) fn client_of(
+    dirs: &Dirs,
+    target: &std::ffi::OsStr,
+    mode: &str,
+    extra: &[&str],
+) -> Value {
     let out = Command::new(sdk_python())
         .arg(repo().join("tests/mcp/client.py"))
-        .arg(runner_exe())
+        .arg(target)
         .args([&dirs.drafts, &dirs.inbox, &dirs.results])
         .arg(mode)
         .args(extra)
@@ -80,15 +90,15 @@ fn client(dirs: &Dirs, mode: &str, extra: &[&str]) -> Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
-fn run(args: &[&std::ffi::OsStr]) -> Output {
+pub(crate) fn run(args: &[&std::ffi::OsStr]) -> Output {
     runner().args(args).output().unwrap()
 }
 
-fn os<S: AsRef<std::ffi::OsStr> + ?Sized>(s: &S) -> &std::ffi::OsStr {
+pub(crate) fn os<S: AsRef<std::ffi::OsStr> + ?Sized>(s: &S) -> &std::ffi::OsStr {
     s.as_ref()
 }
 
-fn names(dir: &Path) -> Vec<String> {
+pub(crate) fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
@@ -101,11 +111,17 @@ fn names(dir: &Path) -> Vec<String> {
 }
 
 /// A running `runner serve` on the test's inbox.
-struct Host(Child);
+pub(crate) struct Host(Child);
 
 impl Host {
-    fn start(dirs: &Dirs) -> Self {
+    pub(crate) fn start(dirs: &Dirs) -> Self {
+        Self::start_with(dirs, &[])
+    }
+
+    /// `runner [global...] serve` on the test's inbox and results.
+    pub(crate) fn start_with(dirs: &Dirs, global: &[&std::ffi::OsStr]) -> Self {
         let child = Command::new(runner_exe())
+            .args(global)
             .arg("serve")
             .arg("--inbox")
             .arg(&dirs.inbox)
