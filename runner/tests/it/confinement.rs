@@ -1,4 +1,4 @@
-//! The second wall, checked from inside: `runner __confinement-probe` applies the same
+//! The second wall, checked from inside: `runner-confinement-probe` applies the same
 //! `confine_worker` a guest's worker applies, then reports what the kernel says. Each
 //! resource limit must be in force, `no_new_privs` set, every capability set empty, the
 //! seccomp filter installed and really refusing what it lists, and (as root, as CI
@@ -27,6 +27,11 @@ fn runner() -> Command {
     Command::new(env!("CARGO_BIN_EXE_runner"))
 }
 
+/// The confinement probe, built beside `runner` (runner-sandbox's `runner-confinement-probe`).
+fn probe_command() -> Command {
+    Command::new(Path::new(env!("CARGO_BIN_EXE_runner")).with_file_name("runner-confinement-probe"))
+}
+
 /// Copies of `runner` and its workers in `dir` (world-readable), so `nobody`
 /// can run them wherever the checkout lives (a clone under /root is closed to it).
 fn binaries_for_nobody(dir: &Path) -> PathBuf {
@@ -34,7 +39,12 @@ fn binaries_for_nobody(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let runner = Path::new(env!("CARGO_BIN_EXE_runner"));
-    for name in ["runner", "runner-era-worker", "runner-monty-worker"] {
+    for name in [
+        "runner",
+        "runner-era-worker",
+        "runner-monty-worker",
+        "runner-confinement-probe",
+    ] {
         let from = runner.with_file_name(name);
         let to = bin.join(name);
         if std::fs::hard_link(&from, &to).is_err() {
@@ -79,8 +89,7 @@ fn probe_output(cmd: &mut Command) -> (Output, Value) {
 /// The probe as the runner's user under `policy` (the built-in one when `None`), with
 /// the run directories `read` and `write`.
 fn probe_with_dirs(policy: Option<&Path>, read: &Path, write: &Path) -> (Output, Value) {
-    let mut cmd = runner();
-    cmd.arg("__confinement-probe");
+    let mut cmd = probe_command();
     if let Some(policy) = policy {
         cmd.arg(policy);
     }
@@ -228,11 +237,7 @@ fn every_rlimit_is_in_force() {
 fn a_write_past_the_file_size_limit_is_cut_then_refused_and_recorded() {
     let dir = open_dir();
     let (_, write) = probe_dirs(dir.path());
-    let (out, r) = probe_output(
-        runner()
-            .arg("__confinement-probe")
-            .env("RUNNER_PROBE_WRITE_DIR", &write),
-    );
+    let (out, r) = probe_output(probe_command().env("RUNNER_PROBE_WRITE_DIR", &write));
     assert!(
         out.status.success(),
         "{}",
@@ -523,8 +528,7 @@ mod needs_root {
         let dir = open_dir();
         let exe = binaries_for_nobody(dir.path());
         let (read, write) = probe_dirs(dir.path());
-        let mut probe = Command::new(exe);
-        probe.arg("__confinement-probe");
+        let probe = Command::new(exe.with_file_name("runner-confinement-probe"));
         let mut probe = as_nobody(&probe);
         probe
             .env("RUNNER_PROBE_READ_DIR", &read)
@@ -569,7 +573,7 @@ mod needs_root {
         let policy = policy_requiring_net_namespace(dir.path());
         let exe = binaries_for_nobody(dir.path());
         let (out, _) = probe_output(&mut as_nobody(
-            Command::new(exe).arg("__confinement-probe").arg(&policy),
+            Command::new(exe.with_file_name("runner-confinement-probe")).arg(&policy),
         ));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{stderr}");
