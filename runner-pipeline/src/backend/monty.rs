@@ -6,7 +6,7 @@
 //! that ends the whole process when it fires, several allocation patterns abort it
 //! outright, and its time limit is checked between interpreter steps, so one long
 //! native operation (a huge big-integer multiply) runs on past it. The worker is
-//! therefore confined like the wasmtime worker ([`super::confine::confine_worker`]) and
+//! therefore confined like the wasmtime worker ([`runner_sandbox::confine::confine_worker`]) and
 //! supervised by the same code (`runner_sandbox::worker::supervise_worker`): the runner kills
 //! it at the wall-clock deadline plus a short grace, reads its exit (the allocator's
 //! exit status [`MONTY_OOM_EXIT_CODE`] is `memory_exceeded`, SIGXCPU is

@@ -47,7 +47,7 @@ pub struct McpCommand {
     /// `--quarantine /srv/tool-exec/quarantine`.
     #[arg(long, value_name = "DIR", requires = "inbox")]
     pub quarantine: Option<PathBuf>,
-    /// Serve Streamable HTTP on this loopback address (IP:PORT; 127.0.0.0/8 or [::1])
+    /// Serve Streamable HTTP on this loopback address (IP:PORT, the IP on 127.0.0.0/8 or ::1)
     /// instead of stdio, at the path /mcp, until the process is stopped. Example:
     /// `--http 127.0.0.1:8765`.
     #[arg(long, value_name = "ADDR")]
