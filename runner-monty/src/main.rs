@@ -52,6 +52,7 @@ fn main() {
         Ok(outcome) => WorkerReply::Ok {
             outcome,
             cpu_before_request_ms: None,
+            marks: Vec::new(),
         },
         Err(error) => WorkerReply::Error {
             message: error.to_string(),
@@ -111,6 +112,7 @@ fn serve(
     confinement
         .check(&spec.confinement)
         .map_err(BackendError::Confinement)?;
+    runner_sandbox::phases::mark("worker.confined");
 
     let mut outcome = match bound {
         Ok(bound) => {
@@ -140,6 +142,7 @@ fn serve(
         }
         Err(why) => trapped(format!("inputs could not be bound: {why}")),
     };
+    runner_sandbox::phases::mark("worker.guest_ran");
     // The guest is done: lift the cap so writing the reply cannot trip it.
     let _ = monty_alloc::set_hard_limit(None);
     // The mount's write limit stops writes at the /out cap before the kernel's file

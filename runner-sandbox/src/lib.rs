@@ -20,6 +20,7 @@ pub mod durable;
 pub mod env;
 pub mod host;
 pub mod monty;
+pub mod phases;
 pub mod pip;
 pub mod read;
 pub mod runtime;

@@ -71,6 +71,10 @@ pub enum WorkerReply {
         /// worker's total, so `usage.cpu_ms` is the request's own. Set by [`finish`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cpu_before_request_ms: Option<u64>,
+        /// Where the worker's time went ([`crate::phases`]), filed into the runner's
+        /// own marks of the run. Set by [`finish`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        marks: Vec<crate::phases::Mark>,
     },
     /// The worker could not run the guest (a runner failure, not a guest outcome).
     Error {
@@ -88,10 +92,13 @@ pub fn finish(mut reply: WorkerReply) -> i32 {
     let code = i32::from(!matches!(reply, WorkerReply::Ok { .. }));
     if let WorkerReply::Ok {
         cpu_before_request_ms,
+        marks,
         ..
     } = &mut reply
     {
         *cpu_before_request_ms = CPU_AT_REQUEST_MS.get().copied();
+        crate::phases::mark("worker.replied");
+        *marks = crate::phases::take();
     }
     // The worker's own peak memory: only it can read its `ru_maxrss` (the runner reaps
     // it with `waitpid`, which does not return one per child).
@@ -168,7 +175,9 @@ pub fn wait_request<T: serde::de::DeserializeOwned>(
         return Ok(None);
     }
     note_request_arrival();
-    read_request(io::Cursor::new(first).chain(stdin)).map(Some)
+    let request = read_request(io::Cursor::new(first).chain(stdin))?;
+    crate::phases::start("worker.request_read");
+    Ok(Some(request))
 }
 
 /// This process's CPU time (user + system, ms) when its request arrived.
@@ -305,6 +314,7 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
         }
     };
     let mut guard = ChildGuard(Some(child));
+    crate::phases::mark("runner.worker_taken");
     let stdin = guard.child().stdin.take();
     let writer = std::thread::spawn(move || match stdin {
         // A worker that dies early closes the pipe; its exit status says why.
@@ -361,6 +371,7 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
     let mut child = guard.0.take().expect("child present until taken");
     let status = child.wait().map_err(WorkerError::Reap)?;
     let elapsed = started.elapsed().as_secs_f64();
+    crate::phases::mark("runner.worker_reaped");
     let delivered = writer.join().unwrap_or(false);
     let (reply, reply_overflow) = reply_reader.join().unwrap_or_default();
     if warm && !delivered && killed.is_none() && reply.is_empty() {
@@ -419,7 +430,9 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
             Ok(WorkerReply::Ok {
                 outcome,
                 cpu_before_request_ms,
+                marks,
             }) => {
+                crate::phases::absorb(marks);
                 cpu_before = cpu_before_request_ms.map(Duration::from_millis);
                 outcome
             }

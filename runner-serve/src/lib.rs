@@ -97,6 +97,18 @@ pub struct Handled {
     pub latency_sec: Option<f64>,
     /// Its result had been published before a host crashed: filed without running again.
     pub recovered: bool,
+    /// Where the request's time went, step by step, from its claim to its filing: each
+    /// step named by the mark that ends it (`runner.*` the host's, `worker.*` its
+    /// worker's; see `runner_sandbox::phases`). Empty when nothing was recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseTime>,
+}
+
+/// One step of a request's handling and the milliseconds it took.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct PhaseTime {
+    pub phase: String,
+    pub ms: f64,
 }
 
 /// Severity of a host message.
@@ -488,6 +500,7 @@ impl Host<'_> {
     /// Judges, runs and files one claimed request. `check_published`: look for a result
     /// published by an earlier attempt first (a retry, a recovered claim).
     fn process(&self, claimed: Retry, check_published: bool) {
+        runner_sandbox::phases::start("serve.claimed");
         let name = claimed.name.as_os_str();
         let path = self.claims.path().join(name);
         let Some(inputs_name) = request_stem(name).map(|s| format!("{s}.inputs")) else {
@@ -580,6 +593,11 @@ impl Host<'_> {
         let judgement = request_judgement(Verdict::Accept, Vec::new());
         if let Some(moved) = self.file(claimed, (&self.done, "done"), &judgement, None, false) {
             handled.moved_to = Some(moved);
+            runner_sandbox::phases::mark("serve.filed");
+            handled.phases = runner_sandbox::phases::between(&runner_sandbox::phases::take())
+                .into_iter()
+                .map(|(phase, ms)| PhaseTime { phase, ms })
+                .collect();
             self.observer.handled(&handled);
         }
     }
@@ -778,6 +796,7 @@ impl Handled {
             moved_to: None,
             latency_sec: None,
             recovered: false,
+            phases: Vec::new(),
         }
     }
 }

@@ -99,6 +99,7 @@ pub fn worker_main() -> i32 {
         Ok(outcome) => WorkerReply::Ok {
             outcome,
             cpu_before_request_ms: None,
+            marks: Vec::new(),
         },
         Err(failure) => WorkerReply::Error {
             message: failure.error.to_string(),
@@ -174,6 +175,7 @@ fn serve(
     // Everything the guest sees is opened before confining: the worker may give up the
     // runner's uid, and its own could not open the guest's assets by path.
     let setup = GuestSetup::open(guest, spec)?;
+    runner_sandbox::phases::mark("worker.guest_opened");
     let mut fs_access = confine::FsAccess::for_spec(spec, guest.host_reads());
     fs_access.write.extend(setup.scratch().map(Path::to_owned));
     // The network door (`/net`), which the runner made inside /out: the guest writes
@@ -195,6 +197,7 @@ fn serve(
     confinement
         .check(&spec.confinement)
         .map_err(BackendError::Confinement)?;
+    runner_sandbox::phases::mark("worker.confined");
     let options = RunOptions {
         cpu: Some(CpuBudget {
             clock: CpuClock::Process,
@@ -214,6 +217,7 @@ fn serve(
     outcome.stdout = Vec::new();
     outcome.stderr = Vec::new();
     outcome.confinement = confinement.provenance();
+    runner_sandbox::phases::mark("worker.captured");
     Ok(outcome)
 }
 
@@ -322,6 +326,7 @@ impl WasmtimeBackend {
             module: self.prepare(&spec.program, |_| {})?,
         };
         let payload = serde_json::to_vec(&request).map_err(WorkerError::EncodeRequest)?;
+        runner_sandbox::phases::mark("runner.request_encoded");
         if warm {
             self.workers.run(&payload, spec)
         } else {

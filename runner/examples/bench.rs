@@ -168,6 +168,7 @@ fn main() {
             &[row],
             runs,
             "BENCH_ONLY=fetch: the fetch-latency row alone",
+            "",
         );
         return;
     }
@@ -189,7 +190,7 @@ fn main() {
             })
             .0
         });
-        serve_rows(
+        let profile = serve_rows(
             &mut rows,
             &ServeBench {
                 runner: &runner,
@@ -203,6 +204,7 @@ fn main() {
             &rows,
             runs,
             "BENCH_ONLY=serve: the `runner serve` rows alone",
+            &profile,
         );
         return;
     }
@@ -214,6 +216,7 @@ fn main() {
             &rows,
             runs,
             "BENCH_ONLY=packets: the research-packet judging rows alone",
+            "",
         );
         return;
     }
@@ -473,7 +476,7 @@ fn main() {
 
     // 2b. `runner serve`: latency from the `.md` appearing to the result published, one
     // request at a time, and throughput of 200 requests, against the references above.
-    serve_rows(
+    let profile = serve_rows(
         &mut rows,
         &ServeBench {
             runner: &runner,
@@ -671,7 +674,7 @@ fn main() {
         Err(why) => eprintln!("fetch latency not measured: {why}"),
     }
 
-    report(&rows, runs, "");
+    report(&rows, runs, "", &profile);
 }
 
 /// A research packet whose Extracted Content is `line` repeated to about `size` bytes
@@ -741,12 +744,13 @@ fn packet_rows(rows: &mut Vec<Row>, runs: usize) {
 
 /// Prints the table and, when `BENCH_PAGE` names a file, writes the benchmarks page of the
 /// book there: the table with the date, the commit and the machine it was measured on.
-/// `partial` says which rows a `BENCH_ONLY` run left out (empty for a full run).
-fn report(rows: &[Row], runs: usize, partial: &str) {
+/// `partial` says which rows a `BENCH_ONLY` run left out (empty for a full run);
+/// `profile`, where a served request's time went (markdown, may be empty).
+fn report(rows: &[Row], runs: usize, partial: &str, profile: &str) {
     let table = table(rows);
-    print!("{table}");
+    print!("{table}{profile}");
     if let Some(page) = env_path("BENCH_PAGE") {
-        std::fs::write(&page, benchmarks_page(&table, runs, partial))
+        std::fs::write(&page, benchmarks_page(&table, runs, partial, profile))
             .unwrap_or_else(|e| panic!("writing {}: {e}", page.display()));
         eprintln!("wrote {}", page.display());
     }
@@ -816,7 +820,7 @@ fn machine() -> Vec<(&'static str, String)> {
     ]
 }
 
-fn benchmarks_page(table: &str, runs: usize, partial: &str) -> String {
+fn benchmarks_page(table: &str, runs: usize, partial: &str, profile: &str) -> String {
     let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"])
         .map_or_else(|| "unknown".into(), |(_, d)| d);
     let commit = command_output("git", &["rev-parse", "--short=12", "HEAD"]).map_or_else(
@@ -853,6 +857,7 @@ fn benchmarks_page(table: &str, runs: usize, partial: &str) -> String {
     }
     page.push_str(&format!("| runs per figure | {runs} |\n\n"));
     page.push_str(table);
+    page.push_str(profile);
     page.push_str(
         "\nThe scale-out figure of `runner serve --nats` is measured by `just bench-nats` (see\n\
          [Scale-out](operator/scale-out.md)); the content rules' recall by `just bench-rules` (see\n\
@@ -946,7 +951,9 @@ impl Drop for Serve {
 /// A request's body sections for the i-th request.
 type Body = dyn Fn(usize) -> String;
 
-fn serve_rows(rows: &mut Vec<Row>, b: &ServeBench<'_>) {
+/// The `runner serve` rows; returns where the latency runs' time went (markdown).
+fn serve_rows(rows: &mut Vec<Row>, b: &ServeBench<'_>) -> String {
+    let mut profile = String::new();
     let era_body = |i: usize| {
         format!("## Command\n`python -c \"print('hello {i}')\"`\n\n## Input Files\nNone.\n")
     };
@@ -957,16 +964,20 @@ fn serve_rows(rows: &mut Vec<Row>, b: &ServeBench<'_>) {
         // Latency: one request at a time; `latency_sec` is the host's own measure from
         // the `.md` appearing (its ctime) to the result published.
         let serve = Serve::start(b.runner, &b.dir.join(format!("serve-{tag}")), "1");
-        let mut latencies: Vec<Duration> = (0..b.runs + 2)
+        let handled: Vec<serde_json::Value> = (0..b.runs + 2)
             .map(|i| {
                 let id = format!("TR-bench-serve-{tag}-{i:03}");
                 serve.submit(&format!("{id}.md"), &request(&id, backend, &body(i)));
-                let v = serve.next();
-                Duration::from_secs_f64(v["latency_sec"].as_f64().unwrap_or(0.0))
+                serve.next()
             })
             .skip(2)
             .collect();
         drop(serve);
+        let mut latencies: Vec<Duration> = handled
+            .iter()
+            .map(|v| Duration::from_secs_f64(v["latency_sec"].as_f64().unwrap_or(0.0)))
+            .collect();
+        profile.push_str(&phase_table(backend, &handled));
         latencies.sort();
         let med = latencies[latencies.len() / 2];
         let p90 = latencies[(latencies.len() * 9 / 10).min(latencies.len() - 1)];
@@ -1037,6 +1048,49 @@ fn serve_rows(rows: &mut Vec<Row>, b: &ServeBench<'_>) {
             target: "≥ 2×".into(),
         });
     }
+    profile
+}
+
+/// Where the latency runs' time went: the median of each step the host reports
+/// (`phases` of `runner serve --json`, the host's and its worker's marks on one
+/// monotonic clock), and what the marks do not cover (the inbox event and the claim,
+/// before the first mark).
+fn phase_table(backend: &str, handled: &[serde_json::Value]) -> String {
+    let mut steps: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut uncovered = Vec::new();
+    for v in handled {
+        let mut covered = 0.0;
+        for p in v["phases"].as_array().into_iter().flatten() {
+            let (Some(name), Some(ms)) = (p["phase"].as_str(), p["ms"].as_f64()) else {
+                continue;
+            };
+            covered += ms;
+            match steps.iter_mut().find(|(n, _)| n == name) {
+                Some((_, all)) => all.push(ms),
+                None => steps.push((name.to_owned(), vec![ms])),
+            }
+        }
+        if let Some(latency) = v["latency_sec"].as_f64() {
+            uncovered.push(latency * 1e3 - covered);
+        }
+    }
+    let median = |all: &mut Vec<f64>| {
+        all.sort_by(f64::total_cmp);
+        all.get(all.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mut out = format!(
+        "\n**Where a served {backend} hello world's time goes** (median per step over the \
+         latency runs above; each step ends at the named mark, `runner.*` the host's, \
+         `worker.*` its worker's):\n\n| step | ms |\n|---|---|\n"
+    );
+    out.push_str(&format!(
+        "| inbox event and claim (before the first mark) | {:.2} |\n",
+        median(&mut uncovered)
+    ));
+    for (name, all) in &mut steps {
+        out.push_str(&format!("| `{name}` | {:.2} |\n", median(all)));
+    }
+    out
 }
 
 /// The native CPython the references run: `PYTHON3`, or the real binary behind `python3`

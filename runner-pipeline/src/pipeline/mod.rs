@@ -235,6 +235,7 @@ impl Pipeline {
             crate::approval::judge(path, &bytes, &self.policy).map_err(JudgeError::Rejected)?;
         // The validator accepted it, so it is UTF-8.
         let request_text = String::from_utf8(bytes).unwrap_or_default();
+        runner_sandbox::phases::mark("runner.judged");
         Ok(RunPlan {
             approved: judged.request,
             request_text,
@@ -266,6 +267,7 @@ impl Pipeline {
                 }
             })?;
         drop(reporter);
+        runner_sandbox::phases::mark("runner.engine_prepared");
 
         // The results directory is opened (a symlinked default refused) before anything
         // runs: a run whose result could not be published must not happen.
@@ -282,6 +284,7 @@ impl Pipeline {
             .map_err(SetupError::RunDir)?;
         let staged = stage::stage_inputs(plan.approved.inputs(), inputs, &run)
             .map_err(SetupError::Inputs)?;
+        runner_sandbox::phases::mark("runner.staged");
         // A guest's scratch `/tmp` is a directory inside `/out`: its own inode is the
         // runner's, not one of the guest's `out_files` entries (what it holds still is).
         // The sandbox (tmpfs, worker) gets the one more; collection keeps the cap.
@@ -299,6 +302,7 @@ impl Pipeline {
         };
         let tmpfs =
             confine::mount_out_tmpfs(&run.out_dir, &mount_limits).map_err(SetupError::OutMount)?;
+        runner_sandbox::phases::mark("runner.out_mounted");
         let mut engine = prepared.run;
         let broker = network::start(
             &self.policy,
@@ -309,6 +313,7 @@ impl Pipeline {
             limits.wall,
         )?;
         let preinit = select_module(plan, engine.guest_mut(), &run.in_dir, &determinism)?;
+        runner_sandbox::phases::mark("runner.module_selected");
         let spec = SandboxSpec {
             program: (),
             in_dir: run.in_dir.clone(),
@@ -340,6 +345,7 @@ impl Pipeline {
             run.remove_scratch();
         }
 
+        runner_sandbox::phases::mark("runner.collected");
         let findings = stage::recheck_inputs(&staged, &run);
         let (result_path, lock) = publish::publish(
             &publish::Context {
@@ -360,10 +366,12 @@ impl Pipeline {
             &outcome,
             findings,
         )?;
+        runner_sandbox::phases::mark("runner.published");
         if let Some(t) = tmpfs {
             // The outputs are copied; a failed unmount only delays freeing the tmpfs.
             let _ = t.unmount();
         }
+        runner_sandbox::phases::mark("runner.unmounted");
         Ok(RunSummary {
             result_path,
             lock,

@@ -78,6 +78,7 @@ pub(super) fn publish(
         },
     };
     findings.append(&mut collected.findings);
+    runner_sandbox::phases::mark("publish.out_collected");
     staging
         .write_stream("stdout", &outcome.stdout)
         .map_err(|e| fail(e.to_string()))?;
@@ -98,6 +99,7 @@ pub(super) fn publish(
         }
     }
 
+    runner_sandbox::phases::mark("publish.streams_written");
     let now = time::OffsetDateTime::now_utc();
     let created = runner_core::result::utc_timestamp(now);
     let base = crate::result::result_id(now, ctx.plan.approved.request_id());
@@ -110,6 +112,7 @@ pub(super) fn publish(
     let draft = draft_lock(ctx, &created, outcome, &streams, &collected);
     let render = |id: &str| {
         let document = render_document(ctx, id, &created, outcome, &streams, &collected, &findings);
+        runner_sandbox::phases::mark("publish.rendered");
         // The lock, the statement and (when asked) its signature, or no result at all:
         // a run asked to sign never publishes unsigned.
         let (lock, lock_text) = Lock {
@@ -136,6 +139,7 @@ pub(super) fn publish(
         };
         extras.push((statement::statement_file_name(id), st.into_bytes()));
         extras.extend(envelope);
+        runner_sandbox::phases::mark("publish.sealed");
         Ok::<_, String>((Rendered { document, extras }, lock))
     };
     staging

@@ -66,8 +66,26 @@ pub fn arm_parent_death() {
 /// # Ambient Authority
 ///
 /// Runs `exe`.
-#[allow(unsafe_code)]
 pub fn spawn_worker(exe: &Path, args: &[String]) -> Result<Child, BackendError> {
+    spawn_worker_at(exe, args, Priority::Normal)
+}
+
+/// The CPU priority a worker starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    Normal,
+    /// Nice [`BACKGROUND_NICE`] until [`WorkerPool::take`] hands it a request: a warm
+    /// worker's start (exec, engine, module load: several ms of CPU) then only uses
+    /// CPU the runs under way leave idle, instead of slowing the run that took the
+    /// worker before it.
+    Background,
+}
+
+/// The nice value of a warm worker while it starts and waits.
+const BACKGROUND_NICE: i32 = 19;
+
+#[allow(unsafe_code)]
+fn spawn_worker_at(exe: &Path, args: &[String], priority: Priority) -> Result<Child, BackendError> {
     use std::os::unix::process::CommandExt;
     let runner = nix::unistd::getpid();
     let mut command = Command::new(exe);
@@ -78,15 +96,19 @@ pub fn spawn_worker(exe: &Path, args: &[String]) -> Result<Child, BackendError> 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: the closure runs in the forked child before exec and only makes two
-    // async-signal-safe system calls (prctl, getppid); it allocates nothing (the error
-    // is built from a static message) and touches no lock.
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (prctl, getppid, setpriority); it allocates nothing
+    // (the error is built from a static message) and touches no lock.
     unsafe {
         command.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(std::io::Error::from)?;
             if nix::unistd::getppid() != runner {
                 return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            }
+            if priority == Priority::Background {
+                // Best effort: a worker left at its normal priority only starts sooner.
+                nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, BACKGROUND_NICE);
             }
             Ok(())
         });
@@ -172,6 +194,9 @@ pub struct WorkerPool {
 struct Shared {
     exe: PathBuf,
     size: usize,
+    /// What the warm workers start at: [`Priority::Background`] where the runner may
+    /// raise a taken worker back to normal ([`can_restore_priority`]).
+    priority: Priority,
     counters: Arc<PoolCounters>,
     state: Mutex<State>,
     wake: Condvar,
@@ -204,9 +229,15 @@ impl WorkerPool {
     /// A pool of up to `size` idle `exe` workers (at least one), counted in `counters`.
     /// It starts nothing until [`WorkerPool::configure`] says with which arguments.
     pub fn new(exe: PathBuf, size: usize, counters: Arc<PoolCounters>) -> Self {
+        let priority = if can_restore_priority() {
+            Priority::Background
+        } else {
+            Priority::Normal
+        };
         let shared = Arc::new(Shared {
             exe,
             size: size.max(1),
+            priority,
             counters,
             state: Mutex::new(State {
                 args: None,
@@ -285,6 +316,9 @@ impl WorkerPool {
             while let Some(mut child) = state.ready.pop_front() {
                 self.shared.counters.ready.fetch_sub(1, Ordering::Relaxed);
                 if matches!(child.try_wait(), Ok(None)) {
+                    if self.shared.priority == Priority::Background {
+                        restore_priority(&child);
+                    }
                     found = Some(child);
                     break;
                 }
@@ -396,7 +430,7 @@ impl Shared {
                 self.pause();
                 continue;
             }
-            match spawn_worker(&self.exe, &args) {
+            match spawn_worker_at(&self.exe, &args, self.priority) {
                 Ok(child) => {
                     let mut state = self.lock();
                     state.starting = false;
@@ -448,6 +482,29 @@ impl Shared {
         if !state.stop {
             let _ = self.wake.wait_timeout(state, RETRY_AFTER);
         }
+    }
+}
+
+/// Whether this process may lower a worker's nice value again (raising a priority
+/// takes `CAP_SYS_NICE`): only then do warm workers start in the background.
+fn can_restore_priority() -> bool {
+    caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_NICE,
+    )
+    .unwrap_or(false)
+}
+
+/// Back to nice 0 for a taken worker, before its request is written: the threads it
+/// starts for the run inherit its main thread's priority.
+#[allow(unsafe_code)]
+fn restore_priority(child: &Child) {
+    let pid: nix::libc::id_t = child.id();
+    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    // A failure leaves the worker at its background priority: slower, still correct.
+    unsafe {
+        nix::libc::setpriority(nix::libc::PRIO_PROCESS, pid, 0);
     }
 }
 
@@ -519,6 +576,30 @@ mod tests {
         assert_eq!(counters.snapshot().warm_runs, 1);
         wait_ready(&pool, 2);
         end(taken.unwrap());
+    }
+
+    /// The nice value of process `pid` (field 19 of /proc/PID/stat).
+    fn nice_of(pid: u32) -> i64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // The command name (field 2) is in parentheses and may hold spaces.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(16).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn a_warm_worker_waits_in_the_background_and_runs_at_normal_priority() {
+        let (pool, _counters, _dir) = ready_pool(1);
+        let idle = pool.idle_pids()[0];
+        let taken = pool.take().unwrap();
+        assert_eq!(taken.id(), idle);
+        if can_restore_priority() {
+            // Seen before the take by the refill's next worker, after it by the taken one.
+            wait_ready(&pool, 1);
+            let next = pool.idle_pids()[0];
+            assert_eq!(nice_of(next), i64::from(BACKGROUND_NICE), "an idle worker");
+        }
+        assert_eq!(nice_of(taken.id()), 0, "the taken worker");
+        end(taken);
     }
 
     #[test]

@@ -112,6 +112,7 @@ pub fn run_set_up_guest(
         link_no_host(&mut linker, module)?;
     }
 
+    runner_sandbox::phases::mark("worker.linked");
     let started = Instant::now();
     let cpu = options
         .cpu
@@ -143,6 +144,7 @@ pub fn run_set_up_guest(
         tokio::time::timeout(limits.wall, call).await
     });
     let runtime_sec = started.elapsed().as_secs_f64();
+    runner_sandbox::phases::mark("worker.guest_ran");
     drop(ticker);
     // Scratch shares /out's tmpfs, so a guest that filled it may have filled it through
     // /tmp: judged before scratch is removed, as the supervisor judges /out after.

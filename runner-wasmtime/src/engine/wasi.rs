@@ -161,6 +161,7 @@ pub(crate) async fn call_entry(
     entry: EntryPoint,
 ) -> wasmtime::Result<i32> {
     let instance = linker.instantiate_async(&mut *store, module).await?;
+    runner_sandbox::phases::mark("worker.instantiated");
     match entry {
         EntryPoint::Command => {
             let start = instance.get_typed_func::<(), ()>(&mut *store, "_start")?;

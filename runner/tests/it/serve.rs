@@ -250,6 +250,33 @@ fn requests_present_at_start_and_arriving_later_run_and_move_to_done() {
         assert_eq!(line["verdict"], "ACCEPT", "{line}");
         assert_eq!(line["outcome"], "completed", "{line}");
         assert!(line["latency_sec"].as_f64().unwrap() > 0.0, "{line}");
+        // Where its time went: the host's and its worker's steps on one clock, in order.
+        let phases: Vec<&str> = line["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["phase"].as_str().unwrap())
+            .collect();
+        let at = |step: &str| phases.iter().position(|p| *p == step);
+        let order = [
+            "runner.judged",
+            "worker.request_read",
+            "worker.guest_ran",
+            "runner.published",
+            "serve.filed",
+        ]
+        .map(|step| at(step).unwrap_or_else(|| panic!("no {step} in {phases:?}")));
+        assert!(order.is_sorted(), "steps out of order: {phases:?}");
+        // The steps before filing lie within the latency (the `.md` commit to publishing).
+        let covered: f64 = line["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["phase"] != "serve.filed")
+            .map(|p| p["ms"].as_f64().unwrap())
+            .sum();
+        let latency_ms = line["latency_sec"].as_f64().unwrap() * 1e3;
+        assert!(covered > 0.0 && covered <= latency_ms + 0.5, "{line}");
         let result = Path::new(line["result_path"].as_str().unwrap());
         verify(result);
         let stdout = std::fs::read_to_string(result.with_extension("").join("stdout")).unwrap();
