@@ -543,6 +543,16 @@ fn morse(line: &str) -> Option<String> {
         ("---..", '8'),
         ("----.", '9'),
     ];
+    // Each letter is a token of dots and dashes (then `/` or `|`): a line with fewer than
+    // five such tokens is no Morse, and is not rewritten to find out.
+    let mark = |c: char| matches!(c, '.' | '-' | '·' | '•' | '∙' | '−' | '–' | '—' | '_');
+    let letter_like = line
+        .split_whitespace()
+        .filter(|t| t.chars().any(mark) && t.chars().all(|c| mark(c) || matches!(c, '/' | '|')))
+        .count();
+    if letter_like < 5 {
+        return None;
+    }
     let norm: String = line
         .chars()
         .map(|c| match c {
@@ -651,18 +661,21 @@ fn nato(line: &str) -> Option<String> {
         "juliett", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
         "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
     ];
+    const SPELLINGS: [(&str, &str); 4] = [
+        ("alpha", "alfa"),
+        ("juliet", "juliett"),
+        ("whisky", "whiskey"),
+        ("x-ray", "xray"),
+    ];
+    // ASCII case folded in place: a lowercased copy of every token was most of the work.
     let letter = |w: &str| -> Option<char> {
-        let w = w.to_ascii_lowercase();
-        let w = match w.as_str() {
-            "alpha" => "alfa",
-            "juliet" => "juliett",
-            "whisky" => "whiskey",
-            "x-ray" => "xray",
-            other => other,
-        };
+        let w = SPELLINGS
+            .iter()
+            .find(|(other, _)| w.eq_ignore_ascii_case(other))
+            .map_or(w, |(_, word)| word);
         WORDS
             .iter()
-            .position(|&n| n == w)
+            .position(|n| w.eq_ignore_ascii_case(n))
             .map(|i| char::from(b'a' + i as u8))
     };
     let mut best = String::new();
@@ -779,13 +792,19 @@ const LETTER_FREQ: [f32; 26] = [
 
 /// The mean log-frequency of a word's letters: English words score about -2.9, their
 /// ROT13 or Atbash about -3.6.
-fn englishness(word: &str) -> f32 {
+fn englishness(word: &str, letter: fn(u8) -> u8) -> f32 {
+    // The logarithms once, not per letter (they were a tenth of judging plain prose).
+    static LOG_FREQ: std::sync::LazyLock<[f32; 26]> =
+        std::sync::LazyLock::new(|| LETTER_FREQ.map(|f| (f / 100.0).ln()));
+    let log_freq = &*LOG_FREQ;
     let (sum, n) =
         word.bytes()
             .filter(u8::is_ascii_alphabetic)
             .fold((0.0f32, 0u32), |(s, n), b| {
-                let f = LETTER_FREQ[usize::from(b.to_ascii_lowercase() - b'a')];
-                (s + (f / 100.0).ln(), n + 1)
+                (
+                    s + log_freq[usize::from(letter(b).to_ascii_lowercase() - b'a')],
+                    n + 1,
+                )
             });
     if n == 0 { -9.0 } else { sum / n as f32 }
 }
@@ -817,11 +836,12 @@ fn english_turns(line: &str, letter: fn(u8) -> u8) -> (usize, usize) {
     let better = words
         .iter()
         .filter(|w| {
-            let d = substituted(w, letter);
-            let after = englishness(&d);
-            d.bytes().all(|b| b.is_ascii_alphabetic())
-                && after >= -3.3
-                && after - englishness(w) >= 0.5
+            // The substitution maps letters to letters and keeps every other character,
+            // so it is read off `w` without writing the substituted word.
+            w.bytes().all(|b| b.is_ascii_alphabetic()) && {
+                let after = englishness(w, letter);
+                after >= -3.3 && after - englishness(w, identity) >= 0.5
+            }
         })
         .count();
     (better, words.len())
@@ -871,10 +891,12 @@ const COMMON_RARE_PAIRS: [&str; 12] = [
 /// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
 /// `None` for a single letter and for [`COMMON_RARE_PAIRS`].
 fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
+    // The common words are of two or three letters.
     if word.len() < 2
-        || COMMON_RARE_PAIRS
-            .iter()
-            .any(|c| word.eq_ignore_ascii_case(c.as_bytes()))
+        || word.len() <= 3
+            && COMMON_RARE_PAIRS
+                .iter()
+                .any(|c| word.eq_ignore_ascii_case(c.as_bytes()))
     {
         return None;
     }

@@ -5,8 +5,10 @@
 
 use crate::markdown::frontmatter::Line;
 use crate::normalize::{Deobfuscated, alternate_readings, is_disallowed_control};
+use crate::rule_pattern::PatternSet;
 use crate::rules::{ForbiddenRule, RuleReading};
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// One match of a rule on one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,66 +23,170 @@ pub fn scan<'a>(
     lines: impl IntoIterator<Item = Line<'a>>,
     rules: &[ForbiddenRule],
 ) -> Vec<Finding> {
+    let mut judge = Judge::new(rules);
     let mut findings = Vec::new();
     for line in lines {
-        if line.text.chars().any(is_disallowed_control) {
+        judge.line(line.text, line.number, &|_| false, &mut findings);
+    }
+    findings
+}
+
+/// The codes a line can earn besides its rules' own.
+const CONTROL: &str = "text.control_character";
+const INVISIBLE: &str = "text.invisible_character";
+
+/// Judges lines with one set of rules: their literal conditions searched for once per
+/// text ([`PatternSet`]), and only the rules a text admits run their regexes.
+struct Judge<'r> {
+    rules: &'r [ForbiddenRule],
+    set: Arc<PatternSet>,
+    /// Scratch space for the literal search.
+    found: Vec<u64>,
+}
+
+impl<'r> Judge<'r> {
+    fn new(rules: &'r [ForbiddenRule]) -> Self {
+        // Each rule's own condition too, as judging a line prepared it before the set
+        // did: a set made from other copies of the same rules is shared, and
+        // `RulePattern::is_match` callers still use each rule's own.
+        for rule in rules {
+            rule.pattern.warm();
+        }
+        Self {
+            rules,
+            set: pattern_set(rules),
+            found: Vec::new(),
+        }
+    }
+
+    /// The judge in `slot` when it judges with `rules`, else a new one put there.
+    fn for_rules<'s>(slot: &'s mut Option<Self>, rules: &'r [ForbiddenRule]) -> &'s mut Self {
+        if !slot.as_ref().is_some_and(|j| std::ptr::eq(j.rules, rules)) {
+            *slot = Some(Self::new(rules));
+        }
+        slot.get_or_insert_with(|| Self::new(rules))
+    }
+
+    /// Which rules may match `text`.
+    fn admitted(&mut self, text: &str) -> Vec<bool> {
+        let mut admitted = Vec::with_capacity(self.rules.len());
+        self.set.admit(text, &mut self.found, &mut admitted);
+        admitted
+    }
+
+    /// Appends the findings of one line to `findings`, leaving out the codes `skip`
+    /// names (a caller that would drop them: their rules are not run).
+    fn line(
+        &mut self,
+        text: &str,
+        number: usize,
+        skip: &dyn Fn(&str) -> bool,
+        findings: &mut Vec<Finding>,
+    ) {
+        let first = findings.len();
+        if !skip(CONTROL) && text.chars().any(is_disallowed_control) {
             findings.push(Finding {
-                code: "text.control_character".into(),
+                code: CONTROL.into(),
                 message: "a control character (other than tab) is not allowed".into(),
-                line: line.number,
+                line: number,
             });
         }
-        let view = Deobfuscated::of(line.text);
-        let readings = alternate_readings(line.text);
-        if view.had_invisible {
+        let view = Deobfuscated::of(text);
+        if view.had_invisible && !skip(INVISIBLE) {
             findings.push(Finding {
-                code: "text.invisible_character".into(),
+                code: INVISIBLE.into(),
                 message:
                     "an invisible character (zero-width, bidi control or similar) is not allowed"
                         .into(),
-                line: line.number,
+                line: number,
             });
         }
-        for rule in rules {
-            let spaced_hit = || {
-                view.spaced_runs
-                    .iter()
-                    .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
+        let rules = self.rules;
+        if rules.iter().all(|r| skip(&r.code)) {
+            return;
+        }
+        let readings = alternate_readings(text);
+        let on_folded = self.admitted(&view.folded);
+        let on_collapsed = view.collapsed.as_deref().map(|c| self.admitted(c));
+        let on_readings: Vec<Vec<bool>> =
+            readings.iter().map(|r| self.admitted(&r.folded)).collect();
+        for (i, rule) in rules.iter().enumerate() {
+            // Several rules may share a code (one reason per code and line).
+            if skip(&rule.code) || findings[first..].iter().any(|f| f.code == rule.code) {
+                continue;
+            }
+            let matches =
+                |admitted: bool, text: &str| admitted && rule.pattern.is_match_admitted(text);
+            let reading_hit = |encoded_only: bool| {
+                readings.iter().zip(&on_readings).any(|(r, admitted)| {
+                    (r.encoded || !encoded_only) && matches(admitted[i], &r.folded)
+                })
             };
-            let collapsed_hit = || {
-                view.collapsed
-                    .as_deref()
-                    .is_some_and(|c| rule.pattern.is_match(c))
-            };
-            let reading_hit = || readings.iter().any(|r| rule.pattern.is_match(&r.folded));
             let hit = match rule.reading {
                 // The encoding is the finding: only decoded blobs are judged.
-                RuleReading::Decoded => readings
-                    .iter()
-                    .any(|r| r.encoded && rule.pattern.is_match(&r.folded)),
+                RuleReading::Decoded => reading_hit(true),
                 RuleReading::Any => {
-                    rule.pattern.is_match(&view.folded)
-                        || spaced_hit()
-                        || collapsed_hit()
-                        || reading_hit()
+                    matches(on_folded[i], &view.folded)
+                        || view
+                            .spaced_runs
+                            .iter()
+                            .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
+                        || view
+                            .collapsed
+                            .as_deref()
+                            .zip(on_collapsed.as_ref())
+                            .is_some_and(|(c, admitted)| matches(admitted[i], c))
+                        || reading_hit(false)
                 }
             };
-            // Several rules may share a code (one reason per code and line).
-            let already = || {
-                findings
-                    .iter()
-                    .any(|f: &Finding| f.line == line.number && f.code == rule.code)
-            };
-            if hit && !already() {
+            if hit {
                 findings.push(Finding {
                     code: rule.code.clone(),
                     message: rule.message.clone(),
-                    line: line.number,
+                    line: number,
                 });
             }
         }
     }
-    findings
+
+    /// [`scan_joined`], leaving out the codes `skip` names.
+    fn joined(
+        &mut self,
+        text: &str,
+        line: usize,
+        skip: &dyn Fn(&str) -> bool,
+        findings: &mut Vec<Finding>,
+    ) {
+        if !skip(CONTROL) && text.chars().any(|c| c != '\n' && is_disallowed_control(c)) {
+            findings.push(Finding {
+                code: CONTROL.into(),
+                message: "a control character (other than tab) is not allowed".into(),
+                line,
+            });
+        }
+        let flat = text.replace('\n', " ");
+        // The flattened text's own control characters are the finding above.
+        self.line(&flat, line, &|code| code == CONTROL || skip(code), findings);
+    }
+}
+
+/// The literal conditions of `rules` as one search, built once per rule set: a process
+/// judges with a few (one per document kind and policy), each on every line.
+fn pattern_set(rules: &[ForbiddenRule]) -> Arc<PatternSet> {
+    /// More sets than a process uses at once; the least recently used goes first.
+    const KEPT: usize = 16;
+    static SETS: Mutex<Vec<Arc<PatternSet>>> = Mutex::new(Vec::new());
+    let patterns = || rules.iter().map(|r| &r.pattern);
+    let mut sets = SETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let set = match sets.iter().position(|s| s.is_of(patterns())) {
+        Some(i) => sets.remove(i),
+        None => Arc::new(PatternSet::new(patterns())),
+    };
+    if sets.len() >= KEPT {
+        sets.remove(0);
+    }
+    sets.push(set.clone());
+    set
 }
 
 /// Scans the lines of a document: each line alone ([`scan`]), then each pair of adjacent
@@ -94,28 +200,62 @@ pub fn scan_document<'r>(
     lines: &[Line<'_>],
     rules_at: impl Fn(usize) -> &'r [ForbiddenRule],
 ) -> Vec<Finding> {
+    // One judge per rule set, kept while consecutive lines share it.
+    let mut judge: Option<Judge<'r>> = None;
     let mut findings: Vec<Finding> = Vec::new();
     for line in lines {
-        findings.extend(scan([*line], rules_at(line.number)));
+        Judge::for_rules(&mut judge, rules_at(line.number)).line(
+            line.text,
+            line.number,
+            &|_| false,
+            &mut findings,
+        );
     }
     // The lines' findings by (code, line): a pair's finding is looked up, not searched
     // for, so a document with a finding on every line is judged in linear work (a linear
     // search here took 4 s for 1 MiB and minutes for 8 MiB).
+    let mut codes = Codes::default();
     let mut reported: HashSet<Key> = findings
         .iter()
-        .map(|f| Key(f.code.clone(), f.line))
+        .map(|f| Key(codes.id(&f.code), f.line))
         .collect();
     for pair in lines.windows(2) {
         let (first, second) = (pair[0], pair[1]);
         if first.text.trim().is_empty() || second.text.trim().is_empty() {
             continue;
         }
+        let rules = rules_at(first.number);
+        // The codes either line has already: a pair's finding of one is not reported,
+        // so the rules that give it are not run on the pair, nor is a pair that can
+        // add nothing judged at all.
+        let known: HashSet<usize> = rules
+            .iter()
+            .map(|r| r.code.as_str())
+            .chain([CONTROL, INVISIBLE])
+            .map(|code| codes.id(code))
+            .filter(|&id| {
+                reported.contains(&Key(id, first.number))
+                    || reported.contains(&Key(id, second.number))
+            })
+            .collect();
+        let skip = |code: &str| codes.get(code).is_some_and(|id| known.contains(&id));
+        if rules.iter().all(|r| skip(&r.code)) && skip(CONTROL) && skip(INVISIBLE) {
+            continue;
+        }
         let joined = format!("{} {}", first.text, without_list_marker(second.text));
-        for f in scan_joined(&joined, first.number, rules_at(first.number)) {
-            if !reported.contains(&Key(f.code.clone(), first.number))
-                && !reported.contains(&Key(f.code.clone(), second.number))
+        let mut pair_findings = Vec::new();
+        Judge::for_rules(&mut judge, rules).joined(
+            &joined,
+            first.number,
+            &skip,
+            &mut pair_findings,
+        );
+        for f in pair_findings {
+            let id = codes.id(&f.code);
+            if !reported.contains(&Key(id, first.number))
+                && !reported.contains(&Key(id, second.number))
             {
-                reported.insert(Key(f.code.clone(), f.line));
+                reported.insert(Key(id, f.line));
                 findings.push(f);
             }
         }
@@ -123,9 +263,29 @@ pub fn scan_document<'r>(
     findings
 }
 
+/// Small numbers for the finding codes of one document, so a (code, line) key is two
+/// integers.
+#[derive(Default)]
+struct Codes(std::collections::HashMap<String, usize>);
+
+impl Codes {
+    fn id(&mut self, code: &str) -> usize {
+        if let Some(&id) = self.0.get(code) {
+            return id;
+        }
+        let id = self.0.len();
+        self.0.insert(code.to_owned(), id);
+        id
+    }
+
+    fn get(&self, code: &str) -> Option<usize> {
+        self.0.get(code).copied()
+    }
+}
+
 /// A finding's (code, line), as [`scan_document`] looks it up.
 #[derive(Eq)]
-struct Key(String, usize);
+struct Key(usize, usize);
 
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
@@ -173,26 +333,7 @@ fn without_list_marker(line: &str) -> &str {
 /// a finding.
 pub fn scan_joined(text: &str, line: usize, rules: &[ForbiddenRule]) -> Vec<Finding> {
     let mut findings = Vec::new();
-    if text.chars().any(|c| c != '\n' && is_disallowed_control(c)) {
-        findings.push(Finding {
-            code: "text.control_character".into(),
-            message: "a control character (other than tab) is not allowed".into(),
-            line,
-        });
-    }
-    let flat = text.replace('\n', " ");
-    for mut f in scan(
-        [Line {
-            number: line,
-            text: &flat,
-        }],
-        rules,
-    ) {
-        if f.code != "text.control_character" {
-            f.line = line;
-            findings.push(f);
-        }
-    }
+    Judge::new(rules).joined(text, line, &|_| false, &mut findings);
     findings
 }
 

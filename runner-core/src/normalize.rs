@@ -182,10 +182,14 @@ pub struct Reading {
 /// line has none of these. The scanner runs every rule over each.
 pub fn alternate_readings(line: &str) -> Vec<Reading> {
     let mut out = Vec::new();
-    let plain: String = line
-        .nfkc()
-        .filter(|c| !is_invisible(*c) && *c != '\u{2800}')
-        .collect();
+    // ASCII is its own NFKC form and holds no invisible or Braille character.
+    let plain: String = if line.is_ascii() {
+        line.to_owned()
+    } else {
+        line.nfkc()
+            .filter(|c| !is_invisible(*c) && *c != '\u{2800}')
+            .collect()
+    };
     let braille: String;
     // Braille's blank cell is a space to the fold, a letter gap to the decoder.
     let decode_from = if line.contains('\u{2800}') {

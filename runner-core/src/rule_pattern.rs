@@ -102,10 +102,15 @@ impl RulePattern {
         if let Some(form) = ready {
             return form.is_match(text);
         }
-        if !self.may_match(text) {
-            return false;
-        }
-        if ascii && let Some(ascii) = self.ascii() {
+        self.may_match(text) && self.is_match_admitted(text)
+    }
+
+    /// Whether the pattern matches `text`, for a text its literal condition admitted
+    /// ([`PatternSet::admit`]): the regex alone judges it.
+    pub fn is_match_admitted(&self, text: &str) -> bool {
+        if text.is_ascii()
+            && let Some(ascii) = self.ascii()
+        {
             return ascii.is_match(text.as_bytes());
         }
         self.unicode().is_match(text)
@@ -144,6 +149,40 @@ impl RulePattern {
             .ascii
             .get_or_init(|| build_ascii(&self.source))
             .as_ref()
+    }
+}
+
+/// The literal conditions of several patterns searched for in one pass (see
+/// [`needs::Union`]): which of them may match a text, before any regex runs.
+pub struct PatternSet {
+    sources: Vec<Arc<str>>,
+    union: needs::Union,
+}
+
+impl PatternSet {
+    /// The set of `patterns`, in order.
+    pub fn new<'a>(patterns: impl IntoIterator<Item = &'a RulePattern>) -> Self {
+        let patterns: Vec<&RulePattern> = patterns.into_iter().collect();
+        let needs: Vec<Option<&needs::Needs>> = patterns.iter().map(|p| p.needs()).collect();
+        Self {
+            sources: patterns.iter().map(|p| p.source.clone()).collect(),
+            union: needs::Union::of(&needs),
+        }
+    }
+
+    /// Whether this is the set of `patterns` (the same sources in the same order).
+    pub fn is_of<'a>(&self, patterns: impl IntoIterator<Item = &'a RulePattern>) -> bool {
+        let mut mine = self.sources.iter();
+        patterns
+            .into_iter()
+            .all(|p| mine.next().is_some_and(|s| *s == p.source))
+            && mine.next().is_none()
+    }
+
+    /// Sets `admitted[i]` to false when pattern `i` cannot match `text` (true when it
+    /// may); `found` is scratch space, kept between calls to spare allocations.
+    pub fn admit(&self, text: &str, found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
+        self.union.admit(text, found, admitted);
     }
 }
 
@@ -542,6 +581,41 @@ mod tests {
             refused * 2 > judged,
             "refused {refused} of {judged} (rule, text) pairs"
         );
+    }
+
+    /// One search for all the rules' literals ([`PatternSet`]) admits exactly the texts
+    /// each rule's own search admits, for the built-in and policy-style rules together
+    /// (patterns that need nothing included), over the same texts.
+    #[test]
+    fn pattern_set_admits_as_each_rule_does() {
+        let rules = all_rule_sources();
+        let texts = judged_texts(&rules);
+        let patterns: Vec<RulePattern> = rules
+            .iter()
+            .map(|s| RulePattern::deferred(s))
+            .chain([
+                RulePattern::deferred(r"\w+"),
+                RulePattern::deferred(r"\bsudo\b"),
+            ])
+            .collect();
+        let set = PatternSet::new(&patterns);
+        assert!(set.is_of(&patterns) && !set.is_of(&patterns[1..]));
+        let (mut found, mut admitted) = (Vec::new(), Vec::new());
+        let mut refused = 0usize;
+        for text in &texts {
+            set.admit(text, &mut found, &mut admitted);
+            assert_eq!(admitted.len(), patterns.len());
+            for (pattern, admitted) in patterns.iter().zip(&admitted) {
+                assert_eq!(
+                    *admitted,
+                    pattern.may_match(text),
+                    "rule {:.60}… on {text:?}",
+                    pattern.as_str()
+                );
+                refused += usize::from(!admitted);
+            }
+        }
+        assert!(refused > 0, "the set refuses some (rule, text) pairs");
     }
 
     /// The built-in rules' literal conditions are read off `needs/builtin.rs`, which must

@@ -63,12 +63,13 @@ const SMALL_CLASS: u32 = 8;
 pub(super) struct Needs {
     /// The needed literals (their ASCII parts), found case-insensitively in one pass.
     automaton: AhoCorasick,
-    literals: usize,
+    /// The literals, by number (what [`Union`] searches for several rules at once).
+    literals: Vec<String>,
     condition: Cond,
 }
 
 /// A condition over the literals found in a text.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Cond {
     /// Literal number `n` occurs.
     Lit(usize),
@@ -107,18 +108,18 @@ impl Needs {
         Some((literals, condition))
     }
 
-    fn with<S: AsRef<[u8]>>(list: &[S], condition: Cond) -> Option<Self> {
+    fn with<S: AsRef<str>>(list: &[S], condition: Cond) -> Option<Self> {
         let automaton = AhoCorasickBuilder::new()
             // As cheap to build as the noncontiguous NFA (the DFA costs about 1.5 ms more
             // for the built-in rules) and quicker to search.
             .kind(Some(AhoCorasickKind::ContiguousNFA))
             .prefilter(false)
             .ascii_case_insensitive(true)
-            .build(list)
+            .build(list.iter().map(AsRef::as_ref))
             .ok()?;
         Some(Self {
             automaton,
-            literals: list.len(),
+            literals: list.iter().map(|l| l.as_ref().to_owned()).collect(),
             condition,
         })
     }
@@ -150,18 +151,207 @@ impl Needs {
     /// Whether `text` may hold a match: false only when it cannot.
     pub(super) fn admit(&self, text: &str) -> bool {
         let ascii = text.is_ascii();
-        if !ascii
-            && text
-                .chars()
-                .any(|c| !c.is_ascii() && super::folds_to_ascii(c))
-        {
+        if !ascii && any_folds_to_ascii(text) {
             return true;
         }
-        let mut found = vec![false; self.literals];
+        let mut found = vec![false; self.literals.len()];
         for m in self.automaton.find_overlapping_iter(text) {
             found[m.pattern().as_usize()] = true;
         }
         self.condition.holds(&found, ascii)
+    }
+}
+
+/// Whether `text` holds a non-ASCII character whose case folds to ASCII (no prefilter
+/// can refuse such a text, see the module documentation).
+fn any_folds_to_ascii(text: &str) -> bool {
+    text.chars()
+        .any(|c| !c.is_ascii() && super::folds_to_ascii(c))
+}
+
+/// The needs of several patterns, searched for in one pass: one automaton over all
+/// their literals, each pattern's condition renumbered onto it. A document's every line
+/// and reading is judged by every rule; one search per text instead of one per rule and
+/// text was most of the judging time of a large document.
+pub(super) struct Union {
+    /// `None` when no pattern needs a literal.
+    automaton: Option<AhoCorasick>,
+    /// How many 64-bit words the found literals take.
+    words: usize,
+    /// Per pattern, in order: its condition, or `None` when it needs nothing.
+    conditions: Vec<Option<Test>>,
+}
+
+/// A [`Cond`] over the found literals as a bit set, the literals an alternation needs
+/// merged into one mask (a rule's condition is often one of a hundred words), and each
+/// alternation or concatenation answered at once when none of its literals was found
+/// (the built-in rules' conditions have hundreds of nodes; walking them all for every
+/// text was a sixth of judging plain prose).
+#[derive(Debug)]
+struct Test {
+    /// Every literal the test names, as masks.
+    mentions: Vec<(usize, u64)>,
+    /// What the test answers when none of them was found: in ASCII text, in other text.
+    without: [bool; 2],
+    kind: TestKind,
+}
+
+#[derive(Debug)]
+enum TestKind {
+    /// One of these bits is set: `(word, mask)`.
+    AnyOf(Vec<(usize, u64)>),
+    /// Every one of these bits is set, in a text that is not ASCII ([`Cond::NonAscii`]).
+    NonAscii(Vec<(usize, u64)>),
+    All(Vec<Test>),
+    Any(Vec<Test>),
+}
+
+impl Test {
+    fn of(cond: &Cond) -> Test {
+        let kind = match cond {
+            Cond::Lit(n) => TestKind::AnyOf(masks([*n])),
+            Cond::NonAscii(runs) => TestKind::NonAscii(masks(runs.iter().copied())),
+            Cond::All(parts) => TestKind::All(parts.iter().map(Test::of).collect()),
+            Cond::Any(parts) => {
+                let lits: Vec<usize> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Cond::Lit(n) => Some(*n),
+                        _ => None,
+                    })
+                    .collect();
+                let mut any: Vec<Test> = parts
+                    .iter()
+                    .filter(|p| !matches!(p, Cond::Lit(_)))
+                    .map(Test::of)
+                    .collect();
+                if !lits.is_empty() {
+                    any.insert(0, Test::leaf(TestKind::AnyOf(masks(lits))));
+                }
+                TestKind::Any(any)
+            }
+        };
+        Test::leaf(kind)
+    }
+
+    /// A test of `kind` with what it mentions and answers without literals worked out.
+    fn leaf(kind: TestKind) -> Test {
+        let (mentions, without) = match &kind {
+            TestKind::AnyOf(m) => (m.clone(), [false, false]),
+            TestKind::NonAscii(m) => (m.clone(), [false, m.is_empty()]),
+            TestKind::All(parts) | TestKind::Any(parts) => {
+                let mut mentions = Vec::new();
+                for part in parts {
+                    merge(&mut mentions, &part.mentions);
+                }
+                let all = matches!(kind, TestKind::All(_));
+                let answer = |i: usize| {
+                    if all {
+                        parts.iter().all(|p| p.without[i])
+                    } else {
+                        parts.iter().any(|p| p.without[i])
+                    }
+                };
+                (mentions, [answer(0), answer(1)])
+            }
+        };
+        Test {
+            mentions,
+            without,
+            kind,
+        }
+    }
+
+    fn holds(&self, found: &[u64], ascii: bool) -> bool {
+        if !self.mentions.iter().any(|&(w, m)| found[w] & m != 0) {
+            return self.without[usize::from(!ascii)];
+        }
+        match &self.kind {
+            TestKind::AnyOf(masks) => masks.iter().any(|&(w, m)| found[w] & m != 0),
+            TestKind::NonAscii(masks) => !ascii && masks.iter().all(|&(w, m)| found[w] & m == m),
+            TestKind::All(parts) => parts.iter().all(|t| t.holds(found, ascii)),
+            TestKind::Any(parts) => parts.iter().any(|t| t.holds(found, ascii)),
+        }
+    }
+}
+
+/// Adds the masks `more` to `into`.
+fn merge(into: &mut Vec<(usize, u64)>, more: &[(usize, u64)]) {
+    for &(w, m) in more {
+        match into.iter_mut().find(|(word, _)| *word == w) {
+            Some((_, mask)) => *mask |= m,
+            None => into.push((w, m)),
+        }
+    }
+}
+
+/// The literals `ids` as bit masks, one per 64-bit word that holds any.
+fn masks(ids: impl IntoIterator<Item = usize>) -> Vec<(usize, u64)> {
+    let mut out: Vec<(usize, u64)> = Vec::new();
+    for id in ids {
+        merge(&mut out, &[(id / 64, 1u64 << (id % 64))]);
+    }
+    out
+}
+
+impl Union {
+    /// The union of `needs`, one entry per pattern (`None`: it needs nothing).
+    pub(super) fn of(needs: &[Option<&Needs>]) -> Self {
+        let mut literals = Literals::default();
+        let conditions: Vec<Option<Test>> = needs
+            .iter()
+            .map(|n| {
+                n.map(|n| {
+                    let ids: Vec<usize> = n.literals.iter().map(|l| literals.id(l)).collect();
+                    Test::of(&n.condition.renumbered(&ids))
+                })
+            })
+            .collect();
+        // The literals are ASCII-lowercased already, so distinct ones stay distinct.
+        let automaton = AhoCorasickBuilder::new()
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
+            .prefilter(false)
+            .ascii_case_insensitive(true)
+            .build(&literals.list)
+            .ok();
+        let conditions = if automaton.is_some() {
+            conditions
+        } else {
+            // Unreachable for literals that built one automaton each; if it ever fails,
+            // nothing is refused.
+            needs.iter().map(|_| None).collect()
+        };
+        Self {
+            automaton,
+            words: literals.list.len().div_ceil(64),
+            conditions,
+        }
+    }
+
+    /// Sets `admitted[i]` to whether pattern `i` may match `text`: false only when it
+    /// cannot (the same answer as each pattern's own [`Needs::admit`]).
+    pub(super) fn admit(&self, text: &str, found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
+        admitted.clear();
+        let ascii = text.is_ascii();
+        let Some(automaton) = self
+            .automaton
+            .as_ref()
+            .filter(|_| ascii || !any_folds_to_ascii(text))
+        else {
+            admitted.resize(self.conditions.len(), true);
+            return;
+        };
+        found.clear();
+        found.resize(self.words, 0);
+        for m in automaton.find_overlapping_iter(text) {
+            let n = m.pattern().as_usize();
+            found[n / 64] |= 1 << (n % 64);
+        }
+        admitted.extend(
+            self.conditions
+                .iter()
+                .map(|c| c.as_ref().is_none_or(|c| c.holds(found, ascii))),
+        );
     }
 }
 
@@ -175,6 +365,17 @@ impl Cond {
             Cond::NonAscii(runs) => format!("NonAscii(vec!{runs:?})"),
             Cond::All(parts) => format!("All(vec![{}])", list(parts)),
             Cond::Any(parts) => format!("Any(vec![{}])", list(parts)),
+        }
+    }
+
+    /// This condition with literal `n` read as literal `ids[n]`.
+    fn renumbered(&self, ids: &[usize]) -> Cond {
+        let all = |parts: &[Cond]| parts.iter().map(|c| c.renumbered(ids)).collect();
+        match self {
+            Cond::Lit(n) => Cond::Lit(ids[*n]),
+            Cond::NonAscii(runs) => Cond::NonAscii(runs.iter().map(|n| ids[*n]).collect()),
+            Cond::All(parts) => Cond::All(all(parts)),
+            Cond::Any(parts) => Cond::Any(all(parts)),
         }
     }
 
