@@ -836,16 +836,16 @@ struct Floors {
 }
 
 const HELDOUT_FLOORS: Floors = Floors {
-    // What the rules measured on HELD-OUT when these floors were set (packets 0.971,
-    // results 0.971, false positives 1/724 each), rounded down; the targets (0.95
+    // What the rules measured on HELD-OUT when these floors were set (packets 0.977,
+    // results 0.975, false positives 1/724 each), rounded down; the targets (0.95
     // overall, 0.9 per family, at most 0.01 false positives) are printed beside them.
-    recall: (0.96, 0.96),
+    recall: (0.97, 0.97),
     family: &[
         ("embedded_in_documents", 0.97, 0.97),
         ("encoded", 0.99, 0.99),
         ("exotic_encoding", 0.95, 0.96),
         ("goal_hijacking", 1.0, 1.0),
-        ("jailbreak", 0.85, 0.84),
+        ("jailbreak", 0.90, 0.88),
         ("obfuscation", 1.0, 1.0),
         ("python", 1.0, 1.0),
         ("shell", 1.0, 1.0),
