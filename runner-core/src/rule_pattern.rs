@@ -152,8 +152,9 @@ impl RulePattern {
     }
 }
 
-/// The literal conditions of several patterns searched for in one pass (see
-/// [`needs::Union`]): which of them may match a text, before any regex runs.
+/// The literal conditions of several patterns searched for in one pass (one
+/// Aho-Corasick automaton over all their literals): which of them may match a text,
+/// before any regex runs.
 pub struct PatternSet {
     sources: Vec<Arc<str>>,
     union: needs::Union,
