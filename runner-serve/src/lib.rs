@@ -500,7 +500,7 @@ impl Host<'_> {
     /// Judges, runs and files one claimed request. `check_published`: look for a result
     /// published by an earlier attempt first (a retry, a recovered claim).
     fn process(&self, claimed: Retry, check_published: bool) {
-        runner_sandbox::phases::start("serve.claimed");
+        runner_sandbox::phases::start("runner.claimed");
         let name = claimed.name.as_os_str();
         let path = self.claims.path().join(name);
         let Some(inputs_name) = request_stem(name).map(|s| format!("{s}.inputs")) else {
@@ -593,7 +593,7 @@ impl Host<'_> {
         let judgement = request_judgement(Verdict::Accept, Vec::new());
         if let Some(moved) = self.file(claimed, (&self.done, "done"), &judgement, None, false) {
             handled.moved_to = Some(moved);
-            runner_sandbox::phases::mark("serve.filed");
+            runner_sandbox::phases::mark("runner.filed");
             handled.phases = runner_sandbox::phases::between(&runner_sandbox::phases::take())
                 .into_iter()
                 .map(|(phase, ms)| PhaseTime { phase, ms })

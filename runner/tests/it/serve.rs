@@ -263,7 +263,7 @@ fn requests_present_at_start_and_arriving_later_run_and_move_to_done() {
             "worker.request_read",
             "worker.guest_ran",
             "runner.published",
-            "serve.filed",
+            "runner.filed",
         ]
         .map(|step| at(step).unwrap_or_else(|| panic!("no {step} in {phases:?}")));
         assert!(order.is_sorted(), "steps out of order: {phases:?}");
@@ -272,7 +272,7 @@ fn requests_present_at_start_and_arriving_later_run_and_move_to_done() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|p| p["phase"] != "serve.filed")
+            .filter(|p| p["phase"] != "runner.filed")
             .map(|p| p["ms"].as_f64().unwrap())
             .sum();
         let latency_ms = line["latency_sec"].as_f64().unwrap() * 1e3;
