@@ -14,8 +14,11 @@
 //! hashes need the catalog: without one the verdict says so in a note
 //! (`CONTENT_HASH_NOT_CHECKED`) instead of passing them.
 
+mod item;
+
 use super::Catalog;
 use super::json::{self, Json};
+use item::check_item;
 use regex::Regex;
 use runner_core::digest::sha256_hex;
 use runner_core::policy::{ForbiddenRule, Policy, RuleTarget};
@@ -110,6 +113,41 @@ pub fn validate(
 ) -> (Vec<Reason>, Vec<Reason>) {
     let mut r = Reasons::default();
     let mut notes = Vec::new();
+    let Some(value) = parse_packet(bytes, &mut r) else {
+        return (r.0, notes);
+    };
+    scan_strings(&value, "", policy.rules_for(RuleTarget::Packet), &mut r);
+    check_field_names(&value, &mut r);
+    non_empty_string(&value, "packet_id", &mut r);
+    let as_of = packet_as_of(&value, &mut r);
+    check_authority_flags(&value, &mut r);
+    export_operator(value.get("export_operator"), &mut r);
+    let manifest = declared_manifest(&value, &mut r);
+
+    let items = match value.get("items") {
+        None => return (r.0, notes),
+        Some(Json::Array(items)) => items.as_slice(),
+        Some(other) => {
+            r.add(
+                "FIELD_INVALID",
+                format!("`items` must be an array, found {}", show(other)),
+                None,
+            );
+            return (r.0, notes);
+        }
+    };
+    let mut tally = Tally::default();
+    for (i, item) in items.iter().enumerate() {
+        tally.add(i, check_item(i, item, as_of, catalog, &mut r));
+    }
+    tally.check_duplicates(&mut r);
+    tally.check_manifest(manifest, &mut r);
+    notes.extend(tally.unchecked_note());
+    (r.0, notes)
+}
+
+/// The packet as a JSON object, or the `PACKET_NOT_JSON` reason saying why not.
+fn parse_packet(bytes: &[u8], r: &mut Reasons) -> Option<Json> {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
@@ -118,7 +156,7 @@ pub fn validate(
                 format!("the packet is not valid UTF-8 (byte {})", e.valid_up_to()),
                 None,
             );
-            return (r.0, notes);
+            return None;
         }
     };
     let value = match json::parse(runner_core::normalize::strip_bom(text)) {
@@ -129,10 +167,10 @@ pub fn validate(
                 format!("the packet is not strict JSON: {e}"),
                 None,
             );
-            return (r.0, notes);
+            return None;
         }
     };
-    let Json::Object(top) = &value else {
+    if !matches!(value, Json::Object(_)) {
         r.add(
             "PACKET_NOT_JSON",
             format!(
@@ -141,11 +179,14 @@ pub fn validate(
             ),
             None,
         );
-        return (r.0, notes);
-    };
+        return None;
+    }
+    Some(value)
+}
 
-    scan_strings(&value, "", policy.rules_for(RuleTarget::Packet), &mut r);
-
+/// The top-level field names: none unknown, none missing, and `schema` this one.
+fn check_field_names(value: &Json, r: &mut Reasons) {
+    let Json::Object(top) = value else { return };
     for (k, _) in top {
         if !FIELDS.contains(&k.as_str()) {
             let why = match k.as_str() {
@@ -182,8 +223,11 @@ pub fn validate(
         ),
         None => {}
     }
-    non_empty_string(&value, "packet_id", &mut r);
-    let as_of = value.get("packet_as_of").and_then(|v| {
+}
+
+/// `packet_as_of` as a UTC timestamp, the bound of every item's `observation_ts`.
+fn packet_as_of(value: &Json, r: &mut Reasons) -> Option<time::OffsetDateTime> {
+    value.get("packet_as_of").and_then(|v| {
         let t = v.as_str().and_then(utc_timestamp);
         if t.is_none() {
             r.add(
@@ -196,7 +240,12 @@ pub fn validate(
             );
         }
         t
-    });
+    })
+}
+
+/// The fields that keep a packet evidence: derived from the export, deciding and gating
+/// nothing, and scoped in what its absence of evidence means.
+fn check_authority_flags(value: &Json, r: &mut Reasons) {
     for (field, want) in [
         ("source_mode", "PACKET_DERIVED"),
         ("freshness", "AS_OF_EXPORT"),
@@ -259,8 +308,11 @@ pub fn validate(
             ),
         }
     }
-    export_operator(value.get("export_operator"), &mut r);
-    let manifest = value.get("manifest_hash").and_then(|v| match v.as_str() {
+}
+
+/// The declared `manifest_hash`, when it is `sha256:` and 64 lowercase hex.
+fn declared_manifest(value: &Json, r: &mut Reasons) -> Option<String> {
+    value.get("manifest_hash").and_then(|v| match v.as_str() {
         Some(s) if is_tagged_sha256(s) => Some(s.to_owned()),
         _ => {
             r.add(
@@ -273,357 +325,104 @@ pub fn validate(
             );
             None
         }
-    });
+    })
+}
 
-    let items = match value.get("items") {
-        None => return (r.0, notes),
-        Some(Json::Array(items)) => items.as_slice(),
-        Some(other) => {
-            r.add(
-                "FIELD_INVALID",
-                format!("`items` must be an array, found {}", show(other)),
-                None,
-            );
-            return (r.0, notes);
+/// What the checked items add up to: the manifest's lines, the items per named query,
+/// and how many content hashes went unchecked.
+struct Tally {
+    pairs: Vec<(String, String)>,
+    /// Every item gave a named query and a well-formed content hash.
+    manifest_complete: bool,
+    by_query: BTreeMap<String, Vec<(usize, String)>>,
+    unchecked: usize,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            pairs: Vec::new(),
+            manifest_complete: true,
+            by_query: BTreeMap::new(),
+            unchecked: 0,
         }
-    };
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    let mut manifest_complete = true;
-    let mut by_query: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
-    let mut unchecked = 0usize;
-    for (i, item) in items.iter().enumerate() {
-        let checked = check_item(i, item, as_of, catalog, &mut r);
+    }
+}
+
+impl Tally {
+    /// Counts `items[i]`.
+    fn add(&mut self, i: usize, checked: item::CheckedItem) {
         match (checked.named_query_id, checked.content_hash) {
             (Some(id), Some(h)) => {
-                by_query
+                self.by_query
                     .entry(id.clone())
                     .or_default()
                     .push((i, checked.precedence.unwrap_or_default()));
-                pairs.push((id, h));
+                self.pairs.push((id, h));
             }
-            _ => manifest_complete = false,
+            _ => self.manifest_complete = false,
         }
         if checked.content_unchecked {
-            unchecked += 1;
+            self.unchecked += 1;
         }
     }
-    for (id, entries) in &by_query {
-        if entries.len() > 1 {
-            let at: Vec<String> = entries.iter().map(|(i, _)| format!("items[{i}]")).collect();
-            r.add(
-                "FLAG_DUPLICATE_ITEM",
-                format!(
-                    "`{}` appears in {}: one named query, one item",
-                    clip(id),
-                    at.join(", ")
-                ),
-                None,
-            );
-            let has = |p: &str| entries.iter().any(|(_, q)| q == p);
-            if has("diagnostic") && has("canonical") {
+
+    /// One item per named query, and never a diagnostic beside a canonical one.
+    fn check_duplicates(&self, r: &mut Reasons) {
+        for (id, entries) in &self.by_query {
+            if entries.len() > 1 {
+                let at: Vec<String> = entries.iter().map(|(i, _)| format!("items[{i}]")).collect();
                 r.add(
-                    "FLAG_PRECEDENCE_VIOLATION",
-                    format!("a diagnostic item for `{}` stands beside a canonical one: a diagnostic source never overrides a canonical one", clip(id)),
+                    "FLAG_DUPLICATE_ITEM",
+                    format!(
+                        "`{}` appears in {}: one named query, one item",
+                        clip(id),
+                        at.join(", ")
+                    ),
+                    None,
+                );
+                let has = |p: &str| entries.iter().any(|(_, q)| q == p);
+                if has("diagnostic") && has("canonical") {
+                    r.add(
+                        "FLAG_PRECEDENCE_VIOLATION",
+                        format!("a diagnostic item for `{}` stands beside a canonical one: a diagnostic source never overrides a canonical one", clip(id)),
+                        None,
+                    );
+                }
+            }
+        }
+    }
+
+    /// The declared manifest hash against the one the items' lines give, when every
+    /// item gave its line.
+    fn check_manifest(&self, declared: Option<String>, r: &mut Reasons) {
+        if let Some(declared) = declared
+            && self.manifest_complete
+        {
+            let actual = manifest_hash(self.pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+            if actual != declared {
+                r.add(
+                    "FLAG_MANIFEST_HASH_MISMATCH",
+                    format!("`manifest_hash` is {declared}, but the items' `named_query_id:content_hash` lines hash to {actual}"),
                     None,
                 );
             }
         }
     }
-    if let Some(declared) = manifest
-        && manifest_complete
-    {
-        let actual = manifest_hash(pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())));
-        if actual != declared {
-            r.add(
-                "FLAG_MANIFEST_HASH_MISMATCH",
-                format!("`manifest_hash` is {declared}, but the items' `named_query_id:content_hash` lines hash to {actual}"),
-                None,
-            );
-        }
-    }
-    if unchecked > 0 {
-        notes.push(Reason::new(
-            "CONTENT_HASH_NOT_CHECKED",
-            format!(
-                "the content_hash of {unchecked} item(s) was not re-derived: no catalog of named_query_id → sql was given (--catalog FILE); the verdict covers the manifest over the declared item hashes only"
-            ),
-            None,
-        ));
-    }
-    (r.0, notes)
-}
 
-#[derive(Default)]
-struct CheckedItem {
-    named_query_id: Option<String>,
-    content_hash: Option<String>,
-    precedence: Option<String>,
-    content_unchecked: bool,
-}
-
-fn check_item(
-    i: usize,
-    item: &Json,
-    as_of: Option<time::OffsetDateTime>,
-    catalog: Option<&Catalog>,
-    r: &mut Reasons,
-) -> CheckedItem {
-    let mut out = CheckedItem::default();
-    let Json::Object(entries) = item else {
-        r.add(
-            "FIELD_INVALID",
-            format!("items[{i}] must be an object, found {}", item.type_name()),
-            None,
-        );
-        return out;
-    };
-    for (k, _) in entries {
-        if !matches!(k.as_str(), "named_query_id" | "payload" | "source_metadata") {
-            r.add("FIELD_UNKNOWN", format!("items[{i}].{} is not a field of an item (named_query_id, payload, source_metadata)", clip(k)), None);
-        }
-    }
-    let id = match item.get("named_query_id") {
-        None => {
-            r.add(
-                "FIELD_MISSING",
-                format!("items[{i}] has no `named_query_id`"),
-                None,
-            );
-            None
-        }
-        Some(Json::String(s)) if !s.trim().is_empty() => Some(s.clone()),
-        Some(other) => {
-            r.add(
-                "FIELD_INVALID",
+    /// The note saying how many content hashes were not re-derived (no catalog).
+    fn unchecked_note(&self) -> Option<Reason> {
+        let unchecked = self.unchecked;
+        (unchecked > 0).then(|| {
+            Reason::new(
+                "CONTENT_HASH_NOT_CHECKED",
                 format!(
-                    "items[{i}].named_query_id must be a non-empty string, found {}",
-                    show(other)
+                    "the content_hash of {unchecked} item(s) was not re-derived: no catalog of named_query_id → sql was given (--catalog FILE); the verdict covers the manifest over the declared item hashes only"
                 ),
                 None,
-            );
-            None
-        }
-    };
-    let payload = item.get("payload");
-    if payload.is_none() {
-        r.add(
-            "FIELD_MISSING",
-            format!("items[{i}] has no `payload` (the literal rows)"),
-            None,
-        );
+            )
+        })
     }
-    let at = format!(
-        "items[{i}]{}",
-        id.as_deref()
-            .map(|s| format!(" ({})", clip(s)))
-            .unwrap_or_default()
-    );
-    let empty = Vec::new();
-    let meta = match item.get("source_metadata") {
-        Some(Json::Object(m)) => m,
-        Some(other) => {
-            r.add(
-                "FIELD_INVALID",
-                format!(
-                    "{at}.source_metadata must be an object, found {}",
-                    other.type_name()
-                ),
-                None,
-            );
-            &empty
-        }
-        None => &empty,
-    };
-    for (k, _) in meta {
-        if !METADATA_FIELDS.contains(&k.as_str()) {
-            r.add(
-                "FIELD_UNKNOWN",
-                format!(
-                    "{at}.source_metadata.{} is not a source metadata field",
-                    clip(k)
-                ),
-                None,
-            );
-        }
-    }
-    // Every field present as a non-empty string, or the item is not evidence.
-    let mut fields: BTreeMap<&str, String> = BTreeMap::new();
-    let mut absent = Vec::new();
-    for f in METADATA_FIELDS {
-        match meta.iter().find(|(k, _)| k == f).map(|(_, v)| v) {
-            None => absent.push(*f),
-            Some(Json::String(s)) if !s.trim().is_empty() => {
-                fields.insert(f, s.clone());
-            }
-            Some(Json::String(_)) | Some(Json::Null) => absent.push(*f),
-            Some(other) => r.add(
-                "FIELD_INVALID",
-                format!(
-                    "{at}.source_metadata.{f} must be a string, found {}",
-                    other.type_name()
-                ),
-                None,
-            ),
-        }
-    }
-    if !absent.is_empty() {
-        r.add(
-            "NOT_EVIDENCED_IN_ALLOWED_SURFACES",
-            format!(
-                "{at} lacks source metadata ({}): it is not evidence from an allowed surface",
-                absent.join(", ")
-            ),
-            None,
-        );
-    }
-    let local_first = |r: &mut Reasons, field: &str, value: &str, why: &str| {
-        let local = is_local_path(value);
-        if local {
-            r.add(
-                "FLAG_LOCAL_FIRST_AUTHORITY",
-                format!("{at}.source_metadata.{field} `{}` {why}", clip(value)),
-                None,
-            );
-        }
-        local
-    };
-    if let Some(surface) = fields.get("governed_surface")
-        && !local_first(
-            r,
-            "governed_surface",
-            surface,
-            "is a local file, not a database table or view",
-        )
-        && !is_relation_name(surface)
-    {
-        r.add(
-            "FIELD_INVALID",
-            format!("{at}.source_metadata.governed_surface `{}` is not a table or view name (database.schema.relation)", clip(surface)),
-            None,
-        );
-    }
-    // A field whose value must be one of `allowed` (`expected`, in words).
-    let one_of = |r: &mut Reasons, code, field, allowed: &[&str], expected: &str| {
-        if let Some(value) = fields.get(field)
-            && !allowed.contains(&value.as_str())
-        {
-            r.add(
-                code,
-                format!(
-                    "{at}.source_metadata.{field} must be {expected}, found `{}`",
-                    clip(value)
-                ),
-                None,
-            );
-        }
-    };
-    let either = "\"BASE TABLE\" or \"VIEW\"";
-    one_of(
-        r,
-        "FLAG_SURFACE_KIND",
-        "surface_kind",
-        SURFACE_KINDS,
-        either,
-    );
-    if let Some(path) = fields.get("named_query_id_or_kb_path")
-        && !local_first(
-            r,
-            "named_query_id_or_kb_path",
-            path,
-            "is a local file path: evidence comes from named queries",
-        )
-        && id.as_deref().is_some_and(|id| id != path)
-    {
-        r.add(
-            "FLAG_SOURCE_MISMATCH",
-            format!("{at}.source_metadata.named_query_id_or_kb_path is `{}`, not the item's named_query_id", clip(path)),
-            None,
-        );
-    }
-    if let Some(ts) = fields.get("observation_ts") {
-        match utc_timestamp(ts) {
-            None => r.add(
-                "FIELD_INVALID",
-                format!("{at}.source_metadata.observation_ts must be an ISO-8601 UTC timestamp, found `{}`", clip(ts)),
-                None,
-            ),
-            Some(t) if as_of.is_some_and(|a| t > a) => r.add(
-                "FIELD_INVALID",
-                format!("{at}.source_metadata.observation_ts is later than packet_as_of: an export cannot hold a later observation"),
-                None,
-            ),
-            Some(_) => {}
-        }
-    }
-    let authority = fields.get("authority_status").cloned();
-    let precedence = fields.get("precedence").cloned();
-    let statuses = format!("one of {}", AUTHORITY_STATUSES.join("|"));
-    one_of(
-        r,
-        "FIELD_INVALID",
-        "authority_status",
-        AUTHORITY_STATUSES,
-        &statuses,
-    );
-    let either = "canonical or diagnostic";
-    one_of(r, "FIELD_INVALID", "precedence", PRECEDENCES, either);
-    match (authority.as_deref(), precedence.as_deref()) {
-        (Some(a @ ("review-ready" | "draft" | "superseded")), Some("canonical")) => r.add(
-            "FLAG_AUTHORITY_VIOLATION",
-            format!("{at} is {a} but carries canonical precedence: a {a} source is never treated as binding"),
-            None,
-        ),
-        (Some("diagnostic"), Some(p)) if p != "diagnostic" => r.add(
-            "FLAG_PRECEDENCE_VIOLATION",
-            format!("{at} is a diagnostic source with precedence `{}`: a diagnostic source must have precedence diagnostic", clip(p)),
-            None,
-        ),
-        (Some("binding"), Some("diagnostic")) => r.add(
-            "FLAG_PRECEDENCE_VIOLATION",
-            format!("{at} is binding but has diagnostic precedence: a binding source is canonical"),
-            None,
-        ),
-        _ => {}
-    }
-    let declared = fields.get("content_hash").and_then(|h| {
-        if is_tagged_sha256(h) {
-            Some(h.clone())
-        } else {
-            r.add(
-                "FLAG_HASH_FORMAT",
-                format!("{at}.source_metadata.content_hash must be `sha256:` and 64 lowercase hex, found `{}`", clip(h)),
-                None,
-            );
-            None
-        }
-    });
-    if let (Some(id), Some(declared), Some(surface), Some(payload)) =
-        (&id, &declared, fields.get("governed_surface"), payload)
-    {
-        match catalog {
-            None => out.content_unchecked = true,
-            Some(catalog) => match catalog.queries.get(id) {
-                None => r.add(
-                    "BLOCKED_BY_UNVERIFIED_SOURCE",
-                    format!("{at}: the catalog has no SQL for `{}`, so its content hash cannot be re-derived", clip(id)),
-                    None,
-                ),
-                Some(sql) => match content_hash(id, surface, sql, payload) {
-                    Ok(actual) if actual != *declared => r.add(
-                        "FLAG_CONTENT_HASH_MISMATCH",
-                        format!("{at}.source_metadata.content_hash is {declared}, but {{named_query_id, governed_surface, sql, payload}} hashes to {actual}"),
-                        None,
-                    ),
-                    Ok(_) => {}
-                    Err(e) => r.add("FIELD_INVALID", format!("{at}.payload: {e}"), None),
-                },
-            },
-        }
-    }
-    out.named_query_id = id;
-    out.content_hash = declared;
-    out.precedence = precedence;
-    out
 }
 
 fn export_operator(value: Option<&Json>, r: &mut Reasons) {
