@@ -86,90 +86,15 @@ pub fn validate(
     let found = fields::section_layout(&split.body, SECTIONS, fields::last_line(text), &mut r);
 
     // Provenance: the three facts; its command line is the record of what ran.
-    let mut command_line = None;
-    if let Some(s) = found.get("Provenance") {
-        let facts = labelled(s);
-        for (what, needle) in [
-            ("the exact command executed", "command"),
-            ("the backend identity", "backend"),
-            ("the resource limits applied", "limit"),
-        ] {
-            match facts.iter().find(|f| f.label.contains(needle)) {
-                None => r.add(
-                    "provenance.missing_field",
-                    format!("`## Provenance` must state {what} (a line such as `- Exact command executed: …`)"),
-                    s.heading_line,
-                ),
-                Some(f) if f.value.is_empty() => r.add(
-                    "provenance.empty_field",
-                    format!("`## Provenance` names {what} without a value"),
-                    f.line,
-                ),
-                Some(f) => {
-                    if needle == "command" {
-                        command_line = Some(f.line);
-                    }
-                }
-            }
-        }
-    }
+    let command_line = found
+        .get("Provenance")
+        .and_then(|s| provenance_facts(s, &mut r));
 
     if let Some(s) = found.get("Outputs") {
         outputs(s, &fm.artifacts, &mut r);
     }
 
-    // The directory that holds the artifact directory, opened here when it was named by
-    // a path (the operator's), and the artifact directory's name in it.
-    let opened;
-    let at = match artifacts_at {
-        ArtifactsAt::Nowhere => None,
-        ArtifactsAt::In(dir, name) => Some((Ok(*dir), name.as_os_str())),
-        ArtifactsAt::Dir(path) => match runner_sandbox::host::open_parent(path) {
-            Ok(parent) => {
-                opened = parent;
-                Some((Ok(&opened.0), opened.1.as_os_str()))
-            }
-            Err(e) => Some((Err(e), path.file_name().unwrap_or_default())),
-        },
-    };
-    let stored = match (at, fm.complete) {
-        (Some(at), true) => {
-            let name = at.1.to_string_lossy().into_owned();
-            match artifacts::check(
-                at,
-                &fm.artifacts,
-                fm.stdout.as_ref(),
-                fm.stderr.as_ref(),
-                policy.output.out_max_files.saturating_add(16),
-                policy
-                    .output
-                    .stdout_max_bytes
-                    .max(policy.output.stderr_max_bytes),
-                &mut r,
-            ) {
-                Checked::Absent => {
-                    notes.add(
-                        "artifacts.not_checked",
-                        format!(
-                            "no artifact directory `{name}/` beside the result: artifact and stream hashes were not re-derived"
-                        ),
-                        None,
-                    );
-                    StoredStreams::default()
-                }
-                Checked::Present(streams) => streams,
-            }
-        }
-        (Some(_), false) => StoredStreams::default(),
-        (None, _) => {
-            notes.add(
-                "artifacts.not_checked",
-                "the result was judged alone: artifact and stream hashes were not re-derived",
-                None,
-            );
-            StoredStreams::default()
-        }
-    };
+    let stored = stored_streams(artifacts_at, &fm, policy, &mut r, &mut notes);
 
     for (title, stream, declared, bytes) in [
         (
@@ -197,6 +122,100 @@ pub fn validate(
     spare_command_record(&mut findings, command_line);
     r.0.append(&mut findings.0);
     (r.0, notes.0)
+}
+
+/// The three facts `## Provenance` must state; the line of its command, the record of
+/// what ran, when it states one.
+fn provenance_facts(s: &Section, r: &mut Reasons) -> Option<usize> {
+    let facts = labelled(s);
+    let mut command_line = None;
+    for (what, needle) in [
+        ("the exact command executed", "command"),
+        ("the backend identity", "backend"),
+        ("the resource limits applied", "limit"),
+    ] {
+        match facts.iter().find(|f| f.label.contains(needle)) {
+            None => r.add(
+                "provenance.missing_field",
+                format!("`## Provenance` must state {what} (a line such as `- Exact command executed: …`)"),
+                s.heading_line,
+            ),
+            Some(f) if f.value.is_empty() => r.add(
+                "provenance.empty_field",
+                format!("`## Provenance` names {what} without a value"),
+                f.line,
+            ),
+            Some(f) => {
+                if needle == "command" {
+                    command_line = Some(f.line);
+                }
+            }
+        }
+    }
+    command_line
+}
+
+/// The streams stored in the result's artifact directory, after checking it against
+/// the front matter; a note when there is no directory to check.
+fn stored_streams(
+    artifacts_at: &ArtifactsAt<'_>,
+    fm: &FrontMatter,
+    policy: &Policy,
+    r: &mut Reasons,
+    notes: &mut Reasons,
+) -> StoredStreams {
+    // The directory that holds the artifact directory, opened here when it was named by
+    // a path (the operator's), and the artifact directory's name in it.
+    let opened;
+    let at = match artifacts_at {
+        ArtifactsAt::Nowhere => None,
+        ArtifactsAt::In(dir, name) => Some((Ok(*dir), name.as_os_str())),
+        ArtifactsAt::Dir(path) => match runner_sandbox::host::open_parent(path) {
+            Ok(parent) => {
+                opened = parent;
+                Some((Ok(&opened.0), opened.1.as_os_str()))
+            }
+            Err(e) => Some((Err(e), path.file_name().unwrap_or_default())),
+        },
+    };
+    match (at, fm.complete) {
+        (Some(at), true) => {
+            let name = at.1.to_string_lossy().into_owned();
+            match artifacts::check(
+                at,
+                &fm.artifacts,
+                fm.stdout.as_ref(),
+                fm.stderr.as_ref(),
+                policy.output.out_max_files.saturating_add(16),
+                policy
+                    .output
+                    .stdout_max_bytes
+                    .max(policy.output.stderr_max_bytes),
+                r,
+            ) {
+                Checked::Absent => {
+                    notes.add(
+                        "artifacts.not_checked",
+                        format!(
+                            "no artifact directory `{name}/` beside the result: artifact and stream hashes were not re-derived"
+                        ),
+                        None,
+                    );
+                    StoredStreams::default()
+                }
+                Checked::Present(streams) => streams,
+            }
+        }
+        (Some(_), false) => StoredStreams::default(),
+        (None, _) => {
+            notes.add(
+                "artifacts.not_checked",
+                "the result was judged alone: artifact and stream hashes were not re-derived",
+                None,
+            );
+            StoredStreams::default()
+        }
+    }
 }
 
 /// The forbidden-content scan of a result. Every line is judged, as written and as it
