@@ -64,6 +64,24 @@ pub fn check(
 ) -> Checked {
     let (parent, name) = at;
     let shown = runner_core::result::escaped(name);
+    let dir = match open_result_dir(parent, name, &shown, r) {
+        Ok(dir) => dir,
+        Err(checked) => return checked,
+    };
+    check_entries(&dir, &shown, r);
+    let streams = check_streams(&dir, &shown, [stdout, stderr], stream_cap, r);
+    check_out(&dir, declared, max_entries, &shown, r);
+    Checked::Present(streams)
+}
+
+/// Opens the result's directory `name` in `parent` without following it; `Err` is
+/// what the check concludes when it cannot (absent, or present with a reason added).
+fn open_result_dir(
+    parent: std::io::Result<&Dir>,
+    name: &OsStr,
+    shown: &str,
+    r: &mut Reasons,
+) -> Result<Dir, Checked> {
     let unreadable = |e: std::io::Error, r: &mut Reasons| {
         r.add(
             "artifacts.unreadable",
@@ -74,34 +92,34 @@ pub fn check(
     };
     let parent = match parent {
         Ok(parent) => parent,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Checked::Absent,
-        Err(e) => return unreadable(e, r),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Checked::Absent),
+        Err(e) => return Err(unreadable(e, r)),
     };
     match parent.symlink_metadata(name) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Checked::Absent,
-        Err(e) => return unreadable(e, r),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Checked::Absent),
+        Err(e) => return Err(unreadable(e, r)),
         Ok(m) if !m.is_dir() => {
             r.add(
                 "artifacts.not_directory",
                 format!("`{shown}` beside the result is not a directory (a symlink or file); nothing in it can be trusted"),
                 None,
             );
-            return Checked::Present(StoredStreams::default());
+            return Err(Checked::Present(StoredStreams::default()));
         }
         Ok(_) => {}
     }
-    let dir = match open_dir_nofollow(parent, name) {
-        Ok(dir) => dir,
-        Err(e) => {
-            r.add(
-                "artifacts.unreadable",
-                format!("the artifact directory `{shown}/` cannot be opened: {e}"),
-                None,
-            );
-            return Checked::Present(StoredStreams::default());
-        }
-    };
-    let mut streams = StoredStreams::default();
+    open_dir_nofollow(parent, name).map_err(|e| {
+        r.add(
+            "artifacts.unreadable",
+            format!("the artifact directory `{shown}/` cannot be opened: {e}"),
+            None,
+        );
+        Checked::Present(StoredStreams::default())
+    })
+}
+
+/// Every entry of the result's directory is part of a result.
+fn check_entries(dir: &Dir, shown: &str, r: &mut Reasons) {
     match dir.entries() {
         Ok(entries) => {
             let mut names: Vec<String> = entries
@@ -126,12 +144,24 @@ pub fn check(
             None,
         ),
     }
+}
+
+/// The stored `stdout` and `stderr` against their declared hashes; each kept (up to
+/// `stream_cap` bytes) when it matches.
+fn check_streams(
+    dir: &Dir,
+    shown: &str,
+    [stdout, stderr]: [Option<&DeclaredStream>; 2],
+    stream_cap: u64,
+    r: &mut Reasons,
+) -> StoredStreams {
+    let mut streams = StoredStreams::default();
     for (name, declared, slot) in [
         ("stdout", stdout, &mut streams.stdout),
         ("stderr", stderr, &mut streams.stderr),
     ] {
         let Some(declared) = declared else { continue };
-        match read_file(&dir, name, stream_cap) {
+        match read_file(dir, name, stream_cap) {
             Ok(None) => r.add(
                 "artifacts.stream_missing",
                 format!("the full {name} is not stored: `{shown}/{name}` is missing"),
@@ -158,8 +188,11 @@ pub fn check(
             ),
         }
     }
+    streams
+}
 
-    // out/: exactly the declared files.
+/// `out/` holds exactly the declared files, each with its declared hash.
+fn check_out(dir: &Dir, declared: &[Declared], max_entries: u64, shown: &str, r: &mut Reasons) {
     let mut found: BTreeMap<String, ()> = BTreeMap::new();
     match dir.symlink_metadata("out") {
         Err(_) => {}
@@ -168,8 +201,8 @@ pub fn check(
             format!("`{shown}/out` is not a directory"),
             None,
         ),
-        Ok(_) => match open_dir_nofollow(&dir, "out") {
-            Ok(out) => found = list_out(&out, max_entries, &shown, r),
+        Ok(_) => match open_dir_nofollow(dir, "out") {
+            Ok(out) => found = list_out(&out, max_entries, shown, r),
             Err(e) => r.add(
                 "artifacts.unreadable",
                 format!("`{shown}/out` cannot be opened: {e}"),
@@ -177,7 +210,7 @@ pub fn check(
             ),
         },
     }
-    let out = open_dir_nofollow(&dir, "out").ok();
+    let out = open_dir_nofollow(dir, "out").ok();
     for a in declared {
         if found.remove(&a.path).is_none() {
             r.add(
@@ -220,7 +253,6 @@ pub fn check(
             None,
         );
     }
-    Checked::Present(streams)
 }
 
 struct Problem {
