@@ -14,11 +14,26 @@ impl Gate<'_> {
     /// name, writes every reason report, makes them durable with one `syncfs`, then
     /// moves each document with its companions.
     pub(super) fn sort_batch(&self, batch: &[Document]) -> Vec<Entry> {
+        let judged = self.judge_all(batch);
+        // Names first (reserved within the batch), then reports, then one flush.
+        let mut prepared = self.prepare(batch, &judged);
+        self.flush(&mut prepared, &judged);
+        batch
+            .iter()
+            .zip(&judged)
+            .enumerate()
+            .map(|(i, (document, judged))| self.move_one(document, judged, &prepared, i))
+            .collect()
+    }
+
+    /// Judges every document of the batch, on as many threads as there are cores; a
+    /// thread that panics rejects its share as `internal.panic`.
+    fn judge_all(&self, batch: &[Document]) -> Vec<(Judgement, Option<String>)> {
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(batch.len().max(1));
         let per = batch.len().div_ceil(threads).max(1);
-        let judged: Vec<(Judgement, Option<String>)> = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             let handles: Vec<_> = batch
                 .chunks(per)
                 .map(|chunk| {
@@ -43,28 +58,32 @@ impl Gate<'_> {
                     })
                 })
                 .collect()
-        });
+        })
+    }
 
-        // Names first (reserved within the batch), then reports, then one flush.
+    /// Picks each document's destination name (reserved within the batch) and writes
+    /// its reason report and its intent, unsynced.
+    fn prepare(&self, batch: &[Document], judged: &[(Judgement, Option<String>)]) -> Prepared {
         // Names reserved in each destination (accepted, quarantine) by this batch.
         let mut reserved: [HashSet<String>; 2] = Default::default();
-        let mut plans: Vec<Option<Plan>> = Vec::with_capacity(batch.len());
-        let mut errors: Vec<Option<String>> = vec![None; batch.len()];
-        // Destinations written to (reports, intents), to flush before any move.
-        let mut dirty = [false; 2];
-        let mut intents: Vec<bool> = vec![false; batch.len()];
-        for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
+        let mut p = Prepared {
+            plans: Vec::with_capacity(batch.len()),
+            errors: vec![None; batch.len()],
+            dirty: [false; 2],
+            intents: vec![false; batch.len()],
+        };
+        for (i, ((name, companions), (judgement, text))) in batch.iter().zip(judged).enumerate() {
             let to = Self::dest_index(judgement);
             let dest = &self.dests()[to].dir;
             let reserved = &mut reserved[to];
             let plan = (1..=MAX_TRIES)
                 .find_map(|n| self.filer().candidate(name, companions, dest, n, reserved));
             let Some(plan) = plan else {
-                errors[i] = Some(format!(
+                p.errors[i] = Some(format!(
                     "no free name for {} after {MAX_TRIES} tries",
                     shown(name)
                 ));
-                plans.push(None);
+                p.plans.push(None);
                 continue;
             };
             reserved
@@ -78,11 +97,11 @@ impl Gate<'_> {
                     text.as_deref(),
                     false,
                 ) {
-                    errors[i] = Some(format!("cannot write the reason report: {e}"));
-                    plans.push(None);
+                    p.errors[i] = Some(format!("cannot write the reason report: {e}"));
+                    p.plans.push(None);
                     continue;
                 }
-                dirty[to] = true;
+                p.dirty[to] = true;
             }
             if !companions.is_empty() {
                 let written = self
@@ -90,73 +109,83 @@ impl Gate<'_> {
                     .intent(name, companions, &plan)
                     .and_then(|(intent_name, bytes)| write_unsynced(dest, &intent_name, &bytes));
                 if let Err(e) = written {
-                    errors[i] = Some(format!("cannot record the intent: {e}"));
-                    plans.push(None);
+                    p.errors[i] = Some(format!("cannot record the intent: {e}"));
+                    p.plans.push(None);
                     continue;
                 }
-                intents[i] = true;
-                dirty[to] = true;
+                p.intents[i] = true;
+                p.dirty[to] = true;
             }
-            plans.push(Some(plan));
+            p.plans.push(Some(plan));
         }
-        // Every report and intent of the batch durable before any of its moves.
+        p
+    }
+
+    /// Makes every report and intent of the batch durable before any of its moves; a
+    /// destination that cannot be flushed keeps its documents in the inbox.
+    fn flush(&self, p: &mut Prepared, judged: &[(Judgement, Option<String>)]) {
         for (to, dest) in self.dests().into_iter().enumerate() {
-            if !dirty[to] {
+            if !p.dirty[to] {
                 continue;
             }
             if let Err(e) = runner_sandbox::durable::syncfs(&dest.dir) {
-                for (i, (_, (j, _))) in batch.iter().zip(&judged).enumerate() {
-                    if Self::dest_index(j) == to && errors[i].is_none() {
-                        errors[i] = Some(format!("cannot flush {}: {e}", dest.path.display()));
-                        plans[i] = None;
+                for (i, (j, _)) in judged.iter().enumerate() {
+                    if Self::dest_index(j) == to && p.errors[i].is_none() {
+                        p.errors[i] = Some(format!("cannot flush {}: {e}", dest.path.display()));
+                        p.plans[i] = None;
                     }
                 }
             }
         }
+    }
 
-        let mut entries = Vec::with_capacity(batch.len());
-        for (i, ((name, companions), (judgement, text))) in batch.iter().zip(&judged).enumerate() {
-            let to = Self::dest_index(judgement);
-            let dest = &self.dests()[to].dir;
-            let label = ["accepted", "quarantine"][to];
-            let mut entry = Entry {
-                source: shown(name),
-                kind: judgement.kind_name(),
-                verdict: Some(judgement.verdict),
-                dest: None,
-                companions: Vec::new(),
-                codes: judgement.reasons.iter().map(|r| r.code.clone()).collect(),
-                skipped: None,
-                error: errors[i].clone(),
-            };
-            if let Some(plan) = &plans[i] {
-                let moved = match self
-                    .filer()
-                    .move_all(name, companions, dest, plan, intents[i])
-                {
-                    Ok(()) => Ok((plan.doc.clone(), plan.companions.clone())),
-                    // Someone else took the name since it was picked: the slow path
-                    // picks another, writes the report again, and moves.
-                    Err(e) if is_exists(&e) => {
-                        self.filer()
-                            .place(name, companions, dest, judgement, text.as_deref())
-                    }
-                    Err(e) => Err(e),
-                };
-                match moved {
-                    Ok((doc, moved)) => {
-                        entry.dest = Some(format!("{label}/{doc}"));
-                        entry.companions =
-                            moved.into_iter().map(|c| format!("{label}/{c}")).collect();
-                    }
-                    Err(e) => entry.error = Some(format!("left in the inbox: {e}")),
+    /// Moves the `i`th document of the batch with its companions as planned, and says
+    /// where it went (or why it stayed).
+    fn move_one(
+        &self,
+        (name, companions): &Document,
+        (judgement, text): &(Judgement, Option<String>),
+        p: &Prepared,
+        i: usize,
+    ) -> Entry {
+        let to = Self::dest_index(judgement);
+        let dest = &self.dests()[to].dir;
+        let label = ["accepted", "quarantine"][to];
+        let mut entry = Entry {
+            source: shown(name),
+            kind: judgement.kind_name(),
+            verdict: Some(judgement.verdict),
+            dest: None,
+            companions: Vec::new(),
+            codes: judgement.reasons.iter().map(|r| r.code.clone()).collect(),
+            skipped: None,
+            error: p.errors[i].clone(),
+        };
+        if let Some(plan) = &p.plans[i] {
+            let moved = match self
+                .filer()
+                .move_all(name, companions, dest, plan, p.intents[i])
+            {
+                Ok(()) => Ok((plan.doc.clone(), plan.companions.clone())),
+                // Someone else took the name since it was picked: the slow path
+                // picks another, writes the report again, and moves.
+                Err(e) if is_exists(&e) => {
+                    self.filer()
+                        .place(name, companions, dest, judgement, text.as_deref())
                 }
-            } else if let Some(e) = &entry.error {
-                entry.error = Some(format!("left in the inbox: {e}"));
+                Err(e) => Err(e),
+            };
+            match moved {
+                Ok((doc, moved)) => {
+                    entry.dest = Some(format!("{label}/{doc}"));
+                    entry.companions = moved.into_iter().map(|c| format!("{label}/{c}")).collect();
+                }
+                Err(e) => entry.error = Some(format!("left in the inbox: {e}")),
             }
-            entries.push(entry);
+        } else if let Some(e) = &entry.error {
+            entry.error = Some(format!("left in the inbox: {e}"));
         }
-        entries
+        entry
     }
 
     /// The destinations, accepted then quarantine.
@@ -171,4 +200,16 @@ impl Gate<'_> {
             Verdict::Reject => 1,
         }
     }
+}
+
+/// What [`Gate::prepare`] settled for each document of a batch, by index.
+struct Prepared {
+    /// The names each document and its companions take, `None` when one of its steps
+    /// failed (then `errors` says which).
+    plans: Vec<Option<Plan>>,
+    errors: Vec<Option<String>>,
+    /// Destinations written to (reports, intents), to flush before any move.
+    dirty: [bool; 2],
+    /// An intent was recorded (the document has companions).
+    intents: Vec<bool>,
 }
