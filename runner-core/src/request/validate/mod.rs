@@ -26,10 +26,10 @@ use super::yaml::Node;
 use super::{ApprovedRequest, Reason};
 use crate::digest::sha256_hex;
 use crate::normalize;
-use crate::policy::Policy;
+use crate::policy::{ForbiddenRule, Policy};
 use crate::rules::RuleTarget;
 use body::body_rules;
-use fields::front_matter;
+use fields::{FrontMatter, front_matter};
 use std::collections::HashSet;
 
 /// Judges a request. `bytes` is the file as read; nothing else is touched.
@@ -72,15 +72,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     // A monty request's code is judged by the code rules: a program that names a host
     // path or a `password=` keyword reaches nothing (every path outside /in and /out
     // fails at run time); the rest of the request by the request rules.
-    let code_lines: HashSet<usize> = if fm.backend == BackendKind::Monty && fm.backend_known {
-        body.sections
-            .iter()
-            .filter(|s| s.title == "Code")
-            .flat_map(|s| s.lines.iter().map(|l| l.number))
-            .collect()
-    } else {
-        HashSet::new()
-    };
+    let code_lines = code_lines(&body, &fm);
     let code_rules = policy.rules_for(RuleTarget::Code);
     let rules_at = |line: usize| {
         if code_lines.contains(&line) {
@@ -98,13 +90,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     }
     // The YAML values as decoded: escapes and folded lines can hide what the raw
     // lines show innocently.
-    let mut scalars = Vec::new();
-    collect_scalars(&root, &mut scalars);
-    for (value, line) in scalars {
-        for f in forbidden::scan_joined(&value, line, request_rules) {
-            seen.report(&mut r, f);
-        }
-    }
+    scan_scalars(&root, request_rules, &mut seen, &mut r);
     for m in rendered::scan(&split.body) {
         r.add(m.code, m.message, m.line);
     }
@@ -113,6 +99,17 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     if !r.0.is_empty() {
         return Err(r.0);
     }
+    approve(fm, checked, bytes, text, r)
+}
+
+/// The approved request, built from fields every rule has passed.
+fn approve(
+    fm: FrontMatter,
+    checked: Option<(super::Work, Vec<String>, super::RiskAssessment)>,
+    bytes: &[u8],
+    text: &str,
+    mut r: Reasons,
+) -> Result<ApprovedRequest, Vec<Reason>> {
     // Every field was checked above; a missing one would have produced a reason.
     let (
         Some(request_id),
@@ -161,6 +158,30 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
         bytes_sha256: sha256_hex(bytes),
         normalized_sha256: sha256_hex(text.as_bytes()),
     })
+}
+
+/// The lines of a monty request's `## Code`, which the code rules judge (none for ERA).
+fn code_lines(body: &sections::Body<'_>, fm: &FrontMatter) -> HashSet<usize> {
+    if fm.backend == BackendKind::Monty && fm.backend_known {
+        body.sections
+            .iter()
+            .filter(|s| s.title == "Code")
+            .flat_map(|s| s.lines.iter().map(|l| l.number))
+            .collect()
+    } else {
+        HashSet::new()
+    }
+}
+
+/// The forbidden-content scan of the YAML values as decoded (keys and scalars).
+fn scan_scalars(root: &Node, rules: &[ForbiddenRule], seen: &mut Seen, r: &mut Reasons) {
+    let mut scalars = Vec::new();
+    collect_scalars(root, &mut scalars);
+    for (value, line) in scalars {
+        for f in forbidden::scan_joined(&value, line, rules) {
+            seen.report(r, f);
+        }
+    }
 }
 
 /// Forbidden-content findings already reported, so one problem on one line is
