@@ -99,7 +99,36 @@ pub(super) fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> Fro
     }
     let purpose = f.text("purpose", r);
 
-    let (backend, backend_known) = match f.get("backend") {
+    let (backend, backend_known) = backend_field(&f, r);
+    let language = language_field(&f, backend, policy, r);
+    let network_allowlist = network_field(&f, policy, r);
+    let limits = limits(r, &f, policy);
+    let mut declared_paths = Vec::new();
+    let (inputs, inputs_line) = match f.get("inputs") {
+        None => (Vec::new(), None),
+        Some((node, line)) => (declared_inputs(r, node, &mut declared_paths), Some(line)),
+    };
+    FrontMatter {
+        request_id: request_id.map(|(s, _)| s),
+        created_utc: created_at.and(created.map(|(s, _)| s)),
+        requested_by: requested_by.map(|(s, _)| s),
+        approved_by: approved_by.map(|(s, _)| s),
+        approved_utc: approved_at.and(approved.map(|(s, _)| s)),
+        purpose: purpose.map(|(s, _)| s),
+        backend,
+        backend_known,
+        language,
+        limits,
+        inputs,
+        inputs_line,
+        declared_paths,
+        network_allowlist,
+    }
+}
+
+/// `backend`: `ERA` (also when absent) or `monty`; false when it names neither.
+fn backend_field(f: &Fields<'_>, r: &mut Reasons) -> (BackendKind, bool) {
+    match f.get("backend") {
         None => (BackendKind::Era, true),
         Some((node, line)) => match scalar_str(node).as_deref() {
             Some("ERA") => (BackendKind::Era, true),
@@ -113,9 +142,17 @@ pub(super) fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> Fro
                 (BackendKind::Era, false)
             }
         },
-    };
+    }
+}
 
-    let language = f.text("language", r).and_then(|(lang, line)| {
+/// `language`: a registered guest's, never a shell, and no package environment on monty.
+fn language_field(
+    f: &Fields<'_>,
+    backend: BackendKind,
+    policy: &Policy,
+    r: &mut Reasons,
+) -> Option<String> {
+    f.text("language", r).and_then(|(lang, line)| {
         let lower = lang.trim().to_ascii_lowercase();
         if SHELL_LANGUAGES.contains(&lower.as_str()) {
             r.add(
@@ -150,8 +187,11 @@ pub(super) fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> Fro
             }
             Some(lang)
         }
-    });
+    })
+}
 
+/// `network`: `none`, or `allowlist` when the policy allows an origin (true then).
+fn network_field(f: &Fields<'_>, policy: &Policy, r: &mut Reasons) -> bool {
     let mut network_allowlist = false;
     if let Some((node, line)) = f.require("network", r) {
         match scalar_str(node).as_deref() {
@@ -165,27 +205,5 @@ pub(super) fn front_matter(root: &Node, policy: &Policy, r: &mut Reasons) -> Fro
             _ => r.add("front_matter.network", format!("`network` must be `none` or `allowlist`, found {}", show(node)), line),
         }
     }
-
-    let limits = limits(r, &f, policy);
-    let mut declared_paths = Vec::new();
-    let (inputs, inputs_line) = match f.get("inputs") {
-        None => (Vec::new(), None),
-        Some((node, line)) => (declared_inputs(r, node, &mut declared_paths), Some(line)),
-    };
-    FrontMatter {
-        request_id: request_id.map(|(s, _)| s),
-        created_utc: created_at.and(created.map(|(s, _)| s)),
-        requested_by: requested_by.map(|(s, _)| s),
-        approved_by: approved_by.map(|(s, _)| s),
-        approved_utc: approved_at.and(approved.map(|(s, _)| s)),
-        purpose: purpose.map(|(s, _)| s),
-        backend,
-        backend_known,
-        language,
-        limits,
-        inputs,
-        inputs_line,
-        declared_paths,
-        network_allowlist,
-    }
+    network_allowlist
 }
