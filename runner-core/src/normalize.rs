@@ -198,7 +198,7 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
     } else {
         plain.as_str()
     };
-    for d in crate::decode::hidden(line)
+    for d in crate::decode::invisible::hidden(line)
         .into_iter()
         .chain(crate::decode::readings(decode_from))
     {
@@ -331,7 +331,7 @@ pub(crate) fn base64_texts(line: &str) -> Vec<String> {
 /// `line` with its percent escapes decoded, when it has at least two of them (a lone
 /// `%20` in a URL is not an encoding of the line).
 fn percent_decoded(line: &str) -> Option<String> {
-    crate::decode::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
+    crate::decode::escapes::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
 }
 
 /// `line` as markdown renders it, roughly: `[text](target)` becomes `text`, code-span
