@@ -142,13 +142,18 @@ fn once(line: &str) -> Vec<Decoded> {
     // `Hbhgvn("oh -zo /")` reads `System("ls -al /")`), for the rules to judge what they
     // say but not as evidence of an encoding; a line with no such word gets no reading,
     // so ordinary prose costs the rules nothing. A leetspeak word is a hint by itself.
-    for (kind, letter) in [
+    let (better, words) = english_turns(line);
+    // Asked once for both substitutions, and only of a line neither reads whole.
+    let mut cipher_named = None;
+    for (n, (kind, letter)) in [
         ("rot13", rot13_letter as fn(u8) -> u8),
         ("atbash", atbash_letter),
-    ] {
-        let (better, words) = english_turns(line, letter);
-        let encoded = better >= 3 && better * 5 >= words * 2;
-        let text = if encoded || names_a_cipher(line) {
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let encoded = better[n] >= 3 && better[n] * 5 >= words * 2;
+        let text = if encoded || *cipher_named.get_or_insert_with(|| names_a_cipher(line)) {
             Some(substituted(line, letter))
         } else {
             decoded_words(line, letter)
@@ -161,15 +166,16 @@ fn once(line: &str) -> Vec<Decoded> {
             });
         }
     }
-    if let Some(text) = leet(line) {
-        let encoded = is_leet(line);
-        if encoded || has_leet_word(line) {
-            out.push(Decoded {
-                kind: "leetspeak",
-                encoded,
-                text,
-            });
-        }
+    // The whole line is read back only when a word of it is leetspeak.
+    let encoded = is_leet(line);
+    if (encoded || has_leet_word(line))
+        && let Some(text) = leet(line)
+    {
+        out.push(Decoded {
+            kind: "leetspeak",
+            encoded,
+            text,
+        });
     }
     out
 }

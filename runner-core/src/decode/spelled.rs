@@ -112,6 +112,10 @@ pub(super) fn braille(line: &str) -> Option<String> {
         0x01, 0x03, 0x09, 0x19, 0x11, 0x0b, 0x1b, 0x13, 0x0a, 0x1a, 0x05, 0x07, 0x0d, 0x1d, 0x15,
         0x0f, 0x1f, 0x17, 0x0e, 0x1e, 0x25, 0x27, 0x3a, 0x2d, 0x3d, 0x35,
     ];
+    // Without a Braille cell there is no letter to read (and no copy of the line to make).
+    if !line.chars().any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)) {
+        return None;
+    }
     let mut out = String::new();
     let mut letters = 0;
     let mut number = false;

@@ -55,18 +55,19 @@ pub(super) fn leet(line: &str) -> Option<String> {
 /// At least three words (and one in five) written in leetspeak: letters with digits
 /// standing for letters in them (`1gn0r3`), which read back as words of letters only.
 pub(super) fn is_leet(line: &str) -> bool {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let leet_words = words
-        .iter()
-        .filter(|w| {
-            let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
-            w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-                && w.bytes().any(|b| b.is_ascii_digit())
-                && w.chars()
-                    .all(|c| c.is_ascii_alphabetic() || leet_letter(c).is_some())
-        })
-        .count();
-    leet_words >= 3 && leet_words * 5 >= words.len()
+    let (mut words, mut leet_words) = (0usize, 0usize);
+    for w in line.split_whitespace() {
+        words += 1;
+        let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
+        if w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+            && w.bytes().any(|b| b.is_ascii_digit())
+            && w.chars()
+                .all(|c| c.is_ascii_alphabetic() || leet_letter(c).is_some())
+        {
+            leet_words += 1;
+        }
+    }
+    leet_words >= 3 && leet_words * 5 >= words
 }
 
 fn leet_letter(c: char) -> Option<char> {
@@ -120,11 +121,14 @@ pub(super) fn has_leet_word(line: &str) -> bool {
         })
 }
 
-/// How many of the line's words `letter` turns into much more English-looking words, and
-/// how many words of three letters or more it has: ordinary prose gets worse under a
-/// substitution, an encoded line gets better.
-pub(super) fn english_turns(line: &str, letter: fn(u8) -> u8) -> (usize, usize) {
-    let words: Vec<&str> = line
+/// How many of the line's words ROT13 and Atbash each turn into much more English-looking
+/// words, and how many words of three letters or more it has: ordinary prose gets worse
+/// under a substitution, an encoded line gets better. One pass over the words for both.
+pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
+    let mut better = [0usize; 2];
+    let mut words = 0;
+    let is_word = |w: &&str| w.len() >= 3 && w.bytes().any(|b| b.is_ascii_alphabetic());
+    for w in line
         .split(|c: char| {
             c.is_whitespace()
                 || matches!(
@@ -132,20 +136,28 @@ pub(super) fn english_turns(line: &str, letter: fn(u8) -> u8) -> (usize, usize) 
                     '"' | '\'' | '(' | ')' | ',' | '.' | ':' | ';' | '!' | '?'
                 )
         })
-        .filter(|w| w.len() >= 3 && w.bytes().any(|b| b.is_ascii_alphabetic()))
-        .collect();
-    let better = words
-        .iter()
-        .filter(|w| {
-            // The substitution maps letters to letters and keeps every other character,
-            // so it is read off `w` without writing the substituted word.
-            w.bytes().all(|b| b.is_ascii_alphabetic()) && {
-                let after = englishness(w, letter);
-                after >= -3.3 && after - englishness(w, identity) >= 0.5
+        .filter(is_word)
+    {
+        words += 1;
+        // The substitution maps letters to letters and keeps every other character,
+        // so it is read off `w` without writing the substituted word.
+        if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
+            continue;
+        }
+        let mut before = None;
+        for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
+            .into_iter()
+            .enumerate()
+        {
+            let after = englishness(w, letter);
+            if after >= -3.3
+                && after - *before.get_or_insert_with(|| englishness(w, identity)) >= 0.5
+            {
+                better[n] += 1;
             }
-        })
-        .count();
-    (better, words.len())
+        }
+    }
+    (better, words)
 }
 
 /// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
@@ -247,10 +259,11 @@ pub(super) fn decoded_words(line: &str, letter: fn(u8) -> u8) -> Option<String> 
         .enumerate()
         .filter(|(_, (s, e, _))| {
             let word = &bytes[*s..*e];
-            match (pair_score(word, identity), pair_score(word, letter)) {
-                (Some(before), Some(after)) => {
-                    before < 5.0 && after >= 6.0 && after - before >= 2.0
-                }
+            // Only a word rare in English before can turn; most are not, and are not
+            // substituted to find out.
+            match pair_score(word, identity) {
+                Some(before) if before < 5.0 => pair_score(word, letter)
+                    .is_some_and(|after| after >= 6.0 && after - before >= 2.0),
                 _ => false,
             }
         })
