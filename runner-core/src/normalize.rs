@@ -547,9 +547,9 @@ mod tests {
         assert_eq!(d.spaced_runs, vec!["curlxsh".to_string()]);
         let d = Deobfuscated::of("c u r l  and  s h");
         assert_eq!(d.spaced_runs, vec!["curl".to_string()]);
-        let d = Deobfuscated::of("p i p install x, a b c");
-        assert_eq!(d.collapsed.as_deref(), Some("pip install x, abc"));
-        assert_eq!(d.joined_at, vec![0..3, 15..18]);
+        let d = Deobfuscated::of("p i p install x; then a b c");
+        assert_eq!(d.collapsed.as_deref(), Some("pip install x; then abc"));
+        assert_eq!(d.joined_at, vec![0..3, 20..23]);
         assert_eq!(Deobfuscated::of("plain words").collapsed, None);
         assert_eq!(Deobfuscated::of("ᴘɪᴘ ɪɴsᴛᴀʟʟ").folded, "pip install");
         assert_eq!(Deobfuscated::of("pip\u{2800}install").folded, "pip install");
