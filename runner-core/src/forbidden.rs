@@ -67,10 +67,10 @@ impl<'r> Judge<'r> {
         slot.get_or_insert_with(|| Self::new(rules))
     }
 
-    /// Which rules may match `text`.
-    fn admitted(&mut self, text: &str) -> Vec<bool> {
+    /// Which rules may match one of `texts`.
+    fn admitted(&mut self, texts: &[&str]) -> Vec<bool> {
         let mut admitted = Vec::with_capacity(self.rules.len());
-        self.set.admit(text, &mut self.found, &mut admitted);
+        self.set.admit(texts, &mut self.found, &mut admitted);
         admitted
     }
 
@@ -106,10 +106,32 @@ impl<'r> Judge<'r> {
             return;
         }
         let readings = alternate_readings(text);
-        let on_folded = self.admitted(&view.folded);
-        let on_collapsed = view.collapsed.as_deref().map(|c| self.admitted(c));
-        let on_readings: Vec<Vec<bool>> =
-            readings.iter().map(|r| self.admitted(&r.folded)).collect();
+        // The folded and the collapsed line are one text with a few letters closed up:
+        // their literals are tested together (a rule either admits runs on both; its
+        // regex still decides each), so the conditions are evaluated once per line.
+        // Outside its joined words the collapsed line is the folded one, so only the
+        // stretches around them are searched again (a literal there overlaps one).
+        let mut texts: Vec<&str> = vec![&view.folded];
+        if let Some(c) = view.collapsed.as_deref() {
+            let reach = self.set.longest_literal().saturating_sub(1);
+            texts.extend(view.joined_at.iter().map(|at| {
+                let mut start = at.start.saturating_sub(reach);
+                while !c.is_char_boundary(start) {
+                    start -= 1;
+                }
+                let mut end = (at.end + reach).min(c.len());
+                while !c.is_char_boundary(end) {
+                    end += 1;
+                }
+                &c[start..end]
+            }));
+        }
+        let on_folded = self.admitted(&texts);
+        let on_collapsed = view.collapsed.as_ref().map(|_| &on_folded);
+        let on_readings: Vec<Vec<bool>> = readings
+            .iter()
+            .map(|r| self.admitted(&[&r.folded]))
+            .collect();
         for (i, rule) in rules.iter().enumerate() {
             // Several rules may share a code (one reason per code and line).
             if skip(&rule.code) || findings[first..].iter().any(|f| f.code == rule.code) {

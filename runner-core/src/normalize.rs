@@ -128,6 +128,9 @@ pub struct Deobfuscated {
     /// `folded` with each such run replaced by its joined word ("p i p install" →
     /// "pip install"); `None` when the line has no run.
     pub collapsed: Option<String>,
+    /// Where each joined word sits in `collapsed` (byte ranges): the rest of `collapsed`
+    /// is `folded` as it was.
+    pub joined_at: Vec<std::ops::Range<usize>>,
     /// True when the line held invisible characters.
     pub had_invisible: bool,
 }
@@ -137,11 +140,12 @@ impl Deobfuscated {
         // Fast path: ASCII is its own NFKC form and has no invisibles or homoglyphs.
         if line.is_ascii() {
             let folded = line.to_ascii_lowercase();
-            let (spaced_runs, collapsed) = spaced_runs(&folded);
+            let (spaced_runs, collapsed, joined_at) = spaced_runs(&folded);
             return Self {
                 folded,
                 spaced_runs,
                 collapsed,
+                joined_at,
                 had_invisible: false,
             };
         }
@@ -155,11 +159,12 @@ impl Deobfuscated {
             .flat_map(char::to_lowercase)
             .map(fold_homoglyph)
             .collect();
-        let (spaced_runs, collapsed) = spaced_runs(&folded);
+        let (spaced_runs, collapsed, joined_at) = spaced_runs(&folded);
         Self {
             folded,
             spaced_runs,
             collapsed,
+            joined_at,
             had_invisible,
         }
     }
@@ -198,7 +203,7 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
     } else {
         plain.as_str()
     };
-    for d in crate::decode::hidden(line)
+    for d in crate::decode::invisible::hidden(line)
         .into_iter()
         .chain(crate::decode::readings(decode_from))
     {
@@ -331,7 +336,9 @@ pub(crate) fn base64_texts(line: &str) -> Vec<String> {
 /// `line` with its percent escapes decoded, when it has at least two of them (a lone
 /// `%20` in a URL is not an encoding of the line).
 fn percent_decoded(line: &str) -> Option<String> {
-    crate::decode::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
+    // Each escape starts with a `%`: fewer than two, and there is nothing to decode.
+    line.bytes().filter(|&b| b == b'%').nth(1)?;
+    crate::decode::escapes::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
 }
 
 /// `line` as markdown renders it, roughly: `[text](target)` becomes `text`, code-span
@@ -359,7 +366,12 @@ fn markdown_plain(line: &str) -> String {
         }
     }
     text.push_str(rest);
-    let text = text.replace('`', "").replace("**", "").replace("__", "");
+    // Each removal only where there is something to remove (a copy each otherwise).
+    for mark in ["`", "**", "__"] {
+        if text.contains(mark) {
+            text = text.replace(mark, "");
+        }
+    }
     let trimmed = text.trim_start();
     let unmarked = trimmed
         .strip_prefix("> ")
@@ -379,8 +391,9 @@ fn markdown_plain(line: &str) -> String {
 
 /// Finds runs of ≥3 single alphanumeric characters separated by non-alphanumerics
 /// (`p.i.p`, `c u r l`); returns each run joined, and the text with every run replaced
-/// by its joined word (when there is one).
-fn spaced_runs(text: &str) -> (Vec<String>, Option<String>) {
+/// by its joined word (when there is one) and where each joined word sits in it.
+type Runs = (Vec<String>, Option<String>, Vec<std::ops::Range<usize>>);
+fn spaced_runs(text: &str) -> Runs {
     let mut runs = Vec::new();
     // (start byte, end byte, joined) of each run.
     let mut spans: Vec<(usize, usize, String)> = Vec::new();
@@ -424,17 +437,19 @@ fn spaced_runs(text: &str) -> (Vec<String>, Option<String>) {
     }
     flush(&mut current, &mut count, start, end);
     if spans.is_empty() {
-        return (runs, None);
+        return (runs, None, Vec::new());
     }
     let mut collapsed = String::with_capacity(text.len());
+    let mut joined_at = Vec::with_capacity(spans.len());
     let mut at = 0;
     for (s0, e0, joined) in &spans {
         collapsed.push_str(&text[at..*s0]);
+        joined_at.push(collapsed.len()..collapsed.len() + joined.len());
         collapsed.push_str(joined);
         at = *e0;
     }
     collapsed.push_str(&text[at..]);
-    (runs, Some(collapsed))
+    (runs, Some(collapsed), joined_at)
 }
 
 #[cfg(test)]
@@ -532,10 +547,9 @@ mod tests {
         assert_eq!(d.spaced_runs, vec!["curlxsh".to_string()]);
         let d = Deobfuscated::of("c u r l  and  s h");
         assert_eq!(d.spaced_runs, vec!["curl".to_string()]);
-        assert_eq!(
-            Deobfuscated::of("p i p install x").collapsed.as_deref(),
-            Some("pip install x")
-        );
+        let d = Deobfuscated::of("p i p install x; then a b c");
+        assert_eq!(d.collapsed.as_deref(), Some("pip install x; then abc"));
+        assert_eq!(d.joined_at, vec![0..3, 20..23]);
         assert_eq!(Deobfuscated::of("plain words").collapsed, None);
         assert_eq!(Deobfuscated::of("ᴘɪᴘ ɪɴsᴛᴀʟʟ").folded, "pip install");
         assert_eq!(Deobfuscated::of("pip\u{2800}install").folded, "pip install");

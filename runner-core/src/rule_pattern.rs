@@ -180,10 +180,16 @@ impl PatternSet {
             && mine.next().is_none()
     }
 
-    /// Sets `admitted[i]` to false when pattern `i` cannot match `text` (true when it
-    /// may); `found` is scratch space, kept between calls to spare allocations.
-    pub fn admit(&self, text: &str, found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
-        self.union.admit(text, found, admitted);
+    /// The length in bytes of the longest literal any pattern needs.
+    pub fn longest_literal(&self) -> usize {
+        self.union.longest
+    }
+
+    /// Sets `admitted[i]` to false when pattern `i` can match none of `texts` (true when
+    /// it may match one of them); `found` is scratch space, kept between calls to spare
+    /// allocations.
+    pub fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
+        self.union.admit(texts, found, admitted);
     }
 }
 
@@ -604,7 +610,7 @@ mod tests {
         let (mut found, mut admitted) = (Vec::new(), Vec::new());
         let mut refused = 0usize;
         for text in &texts {
-            set.admit(text, &mut found, &mut admitted);
+            set.admit(&[text], &mut found, &mut admitted);
             assert_eq!(admitted.len(), patterns.len());
             for (pattern, admitted) in patterns.iter().zip(&admitted) {
                 assert_eq!(
@@ -617,6 +623,23 @@ mod tests {
             }
         }
         assert!(refused > 0, "the set refuses some (rule, text) pairs");
+        // Several texts at once (a line's views) admit every rule one of them admits.
+        let mut joint_refused = 0usize;
+        for pair in texts.windows(2) {
+            set.admit(&[&pair[0], &pair[1]], &mut found, &mut admitted);
+            for (pattern, admitted) in patterns.iter().zip(&admitted) {
+                assert!(
+                    *admitted || !(pattern.may_match(&pair[0]) || pattern.may_match(&pair[1])),
+                    "rule {:.60}… on {pair:?}",
+                    pattern.as_str()
+                );
+                joint_refused += usize::from(!admitted);
+            }
+        }
+        assert!(
+            joint_refused > 0,
+            "several texts together are still refused by some rules"
+        );
     }
 
     /// The built-in rules' literal conditions are read off `needs/builtin.rs`, which must

@@ -178,6 +178,8 @@ pub(super) struct Union {
     automaton: Option<AhoCorasick>,
     /// How many 64-bit words the found literals take.
     words: usize,
+    /// The length in bytes of the longest literal.
+    pub(super) longest: usize,
     /// Per pattern, in order: its condition, or `None` when it needs nothing.
     conditions: Vec<Option<Test>>,
 }
@@ -324,28 +326,34 @@ impl Union {
         Self {
             automaton,
             words: literals.list.len().div_ceil(64),
+            longest: literals.list.iter().map(String::len).max().unwrap_or(0),
             conditions,
         }
     }
 
-    /// Sets `admitted[i]` to whether pattern `i` may match `text`: false only when it
-    /// cannot (the same answer as each pattern's own [`Needs::admit`]).
-    pub(super) fn admit(&self, text: &str, found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
+    /// Sets `admitted[i]` to whether pattern `i` may match one of `texts`: false only
+    /// when it can match none. The literals found in any of them are tested together
+    /// (one evaluation of the conditions for several views of a line); as each condition
+    /// only asks for literals, this admits every pattern one text alone admits, and for
+    /// one text it is the same answer as each pattern's own [`Needs::admit`].
+    pub(super) fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
         admitted.clear();
-        let ascii = text.is_ascii();
+        let ascii = texts.iter().all(|t| t.is_ascii());
         let Some(automaton) = self
             .automaton
             .as_ref()
-            .filter(|_| ascii || !any_folds_to_ascii(text))
+            .filter(|_| ascii || !texts.iter().any(|t| any_folds_to_ascii(t)))
         else {
             admitted.resize(self.conditions.len(), true);
             return;
         };
         found.clear();
         found.resize(self.words, 0);
-        for m in automaton.find_overlapping_iter(text) {
-            let n = m.pattern().as_usize();
-            found[n / 64] |= 1 << (n % 64);
+        for text in texts {
+            for m in automaton.find_overlapping_iter(text) {
+                let n = m.pattern().as_usize();
+                found[n / 64] |= 1 << (n % 64);
+            }
         }
         admitted.extend(
             self.conditions

@@ -1,0 +1,309 @@
+//! Letter substitutions: ROT13, Atbash and leetspeak, and the English letter statistics
+//! that tell a substituted word from an ordinary one.
+
+pub(super) fn rot13_letter(c: u8) -> u8 {
+    match c {
+        b'a'..=b'z' => (c - b'a' + 13) % 26 + b'a',
+        b'A'..=b'Z' => (c - b'A' + 13) % 26 + b'A',
+        c => c,
+    }
+}
+
+pub(super) fn atbash_letter(c: u8) -> u8 {
+    match c {
+        b'a'..=b'z' => b'z' - (c - b'a'),
+        b'A'..=b'Z' => b'Z' - (c - b'A'),
+        c => c,
+    }
+}
+
+/// `text` with every ASCII letter replaced by `letter` (a substitution keeps every other
+/// byte, so the result is as valid UTF-8 as `text`).
+pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                char::from(letter(c as u8))
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Leetspeak read back: in a word that has letters, digits and symbols read as the
+/// letters they stand for (`1gn0r3` → `ignore`). `None` when no word changes.
+pub(super) fn leet(line: &str) -> Option<String> {
+    let mut changed = false;
+    let mut out = String::with_capacity(line.len());
+    for (i, word) in line.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let letters = word.chars().filter(char::is_ascii_alphabetic).count();
+        let leet_chars = word.chars().filter(|c| leet_letter(*c).is_some()).count();
+        if letters == 0 || leet_chars == 0 {
+            out.push_str(word);
+            continue;
+        }
+        changed = true;
+        out.extend(word.chars().map(|c| leet_letter(c).unwrap_or(c)));
+    }
+    changed.then_some(out)
+}
+
+/// At least three words (and one in five) written in leetspeak: letters with digits
+/// standing for letters in them (`1gn0r3`), which read back as words of letters only.
+pub(super) fn is_leet(line: &str) -> bool {
+    let (mut words, mut leet_words) = (0usize, 0usize);
+    for w in line.split_whitespace() {
+        words += 1;
+        let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
+        if w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+            && w.bytes().any(|b| b.is_ascii_digit())
+            && w.chars()
+                .all(|c| c.is_ascii_alphabetic() || leet_letter(c).is_some())
+        {
+            leet_words += 1;
+        }
+    }
+    leet_words >= 3 && leet_words * 5 >= words
+}
+
+fn leet_letter(c: char) -> Option<char> {
+    Some(match c {
+        '0' => 'o',
+        '1' | '!' => 'i',
+        '|' => 'l',
+        '2' => 'z',
+        '3' => 'e',
+        '4' | '@' => 'a',
+        '5' | '$' => 's',
+        '6' | '9' => 'g',
+        '7' | '+' => 't',
+        '8' => 'b',
+        _ => return None,
+    })
+}
+
+/// English letter frequencies (per cent, a to z).
+const LETTER_FREQ: [f32; 26] = [
+    8.2, 1.5, 2.8, 4.3, 12.7, 2.2, 2.0, 6.1, 7.0, 0.15, 0.77, 4.0, 2.4, 6.7, 7.5, 1.9, 0.095, 6.0,
+    6.3, 9.1, 2.8, 0.98, 2.4, 0.15, 2.0, 0.074,
+];
+
+/// The mean log-frequency of a word's letters: English words score about -2.9, their
+/// ROT13 or Atbash about -3.6.
+fn englishness(word: &str, letter: fn(u8) -> u8) -> f32 {
+    // The logarithms once, not per letter (they were a tenth of judging plain prose).
+    static LOG_FREQ: std::sync::LazyLock<[f32; 26]> =
+        std::sync::LazyLock::new(|| LETTER_FREQ.map(|f| (f / 100.0).ln()));
+    let log_freq = &*LOG_FREQ;
+    let (sum, n) =
+        word.bytes()
+            .filter(u8::is_ascii_alphabetic)
+            .fold((0.0f32, 0u32), |(s, n), b| {
+                (
+                    s + log_freq[usize::from(letter(b).to_ascii_lowercase() - b'a')],
+                    n + 1,
+                )
+            });
+    if n == 0 { -9.0 } else { sum / n as f32 }
+}
+
+/// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
+pub(super) fn has_leet_word(line: &str) -> bool {
+    line.split(|c: char| !(c.is_ascii_alphanumeric() || leet_letter(c).is_some()))
+        .any(|w| {
+            w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+                && w.bytes().any(|b| b.is_ascii_digit())
+                && !w.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+}
+
+/// How many of the line's words ROT13 and Atbash each turn into much more English-looking
+/// words, and how many words of three letters or more it has: ordinary prose gets worse
+/// under a substitution, an encoded line gets better. One pass over the words for both.
+pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
+    let mut better = [0usize; 2];
+    let mut words = 0;
+    let is_word = |w: &&str| w.len() >= 3 && w.bytes().any(|b| b.is_ascii_alphabetic());
+    for w in line
+        .split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '"' | '\'' | '(' | ')' | ',' | '.' | ':' | ';' | '!' | '?'
+                )
+        })
+        .filter(is_word)
+    {
+        words += 1;
+        // The substitution maps letters to letters and keeps every other character,
+        // so it is read off `w` without writing the substituted word.
+        if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
+            continue;
+        }
+        let mut before = None;
+        for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
+            .into_iter()
+            .enumerate()
+        {
+            let after = englishness(w, letter);
+            if after >= -3.3
+                && after - *before.get_or_insert_with(|| englishness(w, identity)) >= 0.5
+            {
+                better[n] += 1;
+            }
+        }
+    }
+    (better, words)
+}
+
+/// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
+/// `cipher`, `encoded`, `decode`, "what does this mean?"): such a line is read whole
+/// through each substitution. ASCII case folded; one pass per cue.
+pub(super) fn names_a_cipher(line: &str) -> bool {
+    const CUES: [&str; 8] = [
+        "rot13",
+        "rot-13",
+        "rot 13",
+        "atbash",
+        "cipher",
+        "encode",
+        "decode",
+        "what does this mean",
+    ];
+    let lower = line.to_ascii_lowercase();
+    CUES.iter().any(|c| lower.contains(c))
+}
+
+/// How common each pair of adjacent letters is in English words (row: the first letter,
+/// column: the second; `0` never seen, `1` about one pair in 100 000, each step about
+/// twice as common, `9` one in 400 or more), counted over the licence texts of
+/// `/usr/share/common-licenses` (145 711 pairs).
+#[rustfmt::skip]
+const BIGRAMS: [&[u8; 26]; 26] = [
+    b"08870570826989073989665270", b"60118000750820610853800070", b"80609108705700901519800010",
+    b"70069140920310800441632040", b"83998763700779476997375860", b"60007600800300900817600060",
+    b"60008147700426430831500010", b"91019000900101800437401030", b"79978880303879961799480304",
+    b"20005000000000210000400000", b"40006000500204000050200000", b"81169410900800700265731080",
+    b"96209000700363870070610000", b"80898690715524931199660080", b"26785973403789580979987243",
+    b"80028014700811770936700080", b"00000000000000000000700000", b"94769450908485950788555080",
+    b"60629417903530872189801040", b"81019109900623930986507070", b"67765240600778250889100100",
+    b"70009000700000400000000000", b"80006007800305800520003000", b"40606003300010050006000130",
+    b"31004000500212930652000013", b"20003000300000010000000000",
+];
+
+/// Short words of ordinary prose whose letter pairs are rare (`oh`, `go`, Roman
+/// numerals): never read as substituted on their own.
+const COMMON_RARE_PAIRS: [&str; 12] = [
+    "oh", "ah", "go", "mr", "dr", "ok", "uh", "eh", "ii", "iii", "hm", "mm",
+];
+
+/// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
+/// `None` for a single letter and for [`COMMON_RARE_PAIRS`].
+fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
+    // The common words are of two or three letters.
+    if word.len() < 2
+        || word.len() <= 3
+            && COMMON_RARE_PAIRS
+                .iter()
+                .any(|c| word.eq_ignore_ascii_case(c.as_bytes()))
+    {
+        return None;
+    }
+    let index = |b: u8| usize::from(letter(b).to_ascii_lowercase() - b'a');
+    let sum: u32 = word
+        .windows(2)
+        .map(|p| u32::from(BIGRAMS[index(p[0])][index(p[1])] - b'0'))
+        .sum();
+    Some(sum as f32 / (word.len() - 1) as f32)
+}
+
+fn identity(c: u8) -> u8 {
+    c
+}
+
+/// `line` with only the words a substitution decodes substituted: a word whose letter
+/// pairs are rare in English (mean under 5 of 9) and common once substituted (6 or more,
+/// 2 better); the words between two such words at most two words apart; and every word
+/// of a code span, quotation, bracket or clause that holds one, when the substitution
+/// does not make that part less English on average. `None` when no word decodes. One pass
+/// over the line's words, plus one over each part.
+pub(super) fn decoded_words(line: &str, letter: fn(u8) -> u8) -> Option<String> {
+    let bytes = line.as_bytes();
+    // The line's words (runs of ASCII letters) and the part each belongs to.
+    let mut words: Vec<(usize, usize, usize)> = Vec::new();
+    let mut part = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii_alphabetic() {
+            let start = i;
+            while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            words.push((start, i, part));
+            continue;
+        }
+        let clause_end = matches!(b, b'.' | b':' | b';' | b'!' | b'?')
+            && bytes.get(i + 1).is_none_or(u8::is_ascii_whitespace);
+        if clause_end || matches!(b, b'`' | b'"' | b'(' | b')' | b'[' | b']' | b'{' | b'}') {
+            part += 1;
+        }
+        i += 1;
+    }
+    let turns: Vec<usize> = words
+        .iter()
+        .enumerate()
+        .filter(|(_, (s, e, _))| {
+            let word = &bytes[*s..*e];
+            // Only a word rare in English before can turn; most are not, and are not
+            // substituted to find out.
+            match pair_score(word, identity) {
+                Some(before) if before < 5.0 => pair_score(word, letter)
+                    .is_some_and(|after| after >= 6.0 && after - before >= 2.0),
+                _ => false,
+            }
+        })
+        .map(|(n, _)| n)
+        .collect();
+    if turns.is_empty() {
+        return None;
+    }
+    let mut chosen = vec![false; words.len()];
+    for pair in turns.windows(2) {
+        if pair[1] - pair[0] <= 3 {
+            chosen[pair[0]..pair[1]].iter_mut().for_each(|c| *c = true);
+        }
+    }
+    for &n in &turns {
+        chosen[n] = true;
+    }
+    // Whole parts: a part's words are consecutive, so each part is one run of `words`.
+    let mut start = 0;
+    while start < words.len() {
+        let part = words[start].2;
+        let end = start + words[start..].iter().take_while(|w| w.2 == part).count();
+        if chosen[start..end].iter().any(|c| *c) {
+            let mean = |f: fn(u8) -> u8| {
+                let scores: Vec<f32> = words[start..end]
+                    .iter()
+                    .filter_map(|&(s, e, _)| pair_score(&bytes[s..e], f))
+                    .collect();
+                scores.iter().sum::<f32>() / scores.len().max(1) as f32
+            };
+            if mean(letter) >= mean(identity) {
+                chosen[start..end].iter_mut().for_each(|c| *c = true);
+            }
+        }
+        start = end;
+    }
+    let mut out = bytes.to_vec();
+    for (&(s, e, _), _) in words.iter().zip(&chosen).filter(|(_, c)| **c) {
+        out[s..e].iter_mut().for_each(|b| *b = letter(*b));
+    }
+    // Only ASCII letters changed, into ASCII letters: still UTF-8.
+    String::from_utf8(out).ok()
+}
