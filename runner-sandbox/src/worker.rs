@@ -19,7 +19,6 @@
 use crate::confine;
 use crate::{BackendError, Outcome, SandboxSpec};
 use nix::sys::signal::Signal;
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use runner_contract::outcome::OutcomeKind;
 use runner_core::run::Limits;
@@ -30,11 +29,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Child;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod error;
+mod exchange;
 mod launch;
 mod pool;
 pub use error::WorkerError;
@@ -55,8 +53,8 @@ const MAX_WORKER_STDERR: usize = 64 << 10;
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 /// How often the runner checks `/out` when no tmpfs enforces its caps.
 const OUT_POLL_INTERVAL: Duration = Duration::from_millis(50);
-/// How often the runner checks the deadline (and `/out`) while the worker runs; the
-/// worker's exit itself wakes it at once ([`exit_watch`]).
+/// How often the runner looks for the worker's exit where the kernel has no pidfd (before
+/// Linux 5.3); with one, the exit itself wakes it.
 const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// What the worker answers, as one JSON line.
@@ -315,15 +313,6 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
     };
     let mut guard = ChildGuard(Some(child));
     crate::phases::mark("runner.worker_taken");
-    let stdin = guard.child().stdin.take();
-    let writer = std::thread::spawn(move || match stdin {
-        // A worker that dies early closes the pipe; its exit status says why.
-        Some(mut stdin) => stdin.write_all(&payload).is_ok(),
-        None => false,
-    });
-    let reply_reader = bounded_reader(guard.child().stdout.take(), MAX_REPLY_BYTES);
-    let stderr_reader = bounded_reader(guard.child().stderr.take(), MAX_WORKER_STDERR);
-
     let id = guard.child().id();
     let pid = Pid::from_raw(i32::try_from(id).map_err(|_| WorkerError::PidOutOfRange(id))?);
     let kill_at = started + limits.wall + job.startup_allowance + job.grace;
@@ -331,53 +320,31 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
         "wall_kill(+{}ms)",
         (job.startup_allowance + job.grace).as_millis()
     ));
-    let mut killed: Option<Kill> = None;
-    let mut next_out_poll = started + OUT_POLL_INTERVAL;
-    let (exited, watcher) = exit_watch(pid);
-    loop {
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        match waitid(Id::Pid(pid), flags) {
-            Ok(WaitStatus::StillAlive) => {}
-            Ok(_) => break,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(WorkerError::Wait(e).into()),
-        }
-        let now = Instant::now();
-        if killed.is_none() {
-            if now >= kill_at {
-                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-                killed = Some(Kill::Deadline);
-            } else if !tmpfs && now >= next_out_poll {
-                next_out_poll = now + OUT_POLL_INTERVAL;
-                if let Ok(usage) = confine::tree_usage(&spec.out_dir, limits)
-                    && usage.over(limits)
-                {
-                    let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-                    killed = Some(Kill::OutOverCaps(usage));
-                }
-            }
-        }
-        match exited.recv_timeout(WAIT_POLL_INTERVAL) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            // The watcher is gone without a word (it cannot wait): plain ticks.
-            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(WAIT_POLL_INTERVAL),
-        }
-    }
-    // The worker has exited, so the watcher has returned (or is about to): joined before
-    // the reap, so it never waits on a pid that could be reused.
-    let _ = watcher.join();
+    let watch = exchange::Watch {
+        kill_at,
+        out_poll: (!tmpfs).then_some((spec.out_dir.as_path(), limits)),
+    };
+    let exchanged = exchange::exchange(
+        guard.child(),
+        pid,
+        &payload,
+        &watch,
+        MAX_REPLY_BYTES,
+        MAX_WORKER_STDERR,
+    )
+    .map_err(WorkerError::Wait)?;
+    let killed = exchanged.killed;
     // Still a zombie: its CPU time is readable until it is reaped.
     let cpu = zombie_cpu_time(pid);
     let mut child = guard.0.take().expect("child present until taken");
     let status = child.wait().map_err(WorkerError::Reap)?;
     let elapsed = started.elapsed().as_secs_f64();
     crate::phases::mark("runner.worker_reaped");
-    let delivered = writer.join().unwrap_or(false);
-    let (reply, reply_overflow) = reply_reader.join().unwrap_or_default();
-    if warm && !delivered && killed.is_none() && reply.is_empty() {
+    let (reply, reply_overflow) = (exchanged.reply, exchanged.reply_overflow);
+    if warm && !exchanged.delivered && killed.is_none() && reply.is_empty() {
         return Ok(Supervised::NotDelivered(status));
     }
-    let (worker_stderr, _) = stderr_reader.join().unwrap_or_default();
+    let worker_stderr = exchanged.stderr;
     let stderr_note = || {
         let text = String::from_utf8_lossy(&worker_stderr);
         let text = text.trim();
@@ -628,47 +595,6 @@ fn parse_reply(bytes: &[u8], overflow: bool) -> Result<WorkerReply, ReplyError> 
         return Err(ReplyError::MoreThanOneLine);
     }
     serde_json::from_str(line).map_err(ReplyError::Malformed)
-}
-
-/// Read a pipe to its end, keeping at most `max` bytes; the flag says bytes were dropped.
-/// A thread that blocks until `pid` has exited (without reaping it: `WNOWAIT`) and then
-/// says so on the channel, so the supervisor reaps a finished worker at once instead of
-/// at its next tick (up to [`WAIT_POLL_INTERVAL`] later, 2.5 ms on average per run).
-fn exit_watch(pid: Pid) -> (mpsc::Receiver<()>, JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
-        while let Err(nix::errno::Errno::EINTR) = waitid(Id::Pid(pid), flags) {}
-        let _ = tx.send(());
-    });
-    (rx, thread)
-}
-
-fn bounded_reader(
-    pipe: Option<impl Read + Send + 'static>,
-    max: usize,
-) -> JoinHandle<(Vec<u8>, bool)> {
-    std::thread::spawn(move || {
-        let Some(mut pipe) = pipe else {
-            return (Vec::new(), false);
-        };
-        let mut kept = Vec::new();
-        let mut overflow = false;
-        let mut buf = [0u8; 8192];
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let room = max.saturating_sub(kept.len());
-                    kept.extend_from_slice(&buf[..n.min(room)]);
-                    overflow |= n > room;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-        (kept, overflow)
-    })
 }
 
 /// At most `cap` bytes of a capture file, and whether it held more. A missing file

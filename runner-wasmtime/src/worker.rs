@@ -203,9 +203,13 @@ fn serve(
             clock: CpuClock::Process,
             limit: cpu_check_limit(spec.limits.cpu),
         }),
+        leave_to_exit: true,
     };
     let mut outcome = run_set_up_guest(&engine, &module, guest, spec, &options, setup)?;
-    drop(module);
+    // The worker exits after its reply: unmapping the module and the engine is the
+    // kernel's job then, done once for the whole address space.
+    std::mem::forget(module);
+    std::mem::forget(engine);
     if confine::take_fsize_refusal() {
         note_fsize_refusal(&mut outcome, &spec.limits);
     }

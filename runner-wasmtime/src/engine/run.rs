@@ -145,7 +145,11 @@ pub fn run_set_up_guest(
     });
     let runtime_sec = started.elapsed().as_secs_f64();
     runner_sandbox::phases::mark("worker.guest_ran");
-    drop(ticker);
+    if options.leave_to_exit {
+        std::mem::forget(ticker);
+    } else {
+        drop(ticker);
+    }
     // Scratch shares /out's tmpfs, so a guest that filled it may have filled it through
     // /tmp: judged before scratch is removed, as the supervisor judges /out after.
     let out_full = scratch.is_some()
@@ -167,8 +171,13 @@ pub fn run_set_up_guest(
     let memory_denied = data.limiter.memory_denied;
     let memory_peak = data.limiter.memory_peak;
     let table_denied = data.limiter.table_denied;
-    drop(store);
-    drop(runtime);
+    if options.leave_to_exit {
+        std::mem::forget(store);
+        std::mem::forget(runtime);
+    } else {
+        drop(store);
+        drop(runtime);
+    }
 
     let stdout = stdout.contents().to_vec();
     let stderr = stderr.contents().to_vec();

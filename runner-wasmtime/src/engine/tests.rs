@@ -599,6 +599,7 @@ fn cpu_budget_stops_a_busy_guest() {
             clock: CpuClock::Thread,
             limit: Duration::from_secs(1),
         }),
+        ..Default::default()
     };
     let outcome = Sandbox::python("while True: pass", l).run_with(&options);
     assert_eq!(outcome.kind, OutcomeKind::CpuExhausted, "{outcome:?}");
