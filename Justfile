@@ -120,6 +120,9 @@ lint:
     cargo fmt --all --check
     cargo clippy --release --locked --workspace --all-targets --ignore-rust-version -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps --ignore-rust-version
+    # The optional parts (runner-serve's nats and metrics) left out, then all of them on.
+    cargo check --release --locked --workspace --all-targets --ignore-rust-version --no-default-features
+    cargo check --release --locked --workspace --ignore-rust-version --all-features
 
 # cargo-deny's license, ban and source checks of the dependency graph (deny.toml),
 # installed once from crates.io when missing (cargo-deny 0.20.2, rust-version 1.88).

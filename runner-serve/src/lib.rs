@@ -33,7 +33,9 @@ use runner_contract::verdict::ServeVerdict;
 use runner_pipeline::report::RunFacts;
 
 pub mod claim;
+#[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(feature = "nats")]
 pub mod nats;
 pub mod scratch;
 mod watch;

@@ -10,6 +10,7 @@ use runner_contract::exit_codes;
 use runner_contract::verdict::ServeVerdict;
 use runner_core::policy::Policy;
 use runner_pipeline::pipeline::Pipeline;
+#[cfg(feature = "metrics")]
 use runner_serve::metrics::{self, Metrics};
 use runner_serve::{Config, Handled, Level, Observer};
 use std::net::SocketAddr;
@@ -106,17 +107,20 @@ fn parse_metrics_addr(text: &str) -> Result<SocketAddr, String> {
 /// Prints each request handled, logs the host's messages, counts for the metrics.
 struct Printer {
     json: bool,
+    #[cfg(feature = "metrics")]
     metrics: Option<Arc<Metrics>>,
 }
 
 impl Observer for Printer {
-    fn queue_depth(&self, depth: usize) {
+    fn queue_depth(&self, _depth: usize) {
+        #[cfg(feature = "metrics")]
         if let Some(m) = &self.metrics {
-            m.set_queue_depth(depth);
+            m.set_queue_depth(_depth);
         }
     }
 
     fn handled(&self, handled: &Handled) {
+        #[cfg(feature = "metrics")]
         if let Some(m) = &self.metrics {
             m.observe(handled);
         }
@@ -167,6 +171,15 @@ impl Observer for Printer {
     }
 }
 
+/// An option of a part this binary was built without: said, exit code USAGE.
+#[cfg(not(all(feature = "metrics", feature = "nats")))]
+fn built_without(feature: &str, option: &str) -> i32 {
+    super::output::error(format!(
+        "{option}: this runner was built without its `{feature}` feature (cargo build --features {feature})"
+    ));
+    exit_codes::USAGE
+}
+
 impl ServeCommand {
     pub fn execute(self, policy: &Policy) -> i32 {
         // Before any thread starts (the metrics responder), so all of them block the
@@ -175,6 +188,7 @@ impl ServeCommand {
             super::output::error(format!("cannot block SIGTERM and SIGINT: {e}"));
             return exit_codes::INTERNAL;
         }
+        #[cfg(feature = "metrics")]
         let metrics = match self.metrics {
             None => None,
             Some(addr) => {
@@ -191,6 +205,14 @@ impl ServeCommand {
                 }
             }
         };
+        #[cfg(not(feature = "metrics"))]
+        if self.metrics.is_some() {
+            return built_without("metrics", "--metrics");
+        }
+        #[cfg(not(feature = "nats"))]
+        if self.nats.is_some() {
+            return built_without("nats", "--nats");
+        }
         let pipeline = match Pipeline::for_command(policy, self.sign_key.as_deref(), None) {
             Ok(pipeline) => pipeline,
             Err(e) => {
@@ -201,11 +223,13 @@ impl ServeCommand {
         let jobs = usize::try_from(self.jobs).unwrap_or(1);
         // A host runs requests all day: its workers start ahead of them.
         pipeline.set_warm_workers(runner_pipeline::report::warm_workers(jobs.max(1)));
+        #[cfg(feature = "metrics")]
         if let Some(m) = &metrics {
             m.watch_workers(pipeline.worker_counters());
         }
         let printer = Printer {
             json: self.json,
+            #[cfg(feature = "metrics")]
             metrics,
         };
         // The pools start now, not at the first request of each kind, in a thread of
@@ -265,6 +289,7 @@ impl ServeCommand {
         jobs: usize,
     ) -> Option<Result<runner_serve::Stopped, runner_serve::ServeError>> {
         match (self.nats, self.inbox, self.results) {
+            #[cfg(feature = "nats")]
             (Some(url), _, _) => {
                 let config = runner_serve::nats::NatsConfig {
                     url,
