@@ -188,6 +188,14 @@ impl ServeCommand {
             super::output::error(format!("cannot block SIGTERM and SIGINT: {e}"));
             return exit_codes::INTERNAL;
         }
+        #[cfg(not(feature = "metrics"))]
+        if self.metrics.is_some() {
+            return built_without("metrics", "--metrics");
+        }
+        #[cfg(not(feature = "nats"))]
+        if self.nats.is_some() {
+            return built_without("nats", "--nats");
+        }
         #[cfg(feature = "metrics")]
         let metrics = match self.metrics {
             None => None,
@@ -205,14 +213,6 @@ impl ServeCommand {
                 }
             }
         };
-        #[cfg(not(feature = "metrics"))]
-        if self.metrics.is_some() {
-            return built_without("metrics", "--metrics");
-        }
-        #[cfg(not(feature = "nats"))]
-        if self.nats.is_some() {
-            return built_without("nats", "--nats");
-        }
         let pipeline = match Pipeline::for_command(policy, self.sign_key.as_deref(), None) {
             Ok(pipeline) => pipeline,
             Err(e) => {
