@@ -152,8 +152,10 @@ pub struct Outcome {
 /// The runner could not do its job (as opposed to the guest failing).
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
+    /// The engine could not make the guest's module ready; the backend's own error type
+    /// (for the ERA backend, `runner_wasmtime::error::ModuleError`) is kept as the source.
     #[error("guest module: {0}")]
-    Module(String),
+    Module(Box<dyn std::error::Error + Send + Sync>),
     #[error("worker: {0}")]
     Worker(#[from] worker::WorkerError),
     /// The runner's private mount namespace or a run's `/out` tmpfs

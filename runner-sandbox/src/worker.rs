@@ -28,7 +28,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 mod error;
@@ -344,119 +344,22 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
     if warm && !exchanged.delivered && killed.is_none() && reply.is_empty() {
         return Ok(Supervised::NotDelivered(status));
     }
-    let worker_stderr = exchanged.stderr;
-    let stderr_note = || {
-        let text = String::from_utf8_lossy(&worker_stderr);
-        let text = text.trim();
-        if text.is_empty() {
-            String::new()
-        } else {
-            format!("; worker stderr: {}", truncate(text, 500))
-        }
+    let ended = Ended {
+        killed,
+        status,
+        cpu,
+        elapsed,
+        worker_stderr: exchanged.stderr,
+        reply,
+        reply_overflow,
     };
-
     // What the worker had used before its request arrived, as it says (a worker that
     // died without a reply says nothing, and its whole CPU time counts).
-    let mut cpu_before = None;
-    let mut outcome = match (killed, status.signal()) {
-        (Some(Kill::Deadline), _) => limit_outcome(
-            OutcomeKind::TimedOut,
-            format!(
-                "wall-clock limit of {:?} reached; worker killed after the grace",
-                limits.wall
-            ),
-            elapsed,
-            engine,
-        ),
-        (Some(Kill::OutOverCaps(usage)), _) => limit_outcome(
-            OutcomeKind::OutputLimit,
-            format!(
-                "/out over its caps during the run (at least {} bytes in {} entries; caps {} bytes, {} entries); worker killed",
-                usage.bytes, usage.entries, limits.out_bytes, limits.out_files
-            ),
-            elapsed,
-            engine,
-        ),
-        (None, Some(signal)) => {
-            let (kind, detail) = classify_signal(signal, cpu, limits);
-            limit_outcome(kind, format!("{detail}{}", stderr_note()), elapsed, engine)
-        }
-        (None, None) if job.oom_exit_code.is_some() && status.code() == job.oom_exit_code => {
-            limit_outcome(
-                OutcomeKind::MemoryExceeded,
-                format!(
-                    "memory limit of {} bytes reached: the worker's allocator cap ended it{}",
-                    limits.memory_bytes,
-                    stderr_note()
-                ),
-                elapsed,
-                engine,
-            )
-        }
-        (None, None) => match parse_reply(&reply, reply_overflow) {
-            Ok(WorkerReply::Ok {
-                outcome,
-                cpu_before_request_ms,
-                marks,
-            }) => {
-                crate::phases::absorb(marks);
-                cpu_before = cpu_before_request_ms.map(Duration::from_millis);
-                outcome
-            }
-            Ok(WorkerReply::Error {
-                message,
-                module_rejected: true,
-            }) => return Ok(Supervised::ModuleRejected(message)),
-            Ok(WorkerReply::Error { message, .. }) => {
-                return Err(WorkerError::Reported(message).into());
-            }
-            Err(why) => limit_outcome(
-                OutcomeKind::Trapped,
-                format!(
-                    "worker exited with code {} without a valid reply ({why}){}",
-                    status.code().unwrap_or(-1),
-                    stderr_note()
-                ),
-                elapsed,
-                engine,
-            ),
-        },
+    let (mut outcome, cpu_before) = match ended.outcome(limits, engine, job.oom_exit_code)? {
+        Ok(got) => got,
+        Err(early) => return Ok(early),
     };
-
-    // The captured output: what the worker wrote, bounded by the caps again.
-    let (stdout, stdout_over) = read_capture(&spec.capture_dir.join("stdout"), limits.stdout_bytes);
-    let (stderr, stderr_over) = read_capture(&spec.capture_dir.join("stderr"), limits.stderr_bytes);
-    outcome.stdout_capped |= stdout_over;
-    outcome.stderr_capped |= stderr_over;
-    outcome.stdout = stdout;
-    outcome.stderr = stderr;
-
-    // /out after the run: over the caps (a sparse file, a race with the poll) or a
-    // tmpfs filled to the brim means the guest hit the limit.
-    let usage = confine::tree_usage(&spec.out_dir, limits).ok();
-    let full = tmpfs && confine::tmpfs_full(&spec.out_dir);
-    if usage.is_some_and(|u| u.over(limits)) || full {
-        mark_output_limit(&mut outcome, &out_over_note(limits, usage));
-    }
-    // A file can only be over the byte cap when the whole tree is: the walk above
-    // stops early, so a tree over either cap (or one it could not walk) is walked again.
-    if usage.is_none_or(|u| u.over(limits)) {
-        match confine::cut_back_to_cap(&spec.out_dir, limits.out_bytes) {
-            Ok(0) => {}
-            Ok(n) => push_detail(
-                &mut outcome,
-                &format!(
-                    "{n} /out file(s) reached past the byte cap and were cut back to {} bytes before collection",
-                    limits.out_bytes
-                ),
-            ),
-            Err(e) => push_detail(
-                &mut outcome,
-                &format!("a /out file over the byte cap could not be cut back to it: {e}"),
-            ),
-        }
-    }
-
+    let usage = collect_streams_and_out(spec, tmpfs, &mut outcome);
     outcome.engine = job.engine;
     outcome.confinement.extend(runner_layers);
     outcome.usage = Some(Box::new(runner_core::run::Usage {
@@ -477,6 +380,142 @@ pub fn supervise_worker<P>(job: WorkerJob<'_, P>) -> Result<Supervised, BackendE
             .then(|| outcome.kind.as_str().to_owned()),
     }));
     Ok(Supervised::Outcome(outcome))
+}
+
+/// How a worker's exchange ended, as the runner saw it.
+struct Ended {
+    killed: Option<Kill>,
+    status: ExitStatus,
+    cpu: Option<Duration>,
+    elapsed: f64,
+    worker_stderr: Vec<u8>,
+    reply: Vec<u8>,
+    reply_overflow: bool,
+}
+
+impl Ended {
+    /// The worker's stderr, for a detail that says why it ended.
+    fn stderr_note(&self) -> String {
+        let text = String::from_utf8_lossy(&self.worker_stderr);
+        let text = text.trim();
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!("; worker stderr: {}", truncate(text, 500))
+        }
+    }
+
+    /// The run's outcome and the CPU time the worker says it used before the request;
+    /// or, inside `Err`, an end that is not an outcome (the precompiled module refused).
+    fn outcome(
+        &self,
+        limits: &Limits,
+        engine: &str,
+        oom_exit_code: Option<i32>,
+    ) -> Result<Result<(Outcome, Option<Duration>), Supervised>, BackendError> {
+        let (status, elapsed) = (self.status, self.elapsed);
+        let limit = |kind, detail| Ok(Ok((limit_outcome(kind, detail, elapsed, engine), None)));
+        match (&self.killed, status.signal()) {
+            (Some(Kill::Deadline), _) => limit(
+                OutcomeKind::TimedOut,
+                format!(
+                    "wall-clock limit of {:?} reached; worker killed after the grace",
+                    limits.wall
+                ),
+            ),
+            (Some(Kill::OutOverCaps(usage)), _) => limit(
+                OutcomeKind::OutputLimit,
+                format!(
+                    "/out over its caps during the run (at least {} bytes in {} entries; caps {} bytes, {} entries); worker killed",
+                    usage.bytes, usage.entries, limits.out_bytes, limits.out_files
+                ),
+            ),
+            (None, Some(signal)) => {
+                let (kind, detail) = classify_signal(signal, self.cpu, limits);
+                limit(kind, format!("{detail}{}", self.stderr_note()))
+            }
+            (None, None) if oom_exit_code.is_some() && status.code() == oom_exit_code => limit(
+                OutcomeKind::MemoryExceeded,
+                format!(
+                    "memory limit of {} bytes reached: the worker's allocator cap ended it{}",
+                    limits.memory_bytes,
+                    self.stderr_note()
+                ),
+            ),
+            (None, None) => match parse_reply(&self.reply, self.reply_overflow) {
+                Ok(WorkerReply::Ok {
+                    outcome,
+                    cpu_before_request_ms,
+                    marks,
+                }) => {
+                    crate::phases::absorb(marks);
+                    Ok(Ok((
+                        outcome,
+                        cpu_before_request_ms.map(Duration::from_millis),
+                    )))
+                }
+                Ok(WorkerReply::Error {
+                    message,
+                    module_rejected: true,
+                }) => Ok(Err(Supervised::ModuleRejected(message))),
+                Ok(WorkerReply::Error { message, .. }) => {
+                    Err(WorkerError::Reported(message).into())
+                }
+                Err(why) => limit(
+                    OutcomeKind::Trapped,
+                    format!(
+                        "worker exited with code {} without a valid reply ({why}){}",
+                        status.code().unwrap_or(-1),
+                        self.stderr_note()
+                    ),
+                ),
+            },
+        }
+    }
+}
+
+/// After the run: the captured streams into `outcome` (bounded by the caps again), and
+/// `/out` checked against its caps, files past the byte cap cut back. Returns what the
+/// walk of `/out` found.
+fn collect_streams_and_out<P>(
+    spec: &SandboxSpec<P>,
+    tmpfs: bool,
+    outcome: &mut Outcome,
+) -> Option<confine::TreeUsage> {
+    let limits = &spec.limits;
+    let (stdout, stdout_over) = read_capture(&spec.capture_dir.join("stdout"), limits.stdout_bytes);
+    let (stderr, stderr_over) = read_capture(&spec.capture_dir.join("stderr"), limits.stderr_bytes);
+    outcome.stdout_capped |= stdout_over;
+    outcome.stderr_capped |= stderr_over;
+    outcome.stdout = stdout;
+    outcome.stderr = stderr;
+
+    // /out after the run: over the caps (a sparse file, a race with the poll) or a
+    // tmpfs filled to the brim means the guest hit the limit.
+    let usage = confine::tree_usage(&spec.out_dir, limits).ok();
+    let full = tmpfs && confine::tmpfs_full(&spec.out_dir);
+    if usage.is_some_and(|u| u.over(limits)) || full {
+        mark_output_limit(outcome, &out_over_note(limits, usage));
+    }
+    // A file can only be over the byte cap when the whole tree is: the walk above
+    // stops early, so a tree over either cap (or one it could not walk) is walked again.
+    if usage.is_none_or(|u| u.over(limits)) {
+        match confine::cut_back_to_cap(&spec.out_dir, limits.out_bytes) {
+            Ok(0) => {}
+            Ok(n) => push_detail(
+                outcome,
+                &format!(
+                    "{n} /out file(s) reached past the byte cap and were cut back to {} bytes before collection",
+                    limits.out_bytes
+                ),
+            ),
+            Err(e) => push_detail(
+                outcome,
+                &format!("a /out file over the byte cap could not be cut back to it: {e}"),
+            ),
+        }
+    }
+    usage
 }
 
 /// What the runner saw of `/out` after the run that makes it `output_limit`: the

@@ -485,48 +485,11 @@ impl Host<'_> {
             request_sha256: sha,
             reasons,
         };
-        // The run's scratch directory, held: the request, its inputs and its result are
-        // written and read through the handle.
-        let created = tempfile::Builder::new()
-            .prefix("runner-nats-")
-            .tempdir_in(&self.scratch)
-            .and_then(|d| runner_sandbox::host::open_dir(d.path()).map(|run| (d, run)));
-        let (dir, run) = match created {
-            Ok(d) => d,
-            Err(e) => {
-                let r = Reason::new(
-                    "nats.tmp",
-                    format!("cannot create a run directory: {e}"),
-                    None,
-                );
-                return failed(None, raw_sha, vec![r]);
-            }
+        let (dir, run) = match self.stage_request(message, &raw_sha, delivery) {
+            Ok(staged) => staged,
+            Err(disposition) => return *disposition,
         };
         let request_path = dir.path().join("request.md");
-        let mut written = run.write("request.md", body);
-        if let Some(sig) = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(APPROVAL_HEADER))
-        {
-            match base64::engine::general_purpose::STANDARD.decode(sig.as_str().trim()) {
-                Ok(bytes) => {
-                    written = written.and_then(|()| run.write("request.md.sig", bytes));
-                }
-                Err(e) => {
-                    let r = Reason::new(
-                        "nats.approval_header",
-                        format!("header {APPROVAL_HEADER} is not base64: {e}"),
-                        None,
-                    );
-                    return self.reject(None, raw_sha, vec![r], delivery);
-                }
-            }
-        }
-        if let Err(e) = written {
-            let r = Reason::new("nats.tmp", format!("cannot write the request: {e}"), None);
-            return failed(None, raw_sha, vec![r]);
-        }
         let plan = match self.pipeline.judge(&request_path) {
             Ok(plan) => plan,
             Err(e) if is_refusal(&e) => return self.reject(None, raw_sha, e.reasons(), delivery),
@@ -614,6 +577,69 @@ impl Host<'_> {
                 failed(Some(id), sha, vec![r])
             }
         }
+    }
+
+    /// A fresh run directory holding the message's request (and its approval signature,
+    /// from the header); `Err`: how the message ends when that cannot be.
+    fn stage_request(
+        &self,
+        message: &jetstream::Message,
+        raw_sha: &str,
+        delivery: i64,
+    ) -> Result<(tempfile::TempDir, Dir), Box<Disposition>> {
+        let body = &message.payload;
+        let failed = |reasons| Disposition::Failed {
+            request_id: None,
+            request_sha256: raw_sha.to_owned(),
+            reasons,
+        };
+        // The run's scratch directory, held: the request, its inputs and its result are
+        // written and read through the handle.
+        let created = tempfile::Builder::new()
+            .prefix("runner-nats-")
+            .tempdir_in(&self.scratch)
+            .and_then(|d| runner_sandbox::host::open_dir(d.path()).map(|run| (d, run)));
+        let (dir, run) = match created {
+            Ok(d) => d,
+            Err(e) => {
+                let r = Reason::new(
+                    "nats.tmp",
+                    format!("cannot create a run directory: {e}"),
+                    None,
+                );
+                return Err(Box::new(failed(vec![r])));
+            }
+        };
+        let mut written = run.write("request.md", body);
+        if let Some(sig) = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(APPROVAL_HEADER))
+        {
+            match base64::engine::general_purpose::STANDARD.decode(sig.as_str().trim()) {
+                Ok(bytes) => {
+                    written = written.and_then(|()| run.write("request.md.sig", bytes));
+                }
+                Err(e) => {
+                    let r = Reason::new(
+                        "nats.approval_header",
+                        format!("header {APPROVAL_HEADER} is not base64: {e}"),
+                        None,
+                    );
+                    return Err(Box::new(self.reject(
+                        None,
+                        raw_sha.to_owned(),
+                        vec![r],
+                        delivery,
+                    )));
+                }
+            }
+        }
+        if let Err(e) = written {
+            let r = Reason::new("nats.tmp", format!("cannot write the request: {e}"), None);
+            return Err(Box::new(failed(vec![r])));
+        }
+        Ok((dir, run))
     }
 
     /// A REJECT: its summary stored under `rejected/` and answered.

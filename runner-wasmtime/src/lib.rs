@@ -3,6 +3,7 @@
 //! - [`engine`]: the one engine configuration, the precompiled-module cache (keyed by
 //!   guest sha256 and the engine settings, verified before it is mapped), and the
 //!   in-process run of a WASI guest under a run's limits;
+//! - [`error`]: why a guest module could not be made ready;
 //! - `stack`: the guest's stack sizes, and a trap told "stack exhausted" when a stack
 //!   overflowed;
 //! - `wasi_fds`: `EMFILE` for a guest that opened as many files as the worker may;
@@ -15,6 +16,7 @@
 //! the runner.
 
 pub mod engine;
+pub mod error;
 pub mod preinit;
 mod stack;
 pub mod wasi_determinism;

@@ -28,6 +28,7 @@ use crate::engine::{
     CpuBudget, GuestSetup, ModuleCache, RunOptions, engine_name, load_module, new_engine,
     run_set_up_guest, worker_address_space_limit,
 };
+use crate::error::ModuleError;
 use runner_sandbox::confine;
 use runner_sandbox::cpu::CpuClock;
 use runner_sandbox::{Backend, BackendError, GuestProgram, Outcome, SandboxSpec};
@@ -366,9 +367,11 @@ impl Backend for WasmtimeBackend {
         match self.supervise(spec, false)? {
             Supervised::Outcome(outcome) => Ok(outcome),
             Supervised::NotDelivered(status) => Err(WorkerError::NotDelivered { status }.into()),
-            Supervised::ModuleRejected(again) => Err(BackendError::Module(format!(
-                "precompiled module rejected twice: {reason}; then {again}"
-            ))),
+            Supervised::ModuleRejected(again) => Err(ModuleError::RejectedTwice {
+                first: reason,
+                again,
+            }
+            .into()),
         }
     }
 }

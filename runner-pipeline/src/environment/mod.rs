@@ -234,45 +234,7 @@ pub fn install(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Located, EnvError> {
     let env = spec.name.as_str();
-    let mut by_package: Vec<Option<&Path>> = vec![None; spec.packages.len()];
-    for path in wheels {
-        let sha = wheel::file_sha256(path).map_err(EnvError::io(env, "read wheel", path))?;
-        let Some(i) = spec.packages.iter().position(|p| p.sha256 == sha) else {
-            return Err(EnvError::Wheel {
-                env: env.to_owned(),
-                wheel: path.clone(),
-                reason: format!(
-                    "its sha256 {sha} matches no package pinned for this environment (pinned: {})",
-                    spec.packages
-                        .iter()
-                        .map(|p| format!("{} {} {}", p.name, p.version, p.sha256))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
-        };
-        if by_package[i].is_some() {
-            return Err(EnvError::Wheel {
-                env: env.to_owned(),
-                wheel: path.clone(),
-                reason: format!("package `{}` is given twice", spec.packages[i].name),
-            });
-        }
-        by_package[i] = Some(path);
-    }
-    let missing: Vec<String> = spec
-        .packages
-        .iter()
-        .zip(&by_package)
-        .filter(|(_, w)| w.is_none())
-        .map(|(p, _)| format!("{} {}", p.name, p.version))
-        .collect();
-    if !missing.is_empty() {
-        return Err(EnvError::Invalid {
-            env: env.to_owned(),
-            reason: format!("no wheel given for {}", missing.join(", ")),
-        });
-    }
+    let by_package = wheel_per_package(spec, wheels)?;
     if let Ok(found) = locate(spec, env_dir) {
         progress(&format!(
             "{env}: already installed (tree sha256 {})",
@@ -360,6 +322,56 @@ pub fn install(
         tree_sha256,
         packages: spec.packages.clone(),
     })
+}
+
+/// The wheel given for each pinned package of `spec`, in the spec's order, matched by
+/// sha256: a wheel that matches no pin, a package given twice or one not given is an
+/// error.
+fn wheel_per_package<'a>(
+    spec: &EnvironmentSpec,
+    wheels: &'a [PathBuf],
+) -> Result<Vec<Option<&'a Path>>, EnvError> {
+    let env = spec.name.as_str();
+    let mut by_package: Vec<Option<&Path>> = vec![None; spec.packages.len()];
+    for path in wheels {
+        let sha = wheel::file_sha256(path).map_err(EnvError::io(env, "read wheel", path))?;
+        let Some(i) = spec.packages.iter().position(|p| p.sha256 == sha) else {
+            return Err(EnvError::Wheel {
+                env: env.to_owned(),
+                wheel: path.clone(),
+                reason: format!(
+                    "its sha256 {sha} matches no package pinned for this environment (pinned: {})",
+                    spec.packages
+                        .iter()
+                        .map(|p| format!("{} {} {}", p.name, p.version, p.sha256))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        };
+        if by_package[i].is_some() {
+            return Err(EnvError::Wheel {
+                env: env.to_owned(),
+                wheel: path.clone(),
+                reason: format!("package `{}` is given twice", spec.packages[i].name),
+            });
+        }
+        by_package[i] = Some(path);
+    }
+    let missing: Vec<String> = spec
+        .packages
+        .iter()
+        .zip(&by_package)
+        .filter(|(_, w)| w.is_none())
+        .map(|(p, _)| format!("{} {}", p.name, p.version))
+        .collect();
+    if !missing.is_empty() {
+        return Err(EnvError::Invalid {
+            env: env.to_owned(),
+            reason: format!("no wheel given for {}", missing.join(", ")),
+        });
+    }
+    Ok(by_package)
 }
 
 /// One row of `runner env list`.

@@ -149,232 +149,279 @@ pub fn verify_set(result: &Path) -> Verification {
 /// # Ambient authority
 /// As [`verify`].
 pub fn verify_with(result: &Path, lookup: RequestLookup<'_>) -> Verification {
-    let mut differences = Vec::new();
-    let mut checked = Vec::new();
-    let mut not_checked = Vec::new();
+    let mut f = Findings::default();
     let (id, dir) = result_location(result);
-    let lock_path = dir.join(lock_file_name(&id));
-    let lock = match runner_sandbox::read::read_regular_nofollow(&lock_path, MAX_COMPANION_BYTES) {
-        Err(e) => {
-            differences.push(diff(
-                format!("lock {}", lock_path.display()),
-                "a readable lock file",
-                e.to_string(),
-            ));
-            None
-        }
-        Ok(bytes) => match Lock::parse(&bytes) {
-            Ok(lock) => {
-                checked.push("lock (canonical form, fields, lock_sha256)".into());
-                Some(lock)
-            }
-            Err(e) => {
-                differences.push(diff(
-                    "lock",
-                    "a canonical runner.lock/v1 whose lock_sha256 re-derives",
-                    e.to_string(),
-                ));
-                None
-            }
-        },
-    };
-    let result_text = match runner_sandbox::read::read_regular_nofollow(result, MAX_COMPANION_BYTES)
-    {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(t) => Some(t),
-            Err(_) => {
-                differences.push(diff("result document", "UTF-8 text", "invalid UTF-8"));
-                None
-            }
-        },
-        Err(e) => {
-            differences.push(diff(
-                format!("result {}", result.display()),
-                "a readable result document",
-                e.to_string(),
-            ));
-            None
-        }
-    };
+    let lock = f.read_lock(&dir.join(lock_file_name(&id)));
+    let result_text = f.read_result(result);
     let Some(lock) = lock else {
-        return finish(differences, checked, not_checked, None);
+        return f.finish(None);
     };
     if lock.result_id != id {
-        differences.push(diff("lock result_id", &id, &lock.result_id));
+        f.differ("lock result_id", &id, &lock.result_id);
     }
     if let Some(text) = &result_text {
         let actual = text_sha256_tagged(text);
         if actual != lock.result_sha256 {
-            differences.push(diff("result document sha256", &lock.result_sha256, actual));
+            f.differ("result document sha256", &lock.result_sha256, actual);
         }
-        checked.push("result document".into());
-        compare_front_matter(text, &lock, &mut differences);
+        f.checked.push("result document".into());
+        compare_front_matter(text, &lock, &mut f.differences);
     }
-    let artifact_dir = dir.join(&id);
     match open_artifact_dir(&dir, &id) {
-        Err(e) => differences.push(diff(
-            format!("artifact directory {}", artifact_dir.display()),
+        Err(e) => f.differ(
+            format!("artifact directory {}", dir.join(&id).display()),
             "a directory (not a link)",
             e.to_string(),
-        )),
+        ),
         Ok(adir) => {
-            unlisted_entries(&adir, &lock, &mut differences);
-            for (name, pin) in [
-                ("stdout", &lock.outputs.stdout),
-                ("stderr", &lock.outputs.stderr),
-            ] {
-                match hash_nofollow(&adir, name) {
-                    Ok((sha, bytes)) => {
-                        if sha != pin.sha256 {
-                            differences.push(diff(format!("{name} sha256"), &pin.sha256, sha));
-                        } else if bytes != pin.bytes {
-                            differences.push(diff(
-                                format!("{name} bytes"),
-                                pin.bytes.to_string(),
-                                bytes.to_string(),
-                            ));
-                        }
-                        checked.push(name.into());
-                    }
-                    Err(e) => {
-                        differences.push(diff(format!("{name} file"), "present", e.to_string()));
-                    }
-                }
-            }
-            // Each response body the broker gave the guest, stored beside the streams.
-            for e in lock.network.iter().flat_map(|n| &n.exchanges) {
-                let Some(pinned) = &e.response_sha256 else {
-                    continue;
-                };
-                let name = runner_core::net::body_file_name(e.seq);
-                let what = format!("network response {} ({} {})", e.seq, e.method, e.url);
-                match hash_nofollow(&adir, &name) {
-                    Ok((sha, _)) if &sha != pinned => {
-                        differences.push(diff(format!("{what} sha256"), pinned, sha));
-                    }
-                    Ok(_) => checked.push(what),
-                    Err(err) => {
-                        differences.push(diff(format!("{what} file"), "present", err.to_string()));
-                    }
-                }
-            }
-            if adir
-                .symlink_metadata("out")
-                .is_ok_and(|m| !m.file_type().is_dir())
-            {
-                differences.push(diff(
-                    "artifact directory out/",
-                    "a directory (not a link)",
-                    "a symlink or another file",
-                ));
-            } else if let Ok(out) = runner_gate::artifacts::open_dir_nofollow(&adir, "out") {
-                // The gate's own listing: a link, a special file, a level too deep or an
-                // entry past the cap is a difference, never skipped.
-                let mut problems = runner_core::markdown::fields::Reasons::default();
-                let on_disk = runner_gate::artifacts::list_out(
-                    &out,
-                    MAX_OUT_ENTRIES,
-                    &runner_core::result::escaped(std::ffi::OsStr::new(&id)),
-                    &mut problems,
-                );
-                for p in problems.0 {
-                    differences.push(diff(
-                        format!("artifact directory out/ ({})", p.code),
-                        "only regular files the lock lists, within the depth and count caps",
-                        p.message,
-                    ));
-                }
-                for a in &lock.outputs.artifacts {
-                    if a.path.split('/').any(|c| c == ".." || c.is_empty()) {
-                        differences.push(diff(
-                            format!("artifact path {}", a.path),
-                            "a relative path",
-                            "a path that climbs or is empty",
-                        ));
-                        continue;
-                    }
-                    match hash_nofollow(&out, &a.path) {
-                        Ok((sha, bytes)) => {
-                            if sha != a.sha256 {
-                                differences.push(diff(
-                                    format!("artifact {}", a.path),
-                                    &a.sha256,
-                                    sha,
-                                ));
-                            } else if bytes != a.bytes {
-                                differences.push(diff(
-                                    format!("artifact {} bytes", a.path),
-                                    a.bytes.to_string(),
-                                    bytes.to_string(),
-                                ));
-                            }
-                            checked.push(format!("artifact {}", a.path));
-                        }
-                        Err(e) => differences.push(diff(
-                            format!("artifact {}", a.path),
-                            &a.sha256,
-                            format!("missing or unreadable: {e}"),
-                        )),
-                    }
-                }
-                for path in on_disk.into_keys() {
-                    if !lock.outputs.artifacts.iter().any(|a| a.path == path) {
-                        differences.push(diff(
-                            format!("artifact {path}"),
-                            "absent (not in the lock)",
-                            "present",
-                        ));
-                    }
-                }
-            } else if !lock.outputs.artifacts.is_empty() {
-                differences.push(diff("artifact directory out/", "present", "missing"));
-            }
+            unlisted_entries(&adir, &lock, &mut f.differences);
+            f.check_streams(&adir, &lock);
+            f.check_bodies(&adir, &lock);
+            f.check_out(&adir, &lock, &id);
         }
     }
     let request_path = match lookup {
         RequestLookup::Given(p) => Some(p.to_owned()),
         RequestLookup::Beside => find_request(&dir, &lock.request.request_id, &lock.request.sha256),
         RequestLookup::Skip => {
-            not_checked.push(format!(
+            f.not_checked.push(format!(
                 "request {} (it does not travel with the result)",
                 lock.request.request_id
             ));
-            return finish(differences, checked, not_checked, Some(lock));
+            return f.finish(Some(lock));
         }
     };
     match request_path {
-        Some(p) => match runner_sandbox::read::read_document(&p, MAX_COMPANION_BYTES) {
-            Ok(runner_sandbox::read::Read2::TooLarge(size)) => differences.push(diff(
+        Some(p) => f.check_request(&p, &lock),
+        None => f.not_checked.push(format!(
+            "request {} (not given and not found beside the results)",
+            lock.request.request_id
+        )),
+    }
+    f.finish(Some(lock))
+}
+
+/// What a verification has found so far, in the order it looked.
+#[derive(Default)]
+struct Findings {
+    differences: Vec<Difference>,
+    checked: Vec<String>,
+    not_checked: Vec<String>,
+}
+
+impl Findings {
+    fn differ(
+        &mut self,
+        what: impl Into<String>,
+        expected: impl Into<String>,
+        actual: impl Into<String>,
+    ) {
+        self.differences.push(diff(what, expected, actual));
+    }
+
+    fn finish(self, lock: Option<Lock>) -> Verification {
+        finish(self.differences, self.checked, self.not_checked, lock)
+    }
+
+    /// The lock at `lock_path`, parsed and its own hash re-derived.
+    fn read_lock(&mut self, lock_path: &Path) -> Option<Lock> {
+        let bytes =
+            match runner_sandbox::read::read_regular_nofollow(lock_path, MAX_COMPANION_BYTES) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    self.differ(
+                        format!("lock {}", lock_path.display()),
+                        "a readable lock file",
+                        e.to_string(),
+                    );
+                    return None;
+                }
+            };
+        match Lock::parse(&bytes) {
+            Ok(lock) => {
+                self.checked
+                    .push("lock (canonical form, fields, lock_sha256)".into());
+                Some(lock)
+            }
+            Err(e) => {
+                self.differ(
+                    "lock",
+                    "a canonical runner.lock/v1 whose lock_sha256 re-derives",
+                    e.to_string(),
+                );
+                None
+            }
+        }
+    }
+
+    /// The result document's text.
+    fn read_result(&mut self, result: &Path) -> Option<String> {
+        match runner_sandbox::read::read_regular_nofollow(result, MAX_COMPANION_BYTES) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => Some(t),
+                Err(_) => {
+                    self.differ("result document", "UTF-8 text", "invalid UTF-8");
+                    None
+                }
+            },
+            Err(e) => {
+                self.differ(
+                    format!("result {}", result.display()),
+                    "a readable result document",
+                    e.to_string(),
+                );
+                None
+            }
+        }
+    }
+
+    /// stdout and stderr beside the result, against their pins.
+    fn check_streams(&mut self, adir: &Dir, lock: &Lock) {
+        for (name, pin) in [
+            ("stdout", &lock.outputs.stdout),
+            ("stderr", &lock.outputs.stderr),
+        ] {
+            match hash_nofollow(adir, name) {
+                Ok((sha, bytes)) => {
+                    if sha != pin.sha256 {
+                        self.differ(format!("{name} sha256"), &pin.sha256, sha);
+                    } else if bytes != pin.bytes {
+                        self.differ(
+                            format!("{name} bytes"),
+                            pin.bytes.to_string(),
+                            bytes.to_string(),
+                        );
+                    }
+                    self.checked.push(name.into());
+                }
+                Err(e) => self.differ(format!("{name} file"), "present", e.to_string()),
+            }
+        }
+    }
+
+    /// Each response body the broker gave the guest, stored beside the streams.
+    fn check_bodies(&mut self, adir: &Dir, lock: &Lock) {
+        for e in lock.network.iter().flat_map(|n| &n.exchanges) {
+            let Some(pinned) = &e.response_sha256 else {
+                continue;
+            };
+            let name = runner_core::net::body_file_name(e.seq);
+            let what = format!("network response {} ({} {})", e.seq, e.method, e.url);
+            match hash_nofollow(adir, &name) {
+                Ok((sha, _)) if &sha != pinned => {
+                    self.differ(format!("{what} sha256"), pinned, sha);
+                }
+                Ok(_) => self.checked.push(what),
+                Err(err) => self.differ(format!("{what} file"), "present", err.to_string()),
+            }
+        }
+    }
+
+    /// `out/` beside the result: every artifact the lock lists, with its hash and size,
+    /// and nothing else.
+    fn check_out(&mut self, adir: &Dir, lock: &Lock, id: &str) {
+        if adir
+            .symlink_metadata("out")
+            .is_ok_and(|m| !m.file_type().is_dir())
+        {
+            self.differ(
+                "artifact directory out/",
+                "a directory (not a link)",
+                "a symlink or another file",
+            );
+            return;
+        }
+        let Ok(out) = runner_gate::artifacts::open_dir_nofollow(adir, "out") else {
+            if !lock.outputs.artifacts.is_empty() {
+                self.differ("artifact directory out/", "present", "missing");
+            }
+            return;
+        };
+        // The gate's own listing: a link, a special file, a level too deep or an
+        // entry past the cap is a difference, never skipped.
+        let mut problems = runner_core::markdown::fields::Reasons::default();
+        let on_disk = runner_gate::artifacts::list_out(
+            &out,
+            MAX_OUT_ENTRIES,
+            &runner_core::result::escaped(std::ffi::OsStr::new(id)),
+            &mut problems,
+        );
+        for p in problems.0 {
+            self.differ(
+                format!("artifact directory out/ ({})", p.code),
+                "only regular files the lock lists, within the depth and count caps",
+                p.message,
+            );
+        }
+        for a in &lock.outputs.artifacts {
+            if a.path.split('/').any(|c| c == ".." || c.is_empty()) {
+                self.differ(
+                    format!("artifact path {}", a.path),
+                    "a relative path",
+                    "a path that climbs or is empty",
+                );
+                continue;
+            }
+            match hash_nofollow(&out, &a.path) {
+                Ok((sha, bytes)) => {
+                    if sha != a.sha256 {
+                        self.differ(format!("artifact {}", a.path), &a.sha256, sha);
+                    } else if bytes != a.bytes {
+                        self.differ(
+                            format!("artifact {} bytes", a.path),
+                            a.bytes.to_string(),
+                            bytes.to_string(),
+                        );
+                    }
+                    self.checked.push(format!("artifact {}", a.path));
+                }
+                Err(e) => self.differ(
+                    format!("artifact {}", a.path),
+                    &a.sha256,
+                    format!("missing or unreadable: {e}"),
+                ),
+            }
+        }
+        for path in on_disk.into_keys() {
+            if !lock.outputs.artifacts.iter().any(|a| a.path == path) {
+                self.differ(
+                    format!("artifact {path}"),
+                    "absent (not in the lock)",
+                    "present",
+                );
+            }
+        }
+    }
+
+    /// The request at `p`, against the lock's pin.
+    fn check_request(&mut self, p: &Path, lock: &Lock) {
+        match runner_sandbox::read::read_document(p, MAX_COMPANION_BYTES) {
+            Ok(runner_sandbox::read::Read2::TooLarge(size)) => self.differ(
                 format!("request {}", p.display()),
                 "readable",
                 format!("{size} bytes, more than {MAX_COMPANION_BYTES}"),
-            )),
+            ),
             Ok(runner_sandbox::read::Read2::Bytes(bytes)) => {
                 let actual = match std::str::from_utf8(&bytes) {
                     Ok(t) => text_sha256_tagged(t),
                     Err(_) => sha256_tagged(&bytes),
                 };
                 if actual != lock.request.sha256 {
-                    differences.push(diff(
+                    self.differ(
                         format!("request {}", p.display()),
                         &lock.request.sha256,
                         actual,
-                    ));
+                    );
                 }
-                checked.push(format!("request {}", p.display()));
+                self.checked.push(format!("request {}", p.display()));
             }
-            Err(e) => differences.push(diff(
+            Err(e) => self.differ(
                 format!("request {}", p.display()),
                 "readable",
                 e.to_string(),
-            )),
-        },
-        None => not_checked.push(format!(
-            "request {} (not given and not found beside the results)",
-            lock.request.request_id
-        )),
+            ),
+        }
     }
-    finish(differences, checked, not_checked, Some(lock))
 }
 
 /// The statement beside `result` must be the one its lock implies. With `key`, the

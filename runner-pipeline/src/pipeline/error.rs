@@ -71,10 +71,26 @@ pub enum SetupError {
 /// Collecting `/out` and publishing the result (the message names the results
 /// directory: that is where the operator looks).
 #[derive(Debug, thiserror::Error)]
-#[error("results directory {}: {detail}", dir.display())]
+#[error("results directory {}: {cause}", dir.display())]
 pub struct PublishFailure {
     pub dir: PathBuf,
-    pub detail: String,
+    pub cause: PublishCause,
+}
+
+/// What went wrong while publishing.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishCause {
+    /// Staging, writing or renaming the result's files.
+    #[error(transparent)]
+    Staging(#[from] crate::result::PublishError),
+    #[error("collecting /out: {0}")]
+    Collect(std::io::Error),
+    /// A response body the guest was given could not be read back for the result.
+    #[error("reading the recorded body {}: {source}", path.display())]
+    RecordedBody {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Any failure of the pipeline before a result exists.

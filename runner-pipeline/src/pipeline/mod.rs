@@ -16,7 +16,7 @@ mod prepare;
 mod publish;
 pub mod replay;
 
-pub use error::{JudgeError, PrepareError, PublishFailure, RunError, SetupError};
+pub use error::{JudgeError, PrepareError, PublishCause, PublishFailure, RunError, SetupError};
 pub use prepare::Engines;
 
 use crate::approval::ApprovalKey;

@@ -4,7 +4,7 @@
 //! or no result at all.
 
 use super::RunPlan;
-use super::error::PublishFailure;
+use super::error::{PublishCause, PublishFailure};
 use crate::result::collect::{self, Collected, WalkLimits};
 use crate::result::{Rendered, ResultsRoot, Staging};
 use crate::stage::{RunDir, StagedInput};
@@ -56,11 +56,11 @@ pub(super) fn publish(
     outcome: &Outcome,
     mut findings: Vec<String>,
 ) -> Result<(PathBuf, Lock), PublishFailure> {
-    let fail = |detail: String| PublishFailure {
+    let fail = |cause: PublishCause| PublishFailure {
         dir: results.path().to_owned(),
-        detail,
+        cause,
     };
-    let dest = staging.out_dir().map_err(|e| fail(e.to_string()))?;
+    let dest = staging.out_dir().map_err(|e| fail(e.into()))?;
     let walk = WalkLimits {
         max_entries: ctx.limits.out_files,
         max_depth: 32,
@@ -68,8 +68,9 @@ pub(super) fn publish(
     // Whatever the guest left, the run ends in a complete result: a /out that cannot
     // even be reopened is a finding, not a lost run.
     let mut collected = match run.out() {
-        Ok(out) => collect::collect(&out, &dest, walk)
-            .map_err(|e| fail(format!("collecting /out: {e}")))?,
+        Ok(out) => {
+            collect::collect(&out, &dest, walk).map_err(|e| fail(PublishCause::Collect(e)))?
+        }
         Err(e) => Collected {
             findings: vec![format!(
                 "/out could not be reopened after the run ({e}); nothing was collected"
@@ -81,21 +82,23 @@ pub(super) fn publish(
     runner_sandbox::phases::mark("publish.out_collected");
     staging
         .write_stream("stdout", &outcome.stdout)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(e.into()))?;
     staging
         .write_stream("stderr", &outcome.stderr)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(e.into()))?;
     // The response bodies the guest was given, beside the streams, so `verify` can
     // re-derive their hashes and `replay` can serve them again.
     if let Some(network) = ctx.network {
         for name in &network.bodies {
             let bytes = network.body_dir.read(name).map_err(|e| {
-                let host = run.path().join(super::network::NET_BODIES).join(name);
-                fail(format!("reading the recorded body {}: {e}", host.display()))
+                fail(PublishCause::RecordedBody {
+                    path: run.path().join(super::network::NET_BODIES).join(name),
+                    source: e,
+                })
             })?;
             staging
                 .write_stream(name, &bytes)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| fail(e.into()))?;
         }
     }
 
@@ -144,7 +147,7 @@ pub(super) fn publish(
     };
     staging
         .publish_with(&base, render)
-        .map_err(|e| fail(e.to_string()))
+        .map_err(|e| fail(e.into()))
 }
 
 fn backend_name(ctx: &Context<'_>) -> &'static str {

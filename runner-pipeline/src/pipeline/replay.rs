@@ -243,37 +243,14 @@ impl Pipeline {
         // below read it.
         let environment_now = self.environment_now(&plan);
         let changed_pins = self.pin_differences(&lock, &plan, &environment_now);
-        let mut refused = Vec::new();
-        if mode == ReplayMode::Strict {
-            refused.extend(
-                changed_pins
-                    .iter()
-                    .filter(|p| p.pin != POLICY_TEXT_PIN)
-                    // An environment that is not here gets its own line, below.
-                    .filter(|p| !(p.pin == "environment" && p.actual.starts_with("unavailable")))
-                    .map(|p| self.refusal(&lock, p)),
-            );
-        }
-        // A pinned environment that is not here is refused in any mode, with the
-        // command that brings it back.
-        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, &environment_now) {
-            refused.push(format!(
-                "environment: the lock pins `{}` (tree {}), which is not available here: \
-                 {why}; run `runner env fetch --from-lock {}`",
-                pinned.name,
-                pinned.tree_sha256,
-                lock_path.display()
-            ));
-        }
-        let request_sha = text_sha256_tagged(&plan.request_text);
-        if request_sha != lock.request.sha256 {
-            refused.push(format!(
-                "the request {} has sha256 {request_sha}; the lock pins {} (another request \
-                 is another analysis, in any mode)",
-                request_path.display(),
-                lock.request.sha256
-            ));
-        }
+        let refused = self.refusals(
+            &lock,
+            mode,
+            &changed_pins,
+            &environment_now,
+            (&plan.request_text, &request_path),
+            &lock_path,
+        );
         if !refused.is_empty() {
             return Err(ReplayError::Refused(refused));
         }
@@ -299,19 +276,7 @@ impl Pipeline {
                     .and_then(|d| d.open_dir(&id)),
             });
         }
-        // The module the lock's run ran: the plain one (every lock before the
-        // pre-initialised guest, and runs it did not apply to) or that pre-initialised one.
-        plan.preinit = match lock
-            .runtime
-            .guest
-            .as_ref()
-            .and_then(|g| g.preinit_sha256.as_ref())
-        {
-            None => crate::guest::preinit::Choice::Plain,
-            Some(sha) => crate::guest::preinit::Choice::Pinned(
-                sha.strip_prefix("sha256:").unwrap_or(sha).to_owned(),
-            ),
-        };
+        plan.preinit = pinned_module(&lock);
         plan.replay_of = Some(ReplayOf {
             result_id: lock.result_id.clone(),
             lock_sha256: lock.lock_sha256.clone(),
@@ -332,6 +297,52 @@ impl Pipeline {
             notes,
             network,
         })
+    }
+
+    /// Why the replay cannot run: in strict mode every pin that changed (but the policy
+    /// text, reported only); in any mode a pinned environment that is not here, and a
+    /// request that is not the one the lock pins.
+    fn refusals(
+        &self,
+        lock: &Lock,
+        mode: ReplayMode,
+        changed_pins: &[PinChange],
+        environment_now: &Result<Option<EnvironmentPin>, EnvironmentNow>,
+        (request_text, request_path): (&str, &Path),
+        lock_path: &Path,
+    ) -> Vec<String> {
+        let mut refused = Vec::new();
+        if mode == ReplayMode::Strict {
+            refused.extend(
+                changed_pins
+                    .iter()
+                    .filter(|p| p.pin != POLICY_TEXT_PIN)
+                    // An environment that is not here gets its own line, below.
+                    .filter(|p| !(p.pin == "environment" && p.actual.starts_with("unavailable")))
+                    .map(|p| self.refusal(lock, p)),
+            );
+        }
+        // A pinned environment that is not here is refused in any mode, with the
+        // command that brings it back.
+        if let (Some(pinned), Err(why)) = (&lock.runtime.environment, environment_now) {
+            refused.push(format!(
+                "environment: the lock pins `{}` (tree {}), which is not available here: \
+                 {why}; run `runner env fetch --from-lock {}`",
+                pinned.name,
+                pinned.tree_sha256,
+                lock_path.display()
+            ));
+        }
+        let request_sha = text_sha256_tagged(request_text);
+        if request_sha != lock.request.sha256 {
+            refused.push(format!(
+                "the request {} has sha256 {request_sha}; the lock pins {} (another request \
+                 is another analysis, in any mode)",
+                request_path.display(),
+                lock.request.sha256
+            ));
+        }
+        refused
     }
 
     /// Each pin of `lock` that is not what is in force now: the policy's run tables
@@ -651,4 +662,20 @@ enum EnvironmentNow {
     Undeclared(String),
     #[error(transparent)]
     Env(crate::environment::EnvError),
+}
+
+/// The module the lock's run ran: the plain one (every lock before the pre-initialised
+/// guest, and runs it did not apply to) or that pre-initialised one.
+fn pinned_module(lock: &Lock) -> crate::guest::preinit::Choice {
+    match lock
+        .runtime
+        .guest
+        .as_ref()
+        .and_then(|g| g.preinit_sha256.as_ref())
+    {
+        None => crate::guest::preinit::Choice::Plain,
+        Some(sha) => crate::guest::preinit::Choice::Pinned(
+            sha.strip_prefix("sha256:").unwrap_or(sha).to_owned(),
+        ),
+    }
 }

@@ -87,8 +87,12 @@ pub fn ensure_compiled(
 ///
 /// Opens the directory of `cwasm_path`.
 pub fn load_module(engine: &Engine, cwasm_path: &Path) -> Result<Module, BackendError> {
-    let fail = |e: String| {
-        BackendError::Module(format!("precompiled module {}: {e}", cwasm_path.display()))
+    let fail = |reason: String| -> BackendError {
+        ModuleError::Precompiled {
+            path: cwasm_path.to_owned(),
+            reason,
+        }
+        .into()
     };
     let name = cwasm_path
         .file_name()
@@ -103,11 +107,12 @@ pub fn load_module(engine: &Engine, cwasm_path: &Path) -> Result<Module, Backend
         other => fail(other.to_string()),
     })?;
     let file = cache.open_verified(name).map_err(|e| fail(e.to_string()))?;
-    deserialize_verified(engine, file).map_err(|e| {
-        BackendError::Module(format!(
-            "cannot load precompiled module {}: {e:#}",
-            cwasm_path.display()
-        ))
+    deserialize_verified(engine, file).map_err(|source| {
+        ModuleError::Load {
+            path: cwasm_path.to_owned(),
+            source,
+        }
+        .into()
     })
 }
 
@@ -143,8 +148,12 @@ impl ModuleCache {
     ///
     /// Creates and opens `path`.
     pub fn create(path: &Path) -> Result<Self, BackendError> {
-        let dir = runner_sandbox::cache::create_private_dir(path)
-            .map_err(|e| BackendError::Module(format!("cache dir {}: {e}", path.display())))?;
+        let dir = runner_sandbox::cache::create_private_dir(path).map_err(|source| {
+            ModuleError::CacheDir {
+                path: path.to_owned(),
+                source,
+            }
+        })?;
         Ok(Self {
             dir,
             path: path.to_owned(),
@@ -181,9 +190,7 @@ impl ModuleCache {
         mut progress: impl FnMut(&str),
     ) -> Result<PathBuf, BackendError> {
         if !runner_core::digest::is_sha256_hex(wasm_sha256) {
-            return Err(BackendError::Module(format!(
-                "guest sha256 {wasm_sha256:?} is not 64 lowercase hex digits"
-            )));
+            return Err(ModuleError::NotADigest(wasm_sha256.to_owned()).into());
         }
         let name = precompiled_name(engine, wasm_sha256);
         let cwasm = self.path.join(&name);
@@ -213,23 +220,26 @@ impl ModuleCache {
         let mut wasm = Vec::new();
         guest
             .and_then(|mut file| file.read_to_end(&mut wasm))
-            .map_err(|e| {
-                BackendError::Module(format!("cannot read guest {}: {e}", wasm_path.display()))
+            .map_err(|source| ModuleError::Read {
+                path: wasm_path.to_owned(),
+                source,
             })?;
         let actual = runner_core::digest::sha256_hex(&wasm);
         if actual != wasm_sha256 {
-            return Err(BackendError::Module(format!(
-                "guest {} has sha256 {actual}, expected {wasm_sha256}",
-                wasm_path.display()
-            )));
+            return Err(ModuleError::Digest {
+                path: wasm_path.to_owned(),
+                actual,
+                expected: wasm_sha256.to_owned(),
+            }
+            .into());
         }
         let started = Instant::now();
-        let compiled = engine.precompile_module(&wasm).map_err(|e| {
-            BackendError::Module(format!(
-                "cannot compile guest {}: {e:#}",
-                wasm_path.display()
-            ))
-        })?;
+        let compiled = engine
+            .precompile_module(&wasm)
+            .map_err(|source| ModuleError::Compile {
+                path: wasm_path.to_owned(),
+                source,
+            })?;
         progress(&format!(
             "compiled guest in {:.1} s ({} bytes)",
             started.elapsed().as_secs_f64(),
@@ -324,11 +334,12 @@ impl ModuleCache {
         if written.is_err() {
             let _ = self.dir.remove_file(&tmp);
         }
-        written.map_err(|e| {
-            BackendError::Module(format!(
-                "cannot write {}: {e}",
-                self.path.join(name).display()
-            ))
+        written.map_err(|source| {
+            ModuleError::Write {
+                path: self.path.join(name),
+                source,
+            }
+            .into()
         })
     }
 }

@@ -19,6 +19,7 @@
 //!   scientific guest's stdlib zip at `/usr/local/lib`), a scratch directory under
 //!   `/out`'s caps, and a stub answering "no host" for its `host` imports.
 
+use crate::error::ModuleError;
 use cap_std::fs::{Dir, DirBuilderExt, OpenOptionsExt};
 use runner_contract::outcome::OutcomeKind;
 use runner_core::run::Limits;
@@ -161,7 +162,7 @@ pub const GC_HEAP_RESERVATION: u64 = 64 << 20;
 
 /// A new engine with [`engine_config`].
 pub fn new_engine() -> Result<Engine, BackendError> {
-    Engine::new(&engine_config()).map_err(|e| BackendError::Module(format!("engine: {e:#}")))
+    Engine::new(&engine_config()).map_err(|e| ModuleError::Engine(e).into())
 }
 
 /// Address space a worker running one guest needs beyond the linear memory's

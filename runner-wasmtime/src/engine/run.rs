@@ -99,39 +99,13 @@ pub fn run_set_up_guest(
             source,
         })?;
 
-    let mut linker: Linker<GuestState> = Linker::new(engine);
-    p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
-        .map_err(GuestSetupError::LinkWasi)?;
-    crate::wasi_fds::link_open_limit(&mut linker, |state| &mut state.wasi)
-        .map_err(GuestSetupError::LinkWasi)?;
-    if let Some(time) = clock {
-        crate::wasi_determinism::link_sleeps(&mut linker, |state| &mut state.wasi, time)
-            .map_err(GuestSetupError::LinkClock)?;
-    }
-    if guest.runtime.host_imports == HostImports::NoHost {
-        link_no_host(&mut linker, module)?;
-    }
-
+    let linker = link(engine, module, guest, clock)?;
     runner_sandbox::phases::mark("worker.linked");
     let started = Instant::now();
     let cpu = options
         .cpu
         .map(|budget| (budget, baseline_cpu(budget.clock)));
-    let state = GuestState::new(wasi, limits, started, cpu);
-    let mut store = Store::new(engine, state);
-    store.limiter(|state| &mut state.limiter);
-    // wasmtime answers a host call that would copy more of the guest's memory than its
-    // "hostcall fuel" (128 MiB by default) with ENOMEM, before doing anything: a single
-    // larger write never reached /out (or stdout), so neither cap saw it and a guest
-    // that swallowed the error completed. A guest cannot hand over more than its
-    // memory, so with the memory limit as the fuel every write reaches the file or the
-    // pipe, where RLIMIT_FSIZE, the tmpfs and the capture caps judge it.
-    store.set_hostcall_fuel(to_usize(limits.memory_bytes).max(store.hostcall_fuel()));
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|ctx| match ctx.data().watch.check() {
-        Some(stop) => Err(wasmtime::Error::new(stop)),
-        None => Ok(UpdateDeadline::Yield(1)),
-    });
+    let mut store = new_store(engine, GuestState::new(wasi, limits, started, cpu), limits);
 
     let ticker = EpochTicker::start(engine).map_err(|source| WorkerError::StartThread {
         what: "epoch ticker",
@@ -183,47 +157,14 @@ pub fn run_set_up_guest(
     let stderr = stderr.contents().to_vec();
     let stdout_capped = limits.stdout_bytes > 0 && stdout.len() as u64 >= limits.stdout_bytes;
     let stderr_capped = limits.stderr_bytes > 0 && stderr.len() as u64 >= limits.stderr_bytes;
-
-    let mut outcome_kind = kind;
-    let mut exit = exit_code;
-    let overridable = matches!(kind, OutcomeKind::Completed | OutcomeKind::Trapped);
-    if let Some(desired) = memory_denied {
-        details.push(format!(
-            "memory growth to {desired} bytes denied (limit {} bytes)",
-            limits.memory_bytes
-        ));
-        if overridable {
-            outcome_kind = OutcomeKind::MemoryExceeded;
-        }
-    }
-    if table_denied {
-        details.push(format!(
-            "table growth beyond {MAX_TABLE_ELEMENTS} elements denied"
-        ));
-    }
-    if stdout_capped || stderr_capped {
-        let which = match (stdout_capped, stderr_capped) {
-            (true, true) => "stdout and stderr",
-            (true, false) => "stdout",
-            _ => "stderr",
-        };
-        details.push(format!("{which} reached its cap"));
-        if overridable && outcome_kind != OutcomeKind::MemoryExceeded {
-            outcome_kind = OutcomeKind::OutputLimit;
-        }
-    }
-    if out_full {
-        details.push("/out (with the scratch /tmp) filled its tmpfs".into());
-        if overridable && outcome_kind != OutcomeKind::MemoryExceeded {
-            outcome_kind = OutcomeKind::OutputLimit;
-        }
-    }
-    if outcome_kind != kind
-        && let Some(code) = outcome_kind.conventional_exit_code()
-    {
-        details.push(format!("guest's own exit code was {exit}"));
-        exit = code;
-    }
+    let seen = Seen {
+        memory_denied,
+        table_denied,
+        stdout_capped,
+        stderr_capped,
+        out_full,
+    };
+    let (outcome_kind, exit) = seen.overrule(kind, exit_code, limits, &mut details);
     Ok(Outcome {
         kind: outcome_kind,
         exit_code: exit,
@@ -240,6 +181,120 @@ pub fn run_set_up_guest(
             ..Default::default()
         })),
     })
+}
+
+/// A linker with WASI preview 1 (its open-file limit, and the virtual clock's sleeps
+/// when the run has one) and, for a guest that imports `host`, the "no host" stubs.
+fn link(
+    engine: &Engine,
+    module: &Module,
+    guest: &GuestProgram,
+    clock: Option<VirtualTime>,
+) -> Result<Linker<GuestState>, BackendError> {
+    let mut linker: Linker<GuestState> = Linker::new(engine);
+    p1::add_to_linker_async(&mut linker, |state| &mut state.wasi)
+        .map_err(GuestSetupError::LinkWasi)?;
+    crate::wasi_fds::link_open_limit(&mut linker, |state| &mut state.wasi)
+        .map_err(GuestSetupError::LinkWasi)?;
+    if let Some(time) = clock {
+        crate::wasi_determinism::link_sleeps(&mut linker, |state| &mut state.wasi, time)
+            .map_err(GuestSetupError::LinkClock)?;
+    }
+    if guest.runtime.host_imports == HostImports::NoHost {
+        link_no_host(&mut linker, module)?;
+    }
+    Ok(linker)
+}
+
+/// A store under the run's limits: the memory limiter, the hostcall fuel, and the epoch
+/// callback that stops the guest when its watch says so.
+fn new_store(engine: &Engine, state: GuestState, limits: &Limits) -> Store<GuestState> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    // wasmtime answers a host call that would copy more of the guest's memory than its
+    // "hostcall fuel" (128 MiB by default) with ENOMEM, before doing anything: a single
+    // larger write never reached /out (or stdout), so neither cap saw it and a guest
+    // that swallowed the error completed. A guest cannot hand over more than its
+    // memory, so with the memory limit as the fuel every write reaches the file or the
+    // pipe, where RLIMIT_FSIZE, the tmpfs and the capture caps judge it.
+    store.set_hostcall_fuel(to_usize(limits.memory_bytes).max(store.hostcall_fuel()));
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| match ctx.data().watch.check() {
+        Some(stop) => Err(wasmtime::Error::new(stop)),
+        None => Ok(UpdateDeadline::Yield(1)),
+    });
+    store
+}
+
+/// What the run hit besides how the guest ended: a limit that makes a completed or
+/// trapped run end as that limit.
+struct Seen {
+    memory_denied: Option<usize>,
+    table_denied: bool,
+    stdout_capped: bool,
+    stderr_capped: bool,
+    out_full: bool,
+}
+
+impl Seen {
+    /// The outcome and exit code once the limits seen have their say, each noted in
+    /// `details`.
+    fn overrule(
+        &self,
+        kind: OutcomeKind,
+        exit_code: i32,
+        limits: &Limits,
+        details: &mut Vec<String>,
+    ) -> (OutcomeKind, i32) {
+        let Self {
+            memory_denied,
+            table_denied,
+            stdout_capped,
+            stderr_capped,
+            out_full,
+        } = *self;
+        let mut outcome_kind = kind;
+        let mut exit = exit_code;
+        let overridable = matches!(kind, OutcomeKind::Completed | OutcomeKind::Trapped);
+        if let Some(desired) = memory_denied {
+            details.push(format!(
+                "memory growth to {desired} bytes denied (limit {} bytes)",
+                limits.memory_bytes
+            ));
+            if overridable {
+                outcome_kind = OutcomeKind::MemoryExceeded;
+            }
+        }
+        if table_denied {
+            details.push(format!(
+                "table growth beyond {MAX_TABLE_ELEMENTS} elements denied"
+            ));
+        }
+        if stdout_capped || stderr_capped {
+            let which = match (stdout_capped, stderr_capped) {
+                (true, true) => "stdout and stderr",
+                (true, false) => "stdout",
+                _ => "stderr",
+            };
+            details.push(format!("{which} reached its cap"));
+            if overridable && outcome_kind != OutcomeKind::MemoryExceeded {
+                outcome_kind = OutcomeKind::OutputLimit;
+            }
+        }
+        if out_full {
+            details.push("/out (with the scratch /tmp) filled its tmpfs".into());
+            if overridable && outcome_kind != OutcomeKind::MemoryExceeded {
+                outcome_kind = OutcomeKind::OutputLimit;
+            }
+        }
+        if outcome_kind != kind
+            && let Some(code) = outcome_kind.conventional_exit_code()
+        {
+            details.push(format!("guest's own exit code was {exit}"));
+            exit = code;
+        }
+        (outcome_kind, exit)
+    }
 }
 
 fn baseline_cpu(clock: CpuClock) -> Duration {

@@ -128,16 +128,20 @@ pub(crate) fn link_no_host(
         let ty = match import.ty() {
             wasmtime::ExternType::Func(ty) => ty,
             other => {
-                return Err(BackendError::Module(format!(
-                    "import host::{name} is a {other:?}, not a function; the runner cannot stub it"
-                )));
+                return Err(ModuleError::HostImport {
+                    name: name.to_owned(),
+                    shape: format!("is a {other:?}, not a function"),
+                }
+                .into());
             }
         };
         let results: Vec<wasmtime::ValType> = ty.results().collect();
         if !matches!(results.as_slice(), [wasmtime::ValType::I32]) {
-            return Err(BackendError::Module(format!(
-                "import host::{name} returns {results:?}, not one i32; the runner cannot stub it"
-            )));
+            return Err(ModuleError::HostImport {
+                name: name.to_owned(),
+                shape: format!("returns {results:?}, not one i32"),
+            }
+            .into());
         }
         linker
             .func_new("host", name, ty, |_caller, _params, results| {

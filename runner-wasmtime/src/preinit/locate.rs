@@ -2,6 +2,7 @@
 //! the signatures they must have.
 
 use super::*;
+use crate::error::ModuleError;
 
 /// What the rewrite needs from the module, found in `_start`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub struct Located {
 }
 
 pub(super) fn err(what: impl Into<String>) -> BackendError {
-    BackendError::Module(format!("cannot pre-initialise the guest: {}", what.into()))
+    ModuleError::PreInit(what.into()).into()
 }
 
 struct Info<'a> {

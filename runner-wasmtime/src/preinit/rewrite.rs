@@ -53,6 +53,8 @@ fn exit_if_nonzero(f: &mut Function, loc: &Located, code: i32) {
 }
 
 /// The new `_start`: argv, hex-encoded, into a call of `_runner_boot.main`.
+// reason: one function's instruction listing, read top to bottom like the assembly it
+// is; its pieces share the local slots, so split it would be harder to check.
 fn new_start(loc: &Located) -> Function {
     // locals: 0 sp, 1 argc, 2 size, 3 argv, 4 buf, 5 out, 6 i, 7 byte
     let (sp, size, argv, buf, out, i, byte) = (0, 2, 3, 4, 5, 6, 7);

@@ -119,27 +119,7 @@ impl ApproveCommand {
         let approval =
             match approve::prepare(&text, &self.by, &at, key.as_ref(), &request_path, policy) {
                 Ok(a) => a,
-                Err(approve::ApproveError::Name(m)) => {
-                    output::error(format!("--by: {m}"));
-                    return exit_codes::USAGE;
-                }
-                Err(approve::ApproveError::Edit(e)) => {
-                    match e.line {
-                        Some(l) => output::error(format!("{name}:{l}: {}", e.message)),
-                        None => output::error(format!("{name}: {}", e.message)),
-                    }
-                    return exit_codes::REJECT;
-                }
-                Err(approve::ApproveError::Rejected(reasons)) => {
-                    eprintln!("{name}: not approved: the approved request would be rejected");
-                    for r in reasons {
-                        match r.line {
-                            Some(l) => eprintln!("  {name}:{l}: {}: {}", r.code, r.message),
-                            None => eprintln!("  {name}: {}: {}", r.code, r.message),
-                        }
-                    }
-                    return exit_codes::REJECT;
-                }
+                Err(e) => return refused(&name, e),
             };
         eprint!(
             "{}",
@@ -152,22 +132,10 @@ impl ApproveCommand {
                 m.max_memory_limit_mb, m.max_time_limit_sec, m.max_cpu_limit_sec
             );
         }
-        if !self.yes {
-            if !std::io::stdin().is_terminal() {
-                eprintln!(
-                    "error: not approved: there is no terminal to confirm on; pass --yes to approve non-interactively"
-                );
-                return exit_codes::USAGE;
-            }
-            eprint!("Approve this request as {}? [y/N] ", self.by);
-            let _ = std::io::stderr().flush();
-            let mut answer = String::new();
-            if std::io::stdin().lock().read_line(&mut answer).is_err()
-                || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-            {
-                eprintln!("not approved");
-                return exit_codes::REJECT;
-            }
+        if !self.yes
+            && let Err(code) = confirm(&self.by)
+        {
+            return code;
         }
         if let Some((drafts, _, inbox)) = &draft {
             return super::drafts::approve_draft(
@@ -180,48 +148,100 @@ impl ApproveCommand {
             );
         }
         match approve::write(&self.request, text.as_bytes(), &approval) {
-            Ok(written) => {
-                if let Some(stale) = &written.removed_stale_signature {
-                    output::note(format!(
-                        "removed {}: it signed the request before this approval",
-                        stale.display()
-                    ));
-                }
-                match &approval.judged.approval_key {
-                    Some(k) => output::note(format!(
-                        "approved by {} at {at}, signed by key {k}",
-                        self.by
-                    )),
-                    None => match &approval.key_id {
-                        Some(id) => output::note(format!(
-                            "approved by {} at {at}, signed by key {id} (not trusted by the policy in force)",
-                            self.by
-                        )),
-                        None => output::note(format!("approved by {} at {at} (unsigned)", self.by)),
-                    },
-                }
-                let report = ApproveReport {
-                    request: written.request.clone(),
-                    signature: written.signature.clone(),
-                    approved_by: self.by.clone(),
-                    approved_utc: at.clone(),
-                    key_id: approval.key_id.clone(),
-                    key_trusted: approval.judged.approval_key.is_some(),
-                    removed_stale_signature: written.removed_stale_signature.clone(),
-                };
-                if self.json {
-                    return super::print_json(&report);
-                }
-                crate::cli::outln!("{}", report.request.display());
-                if let Some(sig) = &report.signature {
-                    crate::cli::outln!("{}", sig.display());
-                }
-                exit_codes::OK
-            }
+            Ok(written) => self.report(&written, &approval, &at),
             Err(e) => {
                 output::error(format!("{name}: not approved: {e}"));
                 exit_codes::IO
             }
         }
     }
+
+    /// Says what was approved and written: notes on stderr, then the paths (or the
+    /// `--json` report) on stdout.
+    fn report(&self, written: &approve::Written, approval: &approve::Approval, at: &str) -> i32 {
+        if let Some(stale) = &written.removed_stale_signature {
+            output::note(format!(
+                "removed {}: it signed the request before this approval",
+                stale.display()
+            ));
+        }
+        match &approval.judged.approval_key {
+            Some(k) => output::note(format!(
+                "approved by {} at {at}, signed by key {k}",
+                self.by
+            )),
+            None => match &approval.key_id {
+                Some(id) => output::note(format!(
+                    "approved by {} at {at}, signed by key {id} (not trusted by the policy in force)",
+                    self.by
+                )),
+                None => output::note(format!("approved by {} at {at} (unsigned)", self.by)),
+            },
+        }
+        let report = ApproveReport {
+            request: written.request.clone(),
+            signature: written.signature.clone(),
+            approved_by: self.by.clone(),
+            approved_utc: at.to_owned(),
+            key_id: approval.key_id.clone(),
+            key_trusted: approval.judged.approval_key.is_some(),
+            removed_stale_signature: written.removed_stale_signature.clone(),
+        };
+        if self.json {
+            return super::print_json(&report);
+        }
+        crate::cli::outln!("{}", report.request.display());
+        if let Some(sig) = &report.signature {
+            crate::cli::outln!("{}", sig.display());
+        }
+        exit_codes::OK
+    }
+}
+
+/// Why `approve::prepare` refused, said, and the exit code.
+fn refused(name: &str, e: approve::ApproveError) -> i32 {
+    match e {
+        approve::ApproveError::Name(m) => {
+            output::error(format!("--by: {m}"));
+            exit_codes::USAGE
+        }
+        approve::ApproveError::Edit(e) => {
+            match e.line {
+                Some(l) => output::error(format!("{name}:{l}: {}", e.message)),
+                None => output::error(format!("{name}: {}", e.message)),
+            }
+            exit_codes::REJECT
+        }
+        approve::ApproveError::Rejected(reasons) => {
+            eprintln!("{name}: not approved: the approved request would be rejected");
+            for r in reasons {
+                match r.line {
+                    Some(l) => eprintln!("  {name}:{l}: {}: {}", r.code, r.message),
+                    None => eprintln!("  {name}: {}: {}", r.code, r.message),
+                }
+            }
+            exit_codes::REJECT
+        }
+    }
+}
+
+/// Asks on the terminal whether to approve as `by`; `Err` holds the exit code when the
+/// answer is not yes or there is no terminal.
+fn confirm(by: &str) -> Result<(), i32> {
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "error: not approved: there is no terminal to confirm on; pass --yes to approve non-interactively"
+        );
+        return Err(exit_codes::USAGE);
+    }
+    eprint!("Approve this request as {by}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err()
+        || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+    {
+        eprintln!("not approved");
+        return Err(exit_codes::REJECT);
+    }
+    Ok(())
 }

@@ -162,94 +162,7 @@ fn run(action: GuestAction) -> Result<i32, String> {
             names,
             no_compile,
             json,
-        } => {
-            // Without names: every guest but those fetched only on request (minutes of
-            // compiling and gigabytes of memory; they are fetched when named).
-            let names = if names.is_empty() {
-                manifest
-                    .guests
-                    .iter()
-                    .filter(|g| g.fetch == guest::FetchPolicy::Default)
-                    .map(|g| g.name.clone())
-                    .collect()
-            } else {
-                names
-            };
-            // Every name first: a typo fails before a long download.
-            for name in &names {
-                manifest.require(name).map_err(|e| e.to_string())?;
-            }
-            let backend = if no_compile {
-                None
-            } else {
-                Some(
-                    WasmtimeBackend::new(runner_wasmtime::engine::default_cache_dir())
-                        .map_err(|e| e.to_string())?,
-                )
-            };
-            let progress = Progress::new();
-            let mut report = GuestFetchReport { guests: Vec::new() };
-            for name in names {
-                let entry = manifest.require(&name).map_err(|e| e.to_string())?;
-                progress.step(&format!("{name}: checking the store"));
-                let path = guest::ensure_fetched(entry, &dir, &mut progress.callback())
-                    .map_err(|e| e.to_string())?;
-                let compiled_path = match &backend {
-                    Some(backend) => {
-                        let program = GuestProgram {
-                            guest: name.clone(),
-                            wasm_path: path.clone(),
-                            wasm_sha256: entry.file_sha256.clone(),
-                            argv: Vec::new(),
-                            runtime: entry.runtime.clone(),
-                        };
-                        let compiled = backend
-                            .prepare(&program, progress.callback())
-                            .map_err(|e| e.to_string())?;
-                        // The pre-initialised form (cpython-3.12), built for the runtime
-                        // a run has, then compiled and verified like the plain module.
-                        let runtime = guest::runtime_for(entry, &dir).map_err(|e| e.to_string())?;
-                        if let Some(built) = guest::preinit::ensure(
-                            entry,
-                            &dir,
-                            &path,
-                            &runtime,
-                            backend,
-                            &mut progress.callback(),
-                        )
-                        .map_err(|e| e.to_string())?
-                        {
-                            let program = GuestProgram {
-                                wasm_path: built.path,
-                                wasm_sha256: built.sha256,
-                                runtime,
-                                ..program
-                            };
-                            backend
-                                .prepare(&program, progress.callback())
-                                .map_err(|e| e.to_string())?;
-                        }
-                        Some(compiled)
-                    }
-                    None => None,
-                };
-                progress.update(&format!("{name}: ready"));
-                report.guests.push(GuestLocation {
-                    name,
-                    path,
-                    file_sha256: entry.file_sha256.clone(),
-                    compiled_path,
-                });
-            }
-            drop(progress);
-            if json {
-                return Ok(super::print_json(&report));
-            }
-            for g in &report.guests {
-                crate::cli::outln!("{}: {}", g.name, g.path.display());
-            }
-            Ok(exit_codes::OK)
-        }
+        } => fetch(manifest, &dir, names, no_compile, json),
         GuestAction::Install { name, wheel, json } => {
             let entry = manifest.require(&name).map_err(|e| e.to_string())?;
             let progress = Progress::new();
@@ -290,6 +203,114 @@ fn run(action: GuestAction) -> Result<i32, String> {
             located(json, name, path, &entry.file_sha256)
         }
     }
+}
+
+/// `runner guest fetch`: downloads (or finds) each guest named, or every default one,
+/// and compiles it with its pre-initialised form unless `no_compile`.
+fn fetch(
+    manifest: &GuestManifest,
+    dir: &Path,
+    names: Vec<String>,
+    no_compile: bool,
+    json: bool,
+) -> Result<i32, String> {
+    // Without names: every guest but those fetched only on request (minutes of
+    // compiling and gigabytes of memory; they are fetched when named).
+    let names = if names.is_empty() {
+        manifest
+            .guests
+            .iter()
+            .filter(|g| g.fetch == guest::FetchPolicy::Default)
+            .map(|g| g.name.clone())
+            .collect()
+    } else {
+        names
+    };
+    // Every name first: a typo fails before a long download.
+    for name in &names {
+        manifest.require(name).map_err(|e| e.to_string())?;
+    }
+    let backend = if no_compile {
+        None
+    } else {
+        Some(
+            WasmtimeBackend::new(runner_wasmtime::engine::default_cache_dir())
+                .map_err(|e| e.to_string())?,
+        )
+    };
+    let progress = Progress::new();
+    let mut report = GuestFetchReport { guests: Vec::new() };
+    for name in names {
+        let entry = manifest.require(&name).map_err(|e| e.to_string())?;
+        progress.step(&format!("{name}: checking the store"));
+        let path = guest::ensure_fetched(entry, dir, &mut progress.callback())
+            .map_err(|e| e.to_string())?;
+        let compiled_path = match &backend {
+            Some(backend) => Some(compile(backend, entry, &name, &path, dir, &progress)?),
+            None => None,
+        };
+        progress.update(&format!("{name}: ready"));
+        report.guests.push(GuestLocation {
+            name,
+            path,
+            file_sha256: entry.file_sha256.clone(),
+            compiled_path,
+        });
+    }
+    drop(progress);
+    if json {
+        return Ok(super::print_json(&report));
+    }
+    for g in &report.guests {
+        crate::cli::outln!("{}: {}", g.name, g.path.display());
+    }
+    Ok(exit_codes::OK)
+}
+
+/// Compiles the fetched guest at `path`, and its pre-initialised form when the guest has
+/// one (built for the runtime a run has, then compiled and verified like the plain
+/// module); returns the plain module's compiled path.
+fn compile(
+    backend: &WasmtimeBackend,
+    entry: &guest::GuestEntry,
+    name: &str,
+    path: &Path,
+    dir: &Path,
+    progress: &Progress,
+) -> Result<PathBuf, String> {
+    let program = GuestProgram {
+        guest: name.to_owned(),
+        wasm_path: path.to_owned(),
+        wasm_sha256: entry.file_sha256.clone(),
+        argv: Vec::new(),
+        runtime: entry.runtime.clone(),
+    };
+    let compiled = backend
+        .prepare(&program, progress.callback())
+        .map_err(|e| e.to_string())?;
+    // The pre-initialised form (cpython-3.12).
+    let runtime = guest::runtime_for(entry, dir).map_err(|e| e.to_string())?;
+    if let Some(built) = guest::preinit::ensure(
+        entry,
+        dir,
+        path,
+        &runtime,
+        backend,
+        &mut progress.callback(),
+    )
+    .map_err(|e| e.to_string())?
+    {
+        let program = GuestProgram {
+            wasm_path: built.path,
+            wasm_sha256: built.sha256,
+            runtime,
+            ..program
+        };
+        backend
+            .prepare(&program, progress.callback())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(compiled)
 }
 
 fn located(json: bool, name: String, path: PathBuf, sha256: &str) -> Result<i32, String> {

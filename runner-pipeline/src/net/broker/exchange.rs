@@ -1,6 +1,7 @@
 //! The broker's loop over `/net`: taking requests in order, parsing and deciding each
 //! against the policy and the run's bounds, answering, and keeping the egress log.
 
+#[cfg(feature = "network")]
 use super::fetch::{Fetch, in_flight};
 use super::replay::replay;
 use super::wire::{RequestHead, WireRequest, WireResponse, read_capped, reason_phrase, wire};
@@ -22,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub(super) enum Fetcher {
+    #[cfg(feature = "network")]
     Live(Box<ureq::Agent>),
     Replay {
         recorded: Vec<Exchange>,
@@ -296,6 +298,7 @@ impl State {
         ex.request_head_sha256 = Some(format!("sha256:{}", sha256_hex(&head.text)));
         ex.request_head_bytes = Some(head.text.len() as u64);
         let answer = match &mut self.fetcher {
+            #[cfg(feature = "network")]
             Fetcher::Live(agent) => {
                 let left = self.deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {

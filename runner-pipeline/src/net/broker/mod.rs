@@ -25,10 +25,16 @@
 //! (`network.not_served`). Each entry of `/net` is taken once: one it cannot remove (a
 //! directory the guest made) is answered and recorded once, then skipped.
 
+// Without the live client (feature `network`), what only a live exchange reads (the
+// request's body and head, the run's deadline) is left unused.
+#![cfg_attr(not(feature = "network"), allow(dead_code, unused_imports, unused_variables))]
+
 mod exchange;
+#[cfg(feature = "network")]
 mod fetch;
 mod replay;
-#[cfg(test)]
+// The tests serve real exchanges on loopback: they need the live client.
+#[cfg(all(test, feature = "network"))]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 // a failed unwrap is a failed test
 // reason: the tests make their exchange directories and listeners on the host.
@@ -38,6 +44,7 @@ mod wire;
 
 use cap_std::fs::Dir;
 use exchange::{Fetcher, State};
+#[cfg(feature = "network")]
 use fetch::live_agent;
 use runner_core::net::{Exchange, NetworkLog, NetworkPolicy};
 use std::collections::BTreeSet;
@@ -51,6 +58,7 @@ use std::time::{Duration, Instant};
 /// How long the broker sleeps when the directory holds no new request.
 const POLL: Duration = Duration::from_millis(1);
 /// How often the broker looks at the stop flag while an exchange is in flight.
+#[cfg(feature = "network")]
 const IN_FLIGHT_CHECK: Duration = Duration::from_millis(10);
 /// How long past the run's deadline the broker's thread stops by itself if nobody
 /// stopped it (the worker is killed at the deadline plus its grace, well before).
@@ -151,6 +159,12 @@ pub enum BrokerError {
     CaFileTooLarge { path: PathBuf, size: u64 },
     #[error("network.ca_files {}: no certificate in it", path.display())]
     NoCertificate { path: PathBuf },
+    /// A live run asked of a runner built without its `network` feature.
+    #[error(
+        "this runner was built without its `network` feature: it cannot make the live \
+         exchanges a network allowlist asks for (replay of recorded exchanges still works)"
+    )]
+    BuiltWithoutNetwork,
 }
 
 /// A refusal: its reason code and why.
@@ -182,7 +196,10 @@ impl Broker {
         deadline: Instant,
     ) -> Result<Self, BrokerError> {
         let fetcher = match source {
+            #[cfg(feature = "network")]
             Source::Live => Fetcher::Live(Box::new(live_agent(&policy)?)),
+            #[cfg(not(feature = "network"))]
+            Source::Live => return Err(BrokerError::BuiltWithoutNetwork),
             Source::Replay { recorded, bodies } => Fetcher::Replay {
                 recorded,
                 dir: bodies,
@@ -197,6 +214,7 @@ impl Broker {
             .spawn(move || {
                 let mut state = State {
                     mode: match fetcher {
+                        #[cfg(feature = "network")]
                         Fetcher::Live(_) => "live",
                         Fetcher::Replay { .. } => "replay",
                     },

@@ -123,7 +123,7 @@ pub(super) fn wire(head: &WireResponse<'_>, body: &[u8]) -> Vec<u8> {
 }
 
 pub(super) fn reason_phrase(status: u16) -> &'static str {
-    ureq::http::StatusCode::from_u16(status)
+    http::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("")
