@@ -5,6 +5,13 @@
 //! building the runner. `RULES_POLICY` names a policy file to judge with instead of the
 //! built-in one, so rules are tried without rebuilding; `RULES_MISSES=FAMILY` lists that
 //! family's misses as results (`all` for every family), and every flagged benign item.
+//! `RULES_CUT=N` also judges each jailbreak item as a packet with every line cut after N
+//! characters, as a result's excerpt cuts a long line at a smaller width: how well the
+//! rules know a jailbreak by its opening alone (its misses are listed, cut).
+//! `RULES_PROBE=FILE` judges each line of FILE as a packet and as a result and prints
+//! the codes. Last, the fixtures of `tests/packets`, `tests/results` and `tests/governed`
+//! are judged against their sidecars (verdict, codes, notes and lines), as the `it`
+//! tests `gate_packets`, `gate_results` and `gate_governed` judge them.
 //! The HELD-OUT split is never read here.
 
 // reason: a developer's tool reads its variables and the corpus files.
@@ -348,6 +355,81 @@ fn print_rows(rows: &BTreeMap<String, (Tally, Tally)>) {
     println!("  {:<26} {:<15} {:<15}", "all", all.0.cell(), all.1.cell());
 }
 
+/// Every fixture of `dir` (documents ending in `.{ext}` beside a `.expect.json`) whose
+/// judgement differs from its sidecar, with how.
+fn fixture_mismatches(dir: &Path, ext: &str, policy: &Policy) -> (usize, Vec<String>) {
+    let catalog = runner_gate::Catalog::load(&dir.join("../governed/catalog.json"))
+        .expect("the test catalog");
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == ext)
+                && !p.to_string_lossy().ends_with(".expect.json")
+                && p.file_name().is_some_and(|n| n != "catalog.json")
+        })
+        .collect();
+    names.sort();
+    let mut problems = Vec::new();
+    for path in &names {
+        let sidecar = path.with_extension("expect.json");
+        let Ok(text) = std::fs::read_to_string(&sidecar) else {
+            continue;
+        };
+        let want: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let ctx = runner_gate::Context {
+            policy,
+            catalog: (want["catalog"] != serde_json::Value::Bool(false)).then_some(&catalog),
+        };
+        let j = runner_gate::judge_file(path, &ctx, runner_gate::Follow::Symlinks)
+            .unwrap()
+            .0;
+        let set = |rs: &[runner_core::markdown::Reason]| {
+            let mut v: Vec<String> = rs.iter().map(|r| r.code.clone()).collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            let mut v: Vec<String> = v
+                .as_array()
+                .map(|a| a.iter().map(|x| x.as_str().unwrap().to_owned()).collect())
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        let mut wrong = Vec::new();
+        if j.verdict.as_str() != want["verdict"] {
+            wrong.push(format!("verdict {}", j.verdict.as_str()));
+        }
+        if set(&j.reasons) != strings(&want["codes"]) {
+            wrong.push(format!(
+                "codes {:?}, want {}",
+                set(&j.reasons),
+                want["codes"]
+            ));
+        }
+        if set(&j.notes) != strings(&want["notes"]) {
+            wrong.push(format!("notes {:?}, want {}", set(&j.notes), want["notes"]));
+        }
+        if let Some(lines) = want["lines"].as_object() {
+            for (code, line) in lines {
+                if !j
+                    .reasons
+                    .iter()
+                    .any(|r| &r.code == code && r.line.map(|l| l as u64) == line.as_u64())
+                {
+                    wrong.push(format!("no {code} on line {line}"));
+                }
+            }
+        }
+        if !wrong.is_empty() {
+            problems.push(format!("fixture {}: {}", path.display(), wrong.join("; ")));
+        }
+    }
+    (names.len(), problems)
+}
+
 fn main() {
     let policy = match std::env::var_os("RULES_POLICY") {
         None => Policy::builtin(),
@@ -382,6 +464,34 @@ fn main() {
                 item.text
             ));
         }
+    }
+    if let Some(cut) = std::env::var("RULES_CUT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut t = Tally::default();
+        let mut cut_missed = Vec::new();
+        for item in read_jsonl::<ThirdPartyItem>(&corpus.join("tune.jsonl")) {
+            if item.family != "jailbreak" {
+                continue;
+            }
+            let opening: Vec<String> = item
+                .text
+                .split('\n')
+                .map(|l| l.chars().take(cut).collect())
+                .collect();
+            let opening = opening.join("\n");
+            let caught = !judge_packet(&opening, &policy).is_empty();
+            t.add(caught);
+            if !caught {
+                cut_missed.push(format!("missed at cut {cut} {}: {opening:?}", item.id));
+            }
+        }
+        println!(
+            "jailbreak, packets, every line cut after {cut} characters: {}",
+            t.cell()
+        );
+        missed.extend(cut_missed);
     }
     let mut benign: BTreeMap<String, (Tally, Tally)> = BTreeMap::new();
     let mut flagged = Vec::new();
@@ -457,5 +567,29 @@ fn main() {
         .chain(&own_flagged)
     {
         println!("{line}");
+    }
+    if let Ok(probe) = std::env::var("RULES_PROBE") {
+        for line in std::fs::read_to_string(&probe).unwrap().lines() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (p, r) = (judge_packet(line, &policy), judge_result(line, &policy));
+            let mark = if p.is_empty() && r.is_empty() {
+                "PASS"
+            } else {
+                "FLAG"
+            };
+            println!("probe {mark} packet {p:?} result {r:?}: {line}");
+        }
+    }
+    for (dir, ext) in [("packets", "md"), ("results", "md"), ("governed", "json")] {
+        let (n, problems) = fixture_mismatches(&root.join("tests").join(dir), ext, &policy);
+        println!(
+            "fixtures tests/{dir}: {n} judged, {} differ from their sidecars",
+            problems.len()
+        );
+        for p in problems {
+            println!("  {p}");
+        }
     }
 }
