@@ -836,8 +836,8 @@ struct Floors {
 }
 
 const HELDOUT_FLOORS: Floors = Floors {
-    // What the rules measured on HELD-OUT when these floors were set (packets 0.977,
-    // results 0.977, false positives 1/724 each), rounded down; the targets (0.95
+    // What the rules measured on HELD-OUT when these floors were set (packets 0.978,
+    // results 0.978, false positives 1/724 each), rounded down; the targets (0.95
     // overall, 0.9 per family, at most 0.01 false positives) are printed beside them.
     recall: (0.97, 0.97),
     family: &[
@@ -845,7 +845,7 @@ const HELDOUT_FLOORS: Floors = Floors {
         ("encoded", 0.99, 0.99),
         ("exotic_encoding", 0.95, 0.96),
         ("goal_hijacking", 1.0, 1.0),
-        ("jailbreak", 0.90, 0.89),
+        ("jailbreak", 0.90, 0.90),
         ("obfuscation", 1.0, 1.0),
         ("python", 1.0, 1.0),
         ("shell", 1.0, 1.0),
