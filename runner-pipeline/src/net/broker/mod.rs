@@ -27,7 +27,10 @@
 
 // Without the live client (feature `network`), what only a live exchange reads (the
 // request's body and head, the run's deadline) is left unused.
-#![cfg_attr(not(feature = "network"), allow(dead_code, unused_imports, unused_variables))]
+#![cfg_attr(
+    not(feature = "network"),
+    allow(dead_code, unused_imports, unused_variables)
+)]
 
 mod exchange;
 #[cfg(feature = "network")]
