@@ -34,8 +34,10 @@ demo-monty: build
 # matplotlib examples on the scientific guest (fetched once: a 98 MB download and a 1.5-3 minute,
 # 2.2 GB compile; later runs find it cached), then Monty's test suite against the monty
 # CLI. CI runs this.
+# `--tests`: the unit and integration tests, not the examples (the bench and developer tools:
+# `lint` checks them, `bench` builds its own), whose release links cost CI minutes.
 test: guests nats-server pyperformance rules-corpus mcp-client
-    RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version
+    RUNNER_TEST_GUEST="$({{runner}} guest path cpython-3.12)" cargo test --release --locked --workspace --ignore-rust-version --tests
     {{just_executable()}} test-sci
     {{just_executable()}} test-monty-diff
 
