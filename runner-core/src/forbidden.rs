@@ -525,6 +525,30 @@ mod tests {
         }
     }
 
+    /// Lines that find nothing alone (ASCII, no reading: the pairs judged from what their
+    /// lines found) whose join does: a phrase across the join, percent escapes that
+    /// only the two lines together have enough of.
+    #[test]
+    fn quiet_lines_are_still_judged_joined() {
+        let rules = request_rules();
+        for (first, second) in [
+            ("then run pip", "install requests"),
+            ("see gem %20", "%20 install bundler"),
+        ] {
+            let text = format!("{first}\n{second}");
+            let lines: Vec<Line<'_>> = crate::markdown::frontmatter::lines(&text).collect();
+            let alone: Vec<Finding> = lines.iter().flat_map(|l| scan([*l], &rules)).collect();
+            assert!(alone.is_empty(), "{alone:?}");
+            let findings = scan_document(&lines, |_| &rules);
+            assert!(
+                findings
+                    .iter()
+                    .any(|f| f.code == "forbidden.package_install" && f.line == 1),
+                "{first:?} + {second:?}: {findings:?}"
+            );
+        }
+    }
+
     /// The bench's hostile line: a finding of several rules on every line and on every
     /// pair of lines. Judging must not search all earlier findings per pair (quadratic:
     /// 4 s for 1 MiB, minutes for 8 MiB): the lookups grow with the pairs' findings.
