@@ -3,8 +3,11 @@
 //! and stray control characters are findings of their own: they have no business in
 //! an approved request and are the usual way to hide text from a reviewer.
 
+use crate::decode::Counts;
 use crate::markdown::frontmatter::Line;
-use crate::normalize::{Deobfuscated, alternate_readings, is_disallowed_control};
+use crate::normalize::{
+    Deobfuscated, alternate_readings_counted, is_disallowed_control, join_reads_nothing,
+};
 use crate::rule_pattern::PatternSet;
 use crate::rules::{ForbiddenRule, RuleReading};
 use std::collections::HashSet;
@@ -83,6 +86,18 @@ impl<'r> Judge<'r> {
         skip: &dyn Fn(&str) -> bool,
         findings: &mut Vec<Finding>,
     ) {
+        self.line_quiet(text, number, skip, findings);
+    }
+
+    /// [`Self::line`]; and, for an ASCII line without alternate readings, what judging
+    /// a pair it is in can reuse ([`Self::pair_is_quiet`]).
+    fn line_quiet(
+        &mut self,
+        text: &str,
+        number: usize,
+        skip: &dyn Fn(&str) -> bool,
+        findings: &mut Vec<Finding>,
+    ) -> Option<Quiet> {
         let first = findings.len();
         if !skip(CONTROL) && text.chars().any(is_disallowed_control) {
             findings.push(Finding {
@@ -103,9 +118,9 @@ impl<'r> Judge<'r> {
         }
         let rules = self.rules;
         if rules.iter().all(|r| skip(&r.code)) {
-            return;
+            return None;
         }
-        let readings = alternate_readings(text);
+        let (readings, counts) = alternate_readings_counted(text);
         // The folded and the collapsed line are one text with a few letters closed up:
         // their literals are tested together (a rule either admits runs on both; its
         // regex still decides each), so the conditions are evaluated once per line.
@@ -127,6 +142,10 @@ impl<'r> Judge<'r> {
             }));
         }
         let on_folded = self.admitted(&texts);
+        let quiet = counts.filter(|_| readings.is_empty()).map(|counts| Quiet {
+            found: self.found.clone(),
+            counts,
+        });
         let on_collapsed = view.collapsed.as_ref().map(|_| &on_folded);
         let on_readings: Vec<Vec<bool>> = readings
             .iter()
@@ -169,6 +188,57 @@ impl<'r> Judge<'r> {
                 });
             }
         }
+        quiet
+    }
+
+    /// Whether judging `first + " " + second` (both ASCII, judged by this judge with
+    /// `quiet` facts) would find nothing but the codes `skip` names. Exact: its folded
+    /// text is the lines' joined by a space, so a literal found in it lies in one line or
+    /// spans the join (the window around it is searched); with no reading of either line
+    /// nor of the pair ([`join_reads_nothing`]), a rule no literal admits and no spaced
+    /// run matches finds nothing. False whenever it cannot tell.
+    fn pair_is_quiet(
+        &mut self,
+        (first, a): (&str, &Quiet),
+        (second, b): (&str, &Quiet),
+        skip: &dyn Fn(&str) -> bool,
+    ) -> bool {
+        let joined = format!("{first} {second}");
+        let view = Deobfuscated::of(&joined);
+        let reach = self.set.longest_literal().saturating_sub(1);
+        // The ASCII text `s` around `range`: every literal that overlaps it.
+        let window = |s: &str, range: std::ops::Range<usize>| {
+            s[range.start.saturating_sub(reach)..(range.end + reach).min(s.len())].to_owned()
+        };
+        let mut found: Vec<u64> = a.found.iter().zip(&b.found).map(|(x, y)| x | y).collect();
+        let join = first.len()..first.len() + 1;
+        let mut searched = a.found.len() == b.found.len()
+            && self
+                .set
+                .search_ascii(&window(&view.folded, join), &mut found);
+        if let Some(c) = view.collapsed.as_deref() {
+            for at in &view.joined_at {
+                searched = searched && self.set.search_ascii(&window(c, at.clone()), &mut found);
+            }
+        }
+        if !searched || !join_reads_nothing(&a.counts, &b.counts, &joined) {
+            return false;
+        }
+        let mut admitted = Vec::with_capacity(self.rules.len());
+        self.set.admit_found_ascii(&found, &mut admitted);
+        // As [`Self::line`] judges a text without readings (a decoded-only rule has
+        // nothing to judge); a regex answers alone, so admitting more changes nothing.
+        self.rules.iter().zip(admitted).all(|(rule, admitted)| {
+            let matches = |text: &str| admitted && rule.pattern.is_match_admitted(text);
+            skip(&rule.code)
+                || rule.reading == RuleReading::Decoded
+                || !(matches(&view.folded)
+                    || view
+                        .spaced_runs
+                        .iter()
+                        .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
+                    || view.collapsed.as_deref().is_some_and(matches))
+        })
     }
 
     /// [`scan_joined`], leaving out the codes `skip` names.
@@ -190,6 +260,13 @@ impl<'r> Judge<'r> {
         // The flattened text's own control characters are the finding above.
         self.line(&flat, line, &|code| code == CONTROL || skip(code), findings);
     }
+}
+
+/// What judging an ASCII line without alternate readings found: the literals of its
+/// folded text (and of its collapsed stretches), and its decoders' counts.
+struct Quiet {
+    found: Vec<u64>,
+    counts: Counts,
 }
 
 /// The literal conditions of `rules` as one search, built once per rule set: a process
@@ -225,14 +302,20 @@ pub fn scan_document<'r>(
     // One judge per rule set, kept while consecutive lines share it.
     let mut judge: Option<Judge<'r>> = None;
     let mut findings: Vec<Finding> = Vec::new();
-    for line in lines {
-        Judge::for_rules(&mut judge, rules_at(line.number)).line(
-            line.text,
-            line.number,
-            &|_| false,
-            &mut findings,
-        );
-    }
+    // Per line: its rules and what a pair can reuse of judging it.
+    let quiet: Vec<(&[ForbiddenRule], Option<Quiet>)> = lines
+        .iter()
+        .map(|line| {
+            let rules = rules_at(line.number);
+            let quiet = Judge::for_rules(&mut judge, rules).line_quiet(
+                line.text,
+                line.number,
+                &|_| false,
+                &mut findings,
+            );
+            (rules, quiet)
+        })
+        .collect();
     // The lines' findings by (code, line): a pair's finding is looked up, not searched
     // for, so a document with a finding on every line is judged in linear work (a linear
     // search here took 4 s for 1 MiB and minutes for 8 MiB).
@@ -241,7 +324,7 @@ pub fn scan_document<'r>(
         .iter()
         .map(|f| Key(codes.id(&f.code), f.line))
         .collect();
-    for pair in lines.windows(2) {
+    for (n, pair) in lines.windows(2).enumerate() {
         let (first, second) = (pair[0], pair[1]);
         if first.text.trim().is_empty() || second.text.trim().is_empty() {
             continue;
@@ -264,7 +347,22 @@ pub fn scan_document<'r>(
         if rules.iter().all(|r| skip(&r.code)) && skip(CONTROL) && skip(INVISIBLE) {
             continue;
         }
-        let joined = format!("{} {}", first.text, without_list_marker(second.text));
+        let second_text = without_list_marker(second.text);
+        // A pair of quiet lines of the same rules (the second without a list marker, so
+        // its facts are of the text joined) is first asked whether it can find anything.
+        if let ((r1, Some(q1)), (r2, Some(q2))) = (&quiet[n], &quiet[n + 1])
+            && std::ptr::eq(*r1, rules)
+            && std::ptr::eq(*r2, rules)
+            && second_text.len() == second.text.len()
+            && Judge::for_rules(&mut judge, rules).pair_is_quiet(
+                (first.text, q1),
+                (second.text, q2),
+                &skip,
+            )
+        {
+            continue;
+        }
+        let joined = format!("{} {}", first.text, second_text);
         let mut pair_findings = Vec::new();
         Judge::for_rules(&mut judge, rules).joined(
             &joined,
@@ -424,6 +522,30 @@ mod tests {
             "Data sensitivity: public",
         ] {
             assert!(codes(text).is_empty(), "{text:?}: {:?}", codes(text));
+        }
+    }
+
+    /// Lines that find nothing alone (ASCII, no reading: the pairs judged from what their
+    /// lines found) whose join does: a phrase across the join, percent escapes that
+    /// only the two lines together have enough of.
+    #[test]
+    fn quiet_lines_are_still_judged_joined() {
+        let rules = request_rules();
+        for (first, second) in [
+            ("then run pip", "install requests"),
+            ("see gem %20", "%20 install bundler"),
+        ] {
+            let text = format!("{first}\n{second}");
+            let lines: Vec<Line<'_>> = crate::markdown::frontmatter::lines(&text).collect();
+            let alone: Vec<Finding> = lines.iter().flat_map(|l| scan([*l], &rules)).collect();
+            assert!(alone.is_empty(), "{alone:?}");
+            let findings = scan_document(&lines, |_| &rules);
+            assert!(
+                findings
+                    .iter()
+                    .any(|f| f.code == "forbidden.package_install" && f.line == 1),
+                "{first:?} + {second:?}: {findings:?}"
+            );
         }
     }
 

@@ -186,6 +186,12 @@ pub struct Reading {
 /// code spans and emphasis unwrapped, a list or quote marker removed). Empty when the
 /// line has none of these. The scanner runs every rule over each.
 pub fn alternate_readings(line: &str) -> Vec<Reading> {
+    alternate_readings_counted(line).0
+}
+
+/// [`alternate_readings`], and the decoders' [`crate::decode::Counts`] of an ASCII line
+/// (`None` for another).
+pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::decode::Counts>) {
     let mut out = Vec::new();
     // ASCII is its own NFKC form and holds no invisible or Braille character.
     let plain: String = if line.is_ascii() {
@@ -203,9 +209,10 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
     } else {
         plain.as_str()
     };
+    let (decoded, counts) = crate::decode::readings_counted(decode_from);
     for d in crate::decode::invisible::hidden(line)
         .into_iter()
-        .chain(crate::decode::readings(decode_from))
+        .chain(decoded)
     {
         out.push(Reading {
             folded: Deobfuscated::of(&d.text).folded,
@@ -231,7 +238,22 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
             encoded: false,
         });
     }
-    out
+    (out, line.is_ascii().then_some(counts))
+}
+
+/// Whether the ASCII `joined` (`a + " " + b`) has no [`alternate_readings`], given that
+/// neither `a` nor `b` has one and their counts ([`crate::decode::join_is_quiet`]).
+/// Exact: a backspace, a percent escape or markdown in `joined` is looked for in it.
+pub fn join_reads_nothing(
+    a: &crate::decode::Counts,
+    b: &crate::decode::Counts,
+    joined: &str,
+) -> bool {
+    joined.is_ascii()
+        && !joined.contains('\u{8}')
+        && percent_decoded(joined).is_none()
+        && markdown_plain(joined) == joined
+        && crate::decode::join_is_quiet(a, b, joined)
 }
 
 /// `line` as a terminal or a bidi-aware renderer shows it, when it holds a backspace or a

@@ -191,6 +191,18 @@ impl PatternSet {
     pub fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
         self.union.admit(texts, found, admitted);
     }
+
+    /// Adds the literals found in the ASCII `text` to `found` (as left by an
+    /// [`Self::admit`] of ASCII texts); false, and nothing added, when `text` is not ASCII
+    /// or the set has no search (an [`Self::admit`] admits every pattern then).
+    pub fn search_ascii(&self, text: &str, found: &mut [u64]) -> bool {
+        self.union.search_ascii(text, found)
+    }
+
+    /// [`Self::admit`] of ASCII texts in which the literals `found` were found.
+    pub fn admit_found_ascii(&self, found: &[u64], admitted: &mut Vec<bool>) {
+        self.union.admit_found(found, true, admitted);
+    }
 }
 
 impl fmt::Debug for RulePattern {

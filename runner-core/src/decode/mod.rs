@@ -21,7 +21,7 @@ use bases::{ascii85, base32, base85, hex_bytes, uudecode};
 use escapes::{escaped_hex, quoted_printable, spaced_hex};
 use spelled::{braille, morse, nato};
 use substitution::{
-    atbash_letter, decoded_words, english_turns, has_leet_word, is_leet, leet, names_a_cipher,
+    atbash_letter, decoded_words, english_turns, has_leet_word, leet, leet_counts, names_a_cipher,
     rot13_letter, substituted,
 };
 
@@ -48,14 +48,50 @@ const MIN_RUN: usize = 16;
 
 /// Every reading of `line` through the encodings above, decoded up to [`MAX_DEPTH`].
 pub fn readings(line: &str) -> Vec<Decoded> {
+    readings_counted(line).0
+}
+
+/// What the word-statistics decoders (ROT13, Atbash, leetspeak) counted in a line. Each
+/// count is a sum over the line's words, and a space ends a word for every decoder, so
+/// the counts of two lines joined by a space are the sums of theirs ([`join_is_quiet`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    /// Words ROT13 and Atbash each turn English, and words of three letters or more.
+    better: [usize; 2],
+    words: usize,
+    /// Whitespace-separated words, and those in leetspeak.
+    spaced_words: usize,
+    leet_words: usize,
+}
+
+impl Counts {
+    /// Whether ROT13 (`n` = 0) or Atbash (1) reads the line whole.
+    fn turned(&self, n: usize) -> bool {
+        self.better[n] >= 3 && self.better[n] * 5 >= self.words * 2
+    }
+
+    fn is_leet(&self) -> bool {
+        self.leet_words >= 3 && self.leet_words * 5 >= self.spaced_words
+    }
+}
+
+/// [`readings`], and the line's own [`Counts`].
+pub fn readings_counted(line: &str) -> (Vec<Decoded>, Counts) {
     let mut out = Vec::new();
+    let mut counts = Counts::default();
     let mut frontier = vec![line.to_owned()];
-    for _ in 0..MAX_DEPTH {
+    for depth in 0..MAX_DEPTH {
         let mut next = Vec::new();
         for text in &frontier {
-            for d in once(text) {
+            let mut scratch = Counts::default();
+            let c = if depth == 0 {
+                &mut counts
+            } else {
+                &mut scratch
+            };
+            for d in once(text, c) {
                 if out.len() >= MAX_READINGS {
-                    return out;
+                    return (out, counts);
                 }
                 if d.encoded && d.text.len() >= MIN_RUN {
                     next.push(d.text.clone());
@@ -68,11 +104,45 @@ pub fn readings(line: &str) -> Vec<Decoded> {
         }
         frontier = next;
     }
-    out
+    (out, counts)
 }
 
-/// The readings of `line` one decoding deep.
-fn once(line: &str) -> Vec<Decoded> {
+/// Whether `a + " " + b` (`joined`, ASCII) has no reading, given that neither `a` nor `b`
+/// has one and their [`Counts`]. Exact: the decoders that read runs, tokens or words
+/// (base64/32/16, Ascii85, base85, the words ROT13 or Atbash decode, leetspeak words)
+/// see the words of `a` and of `b`, as a space ends each; those that count words are
+/// answered by the sums; the rest run on `joined` (false whenever one might read it).
+pub fn join_is_quiet(a: &Counts, b: &Counts, joined: &str) -> bool {
+    let sum = Counts {
+        better: [a.better[0] + b.better[0], a.better[1] + b.better[1]],
+        words: a.words + b.words,
+        spaced_words: a.spaced_words + b.spaced_words,
+        leet_words: a.leet_words + b.leet_words,
+    };
+    let bytes = joined.as_bytes();
+    let mut uu_starts = std::iter::once(0).chain(
+        joined
+            .match_indices(' ')
+            .map(|(i, _)| i + 1)
+            .take(MAX_UU_STARTS),
+    );
+    !(sum.turned(0)
+        || sum.turned(1)
+        || sum.is_leet()
+        || names_a_cipher(joined)
+        || ((joined.contains("\\x") || joined.contains("0x") || joined.contains("0X"))
+            && escaped_hex(joined).is_some())
+        || spaced_hex(joined).is_some()
+        || (bytes.iter().filter(|b| **b == b'=').count() >= 3
+            && quoted_printable(joined).is_some())
+        || uu_starts.any(|start| uudecode(joined[start..].trim_end()).is_some())
+        || morse(joined).is_some()
+        || braille(joined).is_some()
+        || nato(joined).is_some())
+}
+
+/// The readings of `line` one decoding deep; its [`Counts`] into `counts`.
+fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     let mut out = Vec::new();
     // Printable decodings are all read; those that read as words are evidence of an
     // encoding by themselves.
@@ -143,6 +213,13 @@ fn once(line: &str) -> Vec<Decoded> {
     // say but not as evidence of an encoding; a line with no such word gets no reading,
     // so ordinary prose costs the rules nothing. A leetspeak word is a hint by itself.
     let (better, words) = english_turns(line);
+    let (spaced_words, leet_words) = leet_counts(line);
+    *counts = Counts {
+        better,
+        words,
+        spaced_words,
+        leet_words,
+    };
     // Asked once for both substitutions, and only of a line neither reads whole.
     let mut cipher_named = None;
     for (n, (kind, letter)) in [
@@ -152,7 +229,7 @@ fn once(line: &str) -> Vec<Decoded> {
     .into_iter()
     .enumerate()
     {
-        let encoded = better[n] >= 3 && better[n] * 5 >= words * 2;
+        let encoded = counts.turned(n);
         let text = if encoded || *cipher_named.get_or_insert_with(|| names_a_cipher(line)) {
             Some(substituted(line, letter))
         } else {
@@ -167,7 +244,7 @@ fn once(line: &str) -> Vec<Decoded> {
         }
     }
     // The whole line is read back only when a word of it is leetspeak.
-    let encoded = is_leet(line);
+    let encoded = counts.is_leet();
     if (encoded || has_leet_word(line))
         && let Some(text) = leet(line)
     {

@@ -52,9 +52,10 @@ pub(super) fn leet(line: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// At least three words (and one in five) written in leetspeak: letters with digits
-/// standing for letters in them (`1gn0r3`), which read back as words of letters only.
-pub(super) fn is_leet(line: &str) -> bool {
+/// The line's whitespace-separated words, and those written in leetspeak: letters with
+/// digits standing for letters in them (`1gn0r3`), which read back as words of letters
+/// only. A line is leetspeak with at least three such words, and one in five.
+pub(super) fn leet_counts(line: &str) -> (usize, usize) {
     let (mut words, mut leet_words) = (0usize, 0usize);
     for w in line.split_whitespace() {
         words += 1;
@@ -67,7 +68,7 @@ pub(super) fn is_leet(line: &str) -> bool {
             leet_words += 1;
         }
     }
-    leet_words >= 3 && leet_words * 5 >= words
+    (words, leet_words)
 }
 
 fn leet_letter(c: char) -> Option<char> {

@@ -512,11 +512,34 @@ impl Union {
         found.clear();
         found.resize(self.words, 0);
         for text in texts {
-            for m in automaton.find_overlapping_iter(text) {
-                let n = m.pattern().as_usize();
-                found[n / 64] |= 1 << (n % 64);
-            }
+            Self::search(automaton, text, found);
         }
+        self.admit_found(found, ascii, admitted);
+    }
+
+    /// Adds the literals found in `text` to `found`.
+    fn search(automaton: &AhoCorasick, text: &str, found: &mut [u64]) {
+        for m in automaton.find_overlapping_iter(text) {
+            let n = m.pattern().as_usize();
+            found[n / 64] |= 1 << (n % 64);
+        }
+    }
+
+    /// Adds the literals found in `text` to `found` (sized by an [`Self::admit`] of
+    /// this set); false when this set cannot search (its callers admit every pattern
+    /// then), or when `text` is not ASCII.
+    pub(super) fn search_ascii(&self, text: &str, found: &mut [u64]) -> bool {
+        let Some(automaton) = self.automaton_for(text.len()).filter(|_| text.is_ascii()) else {
+            return false;
+        };
+        Self::search(automaton, text, found);
+        true
+    }
+
+    /// [`Self::admit`] from the literals already found (`found`) in texts that are all
+    /// ASCII (`ascii`) or not.
+    pub(super) fn admit_found(&self, found: &[u64], ascii: bool, admitted: &mut Vec<bool>) {
+        admitted.clear();
         COUNTS.with_borrow_mut(|counts| {
             let graph = &self.graph;
             counts.held.resize(graph.nodes.len(), 0);
