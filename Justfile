@@ -97,28 +97,9 @@ pyperformance:
     echo "$sha  $dir/pyperformance-1.11.0.tar.gz" | sha256sum --check --quiet
     tar -xzf "$dir/pyperformance-1.11.0.tar.gz" -C "$dir"
 
-# What CI runs: formatting, lints and API docs, the dependency checks and the book, then
-# the tests. The first three build in their own target directory (target/lint) while
-# the tests' release build runs: on two cores a cold build leaves one idle for much of
-# its time (long single crates, links), which the other fills. Their output is printed
-# when both are done.
-ci:
-    #!/usr/bin/env bash
-    set -euo pipefail
-    mkdir -p target
-    CARGO_TARGET_DIR=target/lint {{just_executable()}} lint deny book >target/lint.log 2>&1 &
-    lints=$!
-    built=0; {{just_executable()}} test-build || built=$?
-    linted=0; wait "$lints" || linted=$?
-    echo "--- just lint deny book (target/lint.log) ---"
-    cat target/lint.log
-    [ "$linted" = 0 ] || { echo "error: just lint deny book failed (exit $linted)" >&2; exit 1; }
-    [ "$built" = 0 ] || exit "$built"
-    {{just_executable()}} test
-
-# Everything `test` needs, built and fetched, without running it.
-test-build: guests nats-server pyperformance rules-corpus mcp-client
-    cargo test --release --locked --workspace --ignore-rust-version --tests --no-run
+# What CI runs: formatting, lints and API docs, the dependency checks, the book, then
+# the tests.
+ci: lint deny book test
 
 # mdBook, pinned; built without its default features (no `serve`, `watch` or search
 # index: a smaller compile), which keeps the HTML renderer. rust-version 1.88. Like
