@@ -119,26 +119,45 @@ pub fn join_is_quiet(a: &Counts, b: &Counts, joined: &str) -> bool {
         spaced_words: a.spaced_words + b.spaced_words,
         leet_words: a.leet_words + b.leet_words,
     };
-    let bytes = joined.as_bytes();
-    let mut uu_starts = std::iter::once(0).chain(
-        joined
-            .match_indices(' ')
-            .map(|(i, _)| i + 1)
-            .take(MAX_UU_STARTS),
-    );
     !(sum.turned(0)
         || sum.turned(1)
         || sum.is_leet()
         || names_a_cipher(joined)
-        || ((joined.contains("\\x") || joined.contains("0x") || joined.contains("0X"))
-            && escaped_hex(joined).is_some())
-        || spaced_hex(joined).is_some()
-        || (bytes.iter().filter(|b| **b == b'=').count() >= 3
-            && quoted_printable(joined).is_some())
-        || uu_starts.any(|start| uudecode(joined[start..].trim_end()).is_some())
-        || morse(joined).is_some()
-        || braille(joined).is_some()
-        || nato(joined).is_some())
+        || whole_text_decodings(joined)
+            .iter()
+            .any(|(_, text)| text.is_some()))
+}
+
+/// The decoders that read a line as a whole rather than run by run or word by word, each
+/// with what it decoded (before the printable test). [`once`] reads them all;
+/// [`join_is_quiet`] asks them of a joined pair, so a decoder added here is asked in both.
+fn whole_text_decodings(line: &str) -> [(&'static str, Option<String>); 7] {
+    let hex_escapes = line.contains("\\x") || line.contains("0x") || line.contains("0X");
+    let equals = line.bytes().filter(|b| *b == b'=').count();
+    // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
+    // after one of the first spaces whose length character fits is tried.
+    let uuencoded = std::iter::once(0)
+        .chain(
+            line.match_indices(' ')
+                .map(|(i, _)| i + 1)
+                .take(MAX_UU_STARTS),
+        )
+        .find_map(|start| uudecode(line[start..].trim_end()).and_then(utf8));
+    [
+        (
+            "hex_escapes",
+            hex_escapes.then(|| escaped_hex(line)).flatten(),
+        ),
+        ("hex_pairs", spaced_hex(line)),
+        (
+            "quoted_printable",
+            (equals >= 3).then(|| quoted_printable(line)).flatten(),
+        ),
+        ("uuencode", uuencoded),
+        ("morse", morse(line)),
+        ("braille", braille(line)),
+        ("nato", nato(line)),
+    ]
 }
 
 /// The readings of `line` one decoding deep; its [`Counts`] into `counts`.
@@ -155,8 +174,15 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
             });
         }
     };
-    let bytes = line.as_bytes();
-    let has = |f: fn(&u8) -> bool, n: usize| bytes.iter().filter(|b| f(b)).count() >= n;
+    let [
+        hex_escapes,
+        hex_pairs,
+        quoted,
+        uuencoded,
+        morse,
+        braille,
+        nato,
+    ] = whole_text_decodings(line);
     for text in crate::normalize::base64_texts(line) {
         blob("base64", Some(text));
     }
@@ -165,10 +191,8 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
             blob("base16", hex_bytes(run.as_bytes()).and_then(utf8));
         }
     }
-    if line.contains("\\x") || line.contains("0x") || line.contains("0X") {
-        blob("hex_escapes", escaped_hex(line));
-    }
-    blob("hex_pairs", spaced_hex(line));
+    blob(hex_escapes.0, hex_escapes.1);
+    blob(hex_pairs.0, hex_pairs.1);
     for run in runs(line, |c| {
         c.is_ascii_uppercase() || matches!(c, '2'..='7' | '=')
     }) {
@@ -185,25 +209,9 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
         blob("ascii85", ascii85(inner).and_then(utf8));
         blob("base85", base85(inner).and_then(utf8));
     }
-    if has(|b| *b == b'=', 3) {
-        blob("quoted_printable", quoted_printable(line));
+    for (kind, text) in [quoted, uuencoded, morse, braille, nato] {
+        blob(kind, text);
     }
-    // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
-    // after one of the first spaces whose length character fits is tried.
-    let uu_starts = std::iter::once(0).chain(
-        line.match_indices(' ')
-            .map(|(i, _)| i + 1)
-            .take(MAX_UU_STARTS),
-    );
-    for start in uu_starts {
-        if let Some(text) = uudecode(line[start..].trim_end()).and_then(utf8) {
-            blob("uuencode", Some(text));
-            break;
-        }
-    }
-    blob("morse", morse(line));
-    blob("braille", braille(line));
-    blob("nato", nato(line));
     // Substitutions count as an encoding only when they turn enough of a line's words
     // from gibberish into English-looking ones; the line is then read whole, as is a
     // line that says it holds a cipher ("ROT13 encoded string: ...", "Encoded: ...",
