@@ -66,7 +66,7 @@ pub fn lines(text: &str) -> Vec<Option<String>> {
 pub fn scan<'r>(
     text: &str,
     source_findings: &[Finding],
-    rules_at: impl Fn(usize) -> &'r [ForbiddenRule],
+    rules_at: impl Fn(usize) -> &'r [ForbiddenRule] + Sync,
 ) -> Vec<Finding> {
     let visible = lines(text);
     let source: Vec<Line<'_>> = super::frontmatter::lines(text).collect();
