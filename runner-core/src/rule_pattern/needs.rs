@@ -594,10 +594,10 @@ impl Union {
 /// a 1 MiB packet of prose, most of the search's time). Finds the same literals: a text
 /// holds such a literal exactly when one of its bytes, or pairs, lowercased, is it.
 struct Short {
-    /// Per byte: the number + 1 of the literal that is that byte, 0 for none.
-    one: Vec<u16>,
-    /// Per pair of bytes (`first * 256 + second`) likewise; empty when there is no
-    /// literal of two bytes.
+    /// The literals of one byte: the byte and the literal's number.
+    one: Vec<(u8, usize)>,
+    /// Per pair of bytes (`first * 256 + second`): the number + 1 of the literal that is
+    /// that pair, 0 for none; empty when there is no literal of two bytes.
     two: Vec<u16>,
 }
 
@@ -607,15 +607,14 @@ impl Short {
     /// table entry holds.
     fn of(literals: &[String]) -> (Self, Vec<usize>) {
         let mut short = Self {
-            one: vec![0; 256],
+            one: Vec::new(),
             two: Vec::new(),
         };
         let mut long = Vec::new();
         for (n, literal) in literals.iter().enumerate() {
-            let entry = u16::try_from(n + 1).ok();
-            match (literal.as_bytes(), entry) {
-                (&[b], Some(entry)) => short.one[usize::from(b)] = entry,
-                (&[a, b], Some(entry)) => {
+            match (literal.as_bytes(), u16::try_from(n + 1)) {
+                (&[b], _) => short.one.push((b, n)),
+                (&[a, b], Ok(entry)) => {
                     short.two.resize(1 << 16, 0);
                     short.two[usize::from(a) << 8 | usize::from(b)] = entry;
                 }
@@ -628,22 +627,28 @@ impl Short {
     /// Adds the literals of one or two bytes in `text` to `found` (as the automaton
     /// matches, ASCII letters in either case).
     fn search(&self, text: &[u8], found: &mut [u64]) {
-        let mut mark = |entry: u16| {
-            if entry != 0 {
-                let n = usize::from(entry - 1);
-                found[n / 64] |= 1 << (n % 64);
+        let mut mark = |n: usize| found[n / 64] |= 1 << (n % 64);
+        if !self.one.is_empty() {
+            // Which bytes occur, then which of them are literals.
+            let mut present = [0u64; 4];
+            for &b in text {
+                let b = b.to_ascii_lowercase();
+                present[usize::from(b >> 6)] |= 1 << (b & 63);
             }
-        };
-        let mut prev: Option<usize> = None;
-        for &b in text {
-            let b = usize::from(b.to_ascii_lowercase());
-            mark(self.one[b]);
-            if let Some(a) = prev
-                && !self.two.is_empty()
-            {
-                mark(self.two[a << 8 | b]);
+            for &(b, n) in &self.one {
+                if present[usize::from(b >> 6)] & (1 << (b & 63)) != 0 {
+                    mark(n);
+                }
             }
-            prev = Some(b);
+        }
+        if !self.two.is_empty() {
+            for pair in text.windows(2) {
+                let at = usize::from(pair[0].to_ascii_lowercase()) << 8
+                    | usize::from(pair[1].to_ascii_lowercase());
+                if let Some(n) = self.two[at].checked_sub(1) {
+                    mark(usize::from(n));
+                }
+            }
         }
     }
 }
