@@ -60,8 +60,9 @@ pub(super) fn leet_counts(line: &str) -> (usize, usize) {
     for w in line.split_whitespace() {
         words += 1;
         let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
-        if w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-            && w.bytes().any(|b| b.is_ascii_digit())
+        // Most words have no digit, and are not counted further.
+        if w.bytes().any(|b| b.is_ascii_digit())
+            && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
             && w.chars()
                 .all(|c| c.is_ascii_alphabetic() || leet_letter(c).is_some())
         {
@@ -88,36 +89,46 @@ fn leet_letter(c: char) -> Option<char> {
 }
 
 /// English letter frequencies (per cent, a to z).
-const LETTER_FREQ: [f32; 26] = [
+pub(super) const LETTER_FREQ: [f32; 26] = [
     8.2, 1.5, 2.8, 4.3, 12.7, 2.2, 2.0, 6.1, 7.0, 0.15, 0.77, 4.0, 2.4, 6.7, 7.5, 1.9, 0.095, 6.0,
     6.3, 9.1, 2.8, 0.98, 2.4, 0.15, 2.0, 0.074,
 ];
 
-/// The mean log-frequency of a word's letters: English words score about -2.9, their
-/// ROT13 or Atbash about -3.6.
-fn englishness(word: &str, letter: fn(u8) -> u8) -> f32 {
-    // The logarithms once, not per letter (they were a tenth of judging plain prose).
-    static LOG_FREQ: std::sync::LazyLock<[f32; 26]> =
-        std::sync::LazyLock::new(|| LETTER_FREQ.map(|f| (f / 100.0).ln()));
+/// The mean log-frequency of a word's letters as written, after ROT13 and after Atbash,
+/// for a word of ASCII letters only: English words score about -2.9, their ROT13 or
+/// Atbash about -3.6. One pass for the three, each summed in the word's order.
+fn englishness(word: &[u8]) -> [f32; 3] {
+    // The logarithms once, not per letter (they were a tenth of judging plain prose),
+    // and each letter's under the three readings side by side.
+    static LOG_FREQ: std::sync::LazyLock<[[f32; 3]; 26]> = std::sync::LazyLock::new(|| {
+        let log = LETTER_FREQ.map(|f| (f / 100.0).ln());
+        let at = |letter: fn(u8) -> u8, i: u8| log[usize::from(letter(b'a' + i) - b'a')];
+        std::array::from_fn(|i| {
+            let i = i as u8;
+            [at(identity, i), at(rot13_letter, i), at(atbash_letter, i)]
+        })
+    });
     let log_freq = &*LOG_FREQ;
-    let (sum, n) =
-        word.bytes()
-            .filter(u8::is_ascii_alphabetic)
-            .fold((0.0f32, 0u32), |(s, n), b| {
-                (
-                    s + log_freq[usize::from(letter(b).to_ascii_lowercase() - b'a')],
-                    n + 1,
-                )
-            });
-    if n == 0 { -9.0 } else { sum / n as f32 }
+    let mut sum = [0.0f32; 3];
+    for b in word {
+        let row = &log_freq[usize::from(b.to_ascii_lowercase() - b'a')];
+        for (s, l) in sum.iter_mut().zip(row) {
+            *s += l;
+        }
+    }
+    sum.map(|s| s / word.len() as f32)
 }
 
 /// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
 pub(super) fn has_leet_word(line: &str) -> bool {
+    // Such a word has a digit: a line without one is not split into words.
+    if !line.bytes().any(|b| b.is_ascii_digit()) {
+        return false;
+    }
     line.split(|c: char| !(c.is_ascii_alphanumeric() || leet_letter(c).is_some()))
         .any(|w| {
-            w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-                && w.bytes().any(|b| b.is_ascii_digit())
+            w.bytes().any(|b| b.is_ascii_digit())
+                && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
                 && !w.bytes().all(|b| b.is_ascii_hexdigit())
         })
 }
@@ -145,15 +156,9 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
         if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
             continue;
         }
-        let mut before = None;
-        for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
-            .into_iter()
-            .enumerate()
-        {
-            let after = englishness(w, letter);
-            if after >= -3.3
-                && after - *before.get_or_insert_with(|| englishness(w, identity)) >= 0.5
-            {
+        let [before, afters @ ..] = englishness(w.as_bytes());
+        for (n, after) in afters.into_iter().enumerate() {
+            if after >= -3.3 && after - before >= 0.5 {
                 better[n] += 1;
             }
         }
@@ -163,21 +168,28 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
 
 /// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
 /// `cipher`, `encoded`, `decode`, "what does this mean?"): such a line is read whole
-/// through each substitution. ASCII case folded; one pass per cue.
+/// through each substitution. ASCII case folded; one pass, a cue compared only where its
+/// first letter is (no lowercased copy of the line).
 pub(super) fn names_a_cipher(line: &str) -> bool {
-    const CUES: [&str; 8] = [
-        "rot13",
-        "rot-13",
-        "rot 13",
-        "atbash",
-        "cipher",
-        "encode",
-        "decode",
-        "what does this mean",
-    ];
-    let lower = line.to_ascii_lowercase();
-    CUES.iter().any(|c| lower.contains(c))
+    let b = line.as_bytes();
+    let at = |i: usize, cue: &str| {
+        b.get(i..i + cue.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(cue.as_bytes()))
+    };
+    // `| 0x20` folds an upper-case letter and makes no other byte a lower-case one.
+    (0..b.len()).any(|i| match b[i] | 0x20 {
+        b'r' => at(i, "rot13") || at(i, "rot-13") || at(i, "rot 13"),
+        b'a' => at(i, "atbash"),
+        b'c' => at(i, "cipher"),
+        b'e' => at(i, "encode"),
+        b'd' => at(i, "decode"),
+        b'w' => at(i, "what does this mean"),
+        _ => false,
+    })
 }
+
+/// The longest cue [`names_a_cipher`] looks for ("what does this mean").
+pub(super) const LONGEST_CUE: usize = 19;
 
 /// How common each pair of adjacent letters is in English words (row: the first letter,
 /// column: the second; `0` never seen, `1` about one pair in 100 000, each step about
@@ -222,6 +234,40 @@ fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
     Some(sum as f32 / (word.len() - 1) as f32)
 }
 
+/// Whether a word rare in English (its letter pairs' mean under 5) is common once
+/// substituted by `letter` (6 or more, 2 better): a word [`decoded_words`] decodes.
+fn turns(word: &[u8], before: Option<f32>, letter: fn(u8) -> u8) -> bool {
+    match before {
+        Some(before) if before < 5.0 => {
+            pair_score(word, letter).is_some_and(|after| after >= 6.0 && after - before >= 2.0)
+        }
+        _ => false,
+    }
+}
+
+/// Whether [`decoded_words`] decodes a word of `line` by ROT13 and by Atbash: one pass
+/// over the words for both, nothing written (most lines have no such word).
+pub(super) fn turning_words(line: &str) -> [bool; 2] {
+    let mut found = [false; 2];
+    for word in line
+        .as_bytes()
+        .split(|b| !b.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+    {
+        let before = pair_score(word, identity);
+        for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
+            .into_iter()
+            .enumerate()
+        {
+            found[n] = found[n] || turns(word, before, letter);
+        }
+        if found == [true; 2] {
+            break;
+        }
+    }
+    found
+}
+
 fn identity(c: u8) -> u8 {
     c
 }
@@ -262,11 +308,7 @@ pub(super) fn decoded_words(line: &str, letter: fn(u8) -> u8) -> Option<String> 
             let word = &bytes[*s..*e];
             // Only a word rare in English before can turn; most are not, and are not
             // substituted to find out.
-            match pair_score(word, identity) {
-                Some(before) if before < 5.0 => pair_score(word, letter)
-                    .is_some_and(|after| after >= 6.0 && after - before >= 2.0),
-                _ => false,
-            }
+            turns(word, pair_score(word, identity), letter)
         })
         .map(|(n, _)| n)
         .collect();
