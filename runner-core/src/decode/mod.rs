@@ -239,7 +239,9 @@ fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option
     let end = line.trim_end().len();
     let uuencoded = std::iter::once(0)
         .chain(
-            line.match_indices(' ')
+            line.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b' ')
                 .map(|(i, _)| i + 1)
                 .take(MAX_UU_STARTS),
         )
@@ -419,7 +421,7 @@ fn utf8(bytes: Vec<u8>) -> Option<String> {
 /// Maximal runs of at least [`MIN_RUN`] characters satisfying `f`, which accepts only
 /// ASCII bytes (so a run's ends are character boundaries, and the line is scanned byte
 /// by byte without decoding it).
-fn runs(line: &str, f: fn(u8) -> bool) -> impl Iterator<Item = &str> {
+fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
     let b = line.as_bytes();
     let mut i = 0;
     std::iter::from_fn(move || {

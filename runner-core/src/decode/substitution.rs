@@ -31,6 +31,34 @@ pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
         .collect()
 }
 
+/// The pieces of `line` between the characters `sep` accepts, as `line.split(sep)`
+/// gives them; an ASCII character is tested without decoding the line.
+pub(super) fn pieces<F: Fn(char) -> bool>(line: &str, sep: F) -> impl Iterator<Item = &str> {
+    let b = line.as_bytes();
+    let (mut start, mut i, mut done) = (0, 0, false);
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            let (c, len) = if b[i].is_ascii() {
+                (char::from(b[i]), 1)
+            } else {
+                let c = line[i..].chars().next()?;
+                (c, c.len_utf8())
+            };
+            i += len;
+            if sep(c) {
+                let piece = &line[start..i - len];
+                start = i;
+                return Some(piece);
+            }
+        }
+        if done {
+            return None;
+        }
+        done = true;
+        Some(&line[start..])
+    })
+}
+
 /// Leetspeak read back: in a word that has letters, digits and symbols read as the
 /// letters they stand for (`1gn0r3` → `ignore`). `None` when no word changes.
 pub(super) fn leet(line: &str) -> Option<String> {
@@ -56,6 +84,15 @@ pub(super) fn leet(line: &str) -> Option<String> {
 /// digits standing for letters in them (`1gn0r3`), which read back as words of letters
 /// only. A line is leetspeak with at least three such words, and one in five.
 pub(super) fn leet_counts(line: &str) -> (usize, usize) {
+    // Such a word has a digit: a line without one only has its words counted.
+    if !line.bytes().any(|b| b.is_ascii_digit()) {
+        return (
+            pieces(line, char::is_whitespace)
+                .filter(|w| !w.is_empty())
+                .count(),
+            0,
+        );
+    }
     let (mut words, mut leet_words) = (0usize, 0usize);
     for w in line.split_whitespace() {
         words += 1;
@@ -125,12 +162,14 @@ pub(super) fn has_leet_word(line: &str) -> bool {
     if !line.bytes().any(|b| b.is_ascii_digit()) {
         return false;
     }
-    line.split(|c: char| !(c.is_ascii_alphanumeric() || leet_letter(c).is_some()))
-        .any(|w| {
-            w.bytes().any(|b| b.is_ascii_digit())
-                && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-                && !w.bytes().all(|b| b.is_ascii_hexdigit())
-        })
+    pieces(line, |c: char| {
+        !(c.is_ascii_alphanumeric() || leet_letter(c).is_some())
+    })
+    .any(|w| {
+        w.bytes().any(|b| b.is_ascii_digit())
+            && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+            && !w.bytes().all(|b| b.is_ascii_hexdigit())
+    })
 }
 
 /// How many of the line's words ROT13 and Atbash each turn into much more English-looking
@@ -140,15 +179,14 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
     let mut better = [0usize; 2];
     let mut words = 0;
     let is_word = |w: &&str| w.len() >= 3 && w.bytes().any(|b| b.is_ascii_alphabetic());
-    for w in line
-        .split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    '"' | '\'' | '(' | ')' | ',' | '.' | ':' | ';' | '!' | '?'
-                )
-        })
-        .filter(is_word)
+    for w in pieces(line, |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '"' | '\'' | '(' | ')' | ',' | '.' | ':' | ';' | '!' | '?'
+            )
+    })
+    .filter(is_word)
     {
         words += 1;
         // The substitution maps letters to letters and keeps every other character,
@@ -176,14 +214,15 @@ pub(super) fn names_a_cipher(line: &str) -> bool {
         b.get(i..i + cue.len())
             .is_some_and(|w| w.eq_ignore_ascii_case(cue.as_bytes()))
     };
-    // `| 0x20` folds an upper-case letter and makes no other byte a lower-case one.
-    (0..b.len()).any(|i| match b[i] | 0x20 {
-        b'r' => at(i, "rot13") || at(i, "rot-13") || at(i, "rot 13"),
-        b'a' => at(i, "atbash"),
-        b'c' => at(i, "cipher"),
-        b'e' => at(i, "encode"),
-        b'd' => at(i, "decode"),
-        b'w' => at(i, "what does this mean"),
+    // `| 0x20` folds an upper-case letter and makes no other byte a lower-case one; a cue
+    // is compared only where its first two letters are.
+    (0..b.len().saturating_sub(1)).any(|i| match (b[i] | 0x20, b[i + 1] | 0x20) {
+        (b'r', b'o') => at(i, "rot13") || at(i, "rot-13") || at(i, "rot 13"),
+        (b'a', b't') => at(i, "atbash"),
+        (b'c', b'i') => at(i, "cipher"),
+        (b'e', b'n') => at(i, "encode"),
+        (b'd', b'e') => at(i, "decode"),
+        (b'w', b'h') => at(i, "what does this mean"),
         _ => false,
     })
 }
@@ -216,7 +255,7 @@ const COMMON_RARE_PAIRS: [&str; 12] = [
 
 /// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
 /// `None` for a single letter and for [`COMMON_RARE_PAIRS`].
-fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
+fn pair_score(word: &[u8], letter: impl Fn(u8) -> u8) -> Option<f32> {
     // The common words are of two or three letters.
     if word.len() < 2
         || word.len() <= 3
@@ -236,7 +275,7 @@ fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
 
 /// Whether a word rare in English (its letter pairs' mean under 5) is common once
 /// substituted by `letter` (6 or more, 2 better): a word [`decoded_words`] decodes.
-fn turns(word: &[u8], before: Option<f32>, letter: fn(u8) -> u8) -> bool {
+fn turns(word: &[u8], before: Option<f32>, letter: impl Fn(u8) -> u8) -> bool {
     match before {
         Some(before) if before < 5.0 => {
             pair_score(word, letter).is_some_and(|after| after >= 6.0 && after - before >= 2.0)
@@ -255,12 +294,8 @@ pub(super) fn turning_words(line: &str) -> [bool; 2] {
         .filter(|w| !w.is_empty())
     {
         let before = pair_score(word, identity);
-        for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
-            .into_iter()
-            .enumerate()
-        {
-            found[n] = found[n] || turns(word, before, letter);
-        }
+        found[0] = found[0] || turns(word, before, rot13_letter);
+        found[1] = found[1] || turns(word, before, atbash_letter);
         if found == [true; 2] {
             break;
         }

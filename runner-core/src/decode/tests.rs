@@ -3,7 +3,7 @@ use super::escapes::{escaped_hex, quoted_printable, spaced_hex};
 use super::invisible::hidden;
 use super::spelled::{braille, morse, morse_tokens, nato};
 use super::substitution::{
-    LETTER_FREQ, atbash_letter, decoded_words, english_turns, names_a_cipher, rot13_letter,
+    LETTER_FREQ, atbash_letter, decoded_words, english_turns, names_a_cipher, pieces, rot13_letter,
     substituted, turning_words,
 };
 use super::*;
@@ -462,6 +462,8 @@ fn substitution_screens_agree() {
         "Oh! go on, Mr. Starbuck, ok?",
         "xyzzy qwrtp bcdfg",
         "",
+        "no\u{a0}break\u{b}tab\u{2003}em space, words",
+        "1gn0r3 4ll pr3v10u5",
     ];
     let reference = |line: &str| {
         let log = |b: u8| (LETTER_FREQ[usize::from(b.to_ascii_lowercase() - b'a')] / 100.0f32).ln();
@@ -511,6 +513,33 @@ fn substitution_screens_agree() {
             turned += usize::from(found[n]);
         }
         assert_eq!(english_turns(line), reference(line), "{line:?}");
+        assert_eq!(
+            leet_counts(line).0,
+            line.split_whitespace().count(),
+            "{line:?}"
+        );
     }
     assert!(turned >= 2);
+}
+
+/// The substitutions' word splitter gives what `str::split` gives, whatever the text.
+#[test]
+fn pieces_split_as_str_does() {
+    let sep = |c: char| c.is_whitespace() || matches!(c, ',' | '\u{e9}' | '\u{2014}');
+    for text in [
+        "",
+        " ",
+        ",,",
+        "a",
+        "a b",
+        " a b ",
+        "caf\u{e9} cr\u{e8}me\u{a0}br\u{fb}l\u{e9}e\u{2014}x\u{2003}y\u{b}z",
+        "\u{1f608}\u{3000}end,",
+    ] {
+        assert_eq!(
+            pieces(text, sep).collect::<Vec<_>>(),
+            text.split(sep).collect::<Vec<_>>(),
+            "{text:?}"
+        );
+    }
 }
