@@ -313,10 +313,7 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     }) {
         blob("base32", base32(run.trim_end_matches('=')).and_then(utf8));
     }
-    for token in line.split_ascii_whitespace() {
-        if token.len() < MIN_RUN {
-            continue;
-        }
+    for token in runs(line, |c| !c.is_ascii_whitespace()) {
         let inner = token
             .strip_prefix("<~")
             .and_then(|t| t.strip_suffix("~>"))
@@ -418,27 +415,38 @@ fn utf8(bytes: Vec<u8>) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// Maximal runs of at least [`MIN_RUN`] characters satisfying `f`, which accepts only
-/// ASCII bytes (so a run's ends are character boundaries, and the line is scanned byte
-/// by byte without decoding it).
+/// Maximal runs of at least [`MIN_RUN`] bytes satisfying `f`, which answers alike for
+/// every byte of a non-ASCII character (so a run's ends are character boundaries). Most
+/// lines have none: a window of [`MIN_RUN`] bytes is looked at from its end, and the
+/// first refused byte found skips the window up to it, so most bytes are not looked at.
 fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
     let b = line.as_bytes();
-    let mut i = 0;
+    // A run may start at `i` (the byte before it is refused); `b[i..known]` are accepted.
+    let (mut i, mut known) = (0, 0);
     std::iter::from_fn(move || {
-        while i < b.len() {
-            if !f(b[i]) {
-                i += 1;
-                continue;
+        loop {
+            let window = i + MIN_RUN;
+            if window > b.len() {
+                return None;
             }
-            let start = i;
-            while i < b.len() && f(b[i]) {
-                i += 1;
-            }
-            if i - start >= MIN_RUN {
-                return Some(&line[start..i]);
+            let from = known.max(i);
+            match b[from..window].iter().rposition(|c| !f(*c)) {
+                Some(q) => {
+                    i = from + q + 1;
+                    known = window;
+                }
+                None => {
+                    let mut end = window;
+                    while end < b.len() && f(b[end]) {
+                        end += 1;
+                    }
+                    let run = &line[i..end];
+                    i = end + 1;
+                    known = i;
+                    return Some(run);
+                }
             }
         }
-        None
     })
 }
 

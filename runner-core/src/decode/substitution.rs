@@ -204,31 +204,63 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
     (better, words)
 }
 
+/// What [`names_a_cipher`] looks for.
+const CUES: [&str; 8] = [
+    "rot13",
+    "rot-13",
+    "rot 13",
+    "atbash",
+    "cipher",
+    "encode",
+    "decode",
+    "what does this mean",
+];
+
+/// For each byte, the cues whose `n`th letter it is in either case (bit `i` for
+/// `CUES[i]`).
+const fn cue_letters(n: usize) -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < CUES.len() {
+        let c = CUES[i].as_bytes()[n];
+        table[c.to_ascii_lowercase() as usize] |= 1 << i;
+        table[c.to_ascii_uppercase() as usize] |= 1 << i;
+        i += 1;
+    }
+    table
+}
+
 /// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
 /// `cipher`, `encoded`, `decode`, "what does this mean?"): such a line is read whole
 /// through each substitution. ASCII case folded; one pass, a cue compared only where its
-/// first letter is (no lowercased copy of the line).
+/// first two letters are (no lowercased copy of the line, no branch on each letter).
 pub(super) fn names_a_cipher(line: &str) -> bool {
+    static FIRST: [u8; 256] = cue_letters(0);
+    static SECOND: [u8; 256] = cue_letters(1);
     let b = line.as_bytes();
-    let at = |i: usize, cue: &str| {
-        b.get(i..i + cue.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(cue.as_bytes()))
-    };
-    // `| 0x20` folds an upper-case letter and makes no other byte a lower-case one; a cue
-    // is compared only where its first two letters are.
-    (0..b.len().saturating_sub(1)).any(|i| match (b[i] | 0x20, b[i + 1] | 0x20) {
-        (b'r', b'o') => at(i, "rot13") || at(i, "rot-13") || at(i, "rot 13"),
-        (b'a', b't') => at(i, "atbash"),
-        (b'c', b'i') => at(i, "cipher"),
-        (b'e', b'n') => at(i, "encode"),
-        (b'd', b'e') => at(i, "decode"),
-        (b'w', b'h') => at(i, "what does this mean"),
-        _ => false,
+    b.windows(2).enumerate().any(|(i, pair)| {
+        let cues = FIRST[usize::from(pair[0])] & SECOND[usize::from(pair[1])];
+        cues != 0
+            && CUES.iter().enumerate().any(|(k, cue)| {
+                cues & (1 << k) != 0
+                    && b[i..]
+                        .get(..cue.len())
+                        .is_some_and(|w| w.eq_ignore_ascii_case(cue.as_bytes()))
+            })
     })
 }
 
 /// The longest cue [`names_a_cipher`] looks for ("what does this mean").
-pub(super) const LONGEST_CUE: usize = 19;
+pub(super) const LONGEST_CUE: usize = {
+    let (mut longest, mut i) = (0, 0);
+    while i < CUES.len() {
+        if CUES[i].len() > longest {
+            longest = CUES[i].len();
+        }
+        i += 1;
+    }
+    longest
+};
 
 /// How common each pair of adjacent letters is in English words (row: the first letter,
 /// column: the second; `0` never seen, `1` about one pair in 100 000, each step about

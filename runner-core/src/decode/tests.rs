@@ -543,3 +543,46 @@ fn pieces_split_as_str_does() {
         );
     }
 }
+
+/// The run finder gives the maximal runs of at least [`MIN_RUN`] bytes that `split`
+/// gives, at every length around the bound and at both ends of a line.
+#[test]
+fn runs_are_the_long_pieces() {
+    let mut lines = vec![String::new(), "Ab".into()];
+    for n in [MIN_RUN - 1, MIN_RUN, MIN_RUN + 1, 2 * MIN_RUN + 3] {
+        let run = "0123456789abcdefABCDEF"
+            .chars()
+            .cycle()
+            .take(n)
+            .collect::<String>();
+        lines.push(run.clone());
+        lines.push(format!("{run} x"));
+        lines.push(format!("x {run}"));
+        lines.push(format!("{run}g{run}"));
+        lines.push(format!("caf\u{e9} {run}\u{2003}{run}q{}", &run[..n / 2]));
+        lines.push(format!("{}z{run}", &run[..n - 1]));
+    }
+    // Two refused bytes anywhere in a line of 40 accepted ones.
+    for k1 in 0..40 {
+        for k2 in k1..40 {
+            let mut line = vec![b'a'; 40];
+            line[k1] = b' ';
+            line[k2] = b' ';
+            lines.push(String::from_utf8(line).expect("ASCII"));
+        }
+    }
+    let mut found = 0;
+    for line in &lines {
+        for f in [(|c: u8| c.is_ascii_hexdigit()) as fn(u8) -> bool, |c| {
+            !c.is_ascii_whitespace()
+        }] {
+            let want: Vec<&str> = line
+                .split(|c: char| !(c.is_ascii() && f(c as u8)) && (c.is_ascii() || !f(0x80)))
+                .filter(|r| r.len() >= MIN_RUN)
+                .collect();
+            assert_eq!(runs(line, f).collect::<Vec<_>>(), want, "{line:?}");
+            found += want.len();
+        }
+    }
+    assert!(found > 10);
+}
