@@ -18,11 +18,11 @@ mod spelled;
 mod substitution;
 
 use bases::{ascii85, base32, base85, hex_bytes, uudecode};
-use escapes::{escaped_hex, quoted_printable, spaced_hex};
-use spelled::{braille, morse, nato};
+use escapes::{escaped_hex, hex_pair_runs, quoted_printable, spaced_hex};
+use spelled::{braille, morse, morse_tokens, nato, nato_runs};
 use substitution::{
-    atbash_letter, decoded_words, english_turns, has_leet_word, leet, leet_counts, names_a_cipher,
-    rot13_letter, substituted,
+    LONGEST_CUE, atbash_letter, decoded_words, english_turns, has_leet_word, leet, leet_counts,
+    names_a_cipher, rot13_letter, substituted, turning_words,
 };
 
 /// One reading of a line through an encoding.
@@ -43,6 +43,8 @@ pub const MAX_DEPTH: usize = 2;
 pub const MAX_READINGS: usize = 24;
 /// How many starts after a space a uuencoded line is looked for at.
 const MAX_UU_STARTS: usize = 8;
+/// The longest uuencoded line: a length character and 60 for 45 bytes, and one more.
+const UU_LONGEST: usize = 62;
 /// Shortest blob worth decoding (characters): 16 base64 characters are 12 bytes.
 const MIN_RUN: usize = 16;
 
@@ -62,6 +64,78 @@ pub struct Counts {
     /// Whitespace-separated words, and those in leetspeak.
     spaced_words: usize,
     leet_words: usize,
+    /// The line's length and what the whole-text decoders' screens found in it.
+    len: usize,
+    screens: Screens,
+    /// Whether the line names a cipher ([`names_a_cipher`]), when that was asked.
+    cipher_named: Option<bool>,
+}
+
+/// Runs of consecutive tokens of one kind in a text (NATO words, spaced hex bytes), in
+/// tokens: its leading run, its trailing run and its longest, and whether no token of
+/// another kind ends a run (`all`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Runs {
+    lead: usize,
+    trail: usize,
+    longest: usize,
+    all: bool,
+}
+
+impl Runs {
+    /// The runs of `a + " " + b`, when a space ends a token and is no token itself: a run
+    /// crosses the join as `a`'s trailing run followed by `b`'s leading one.
+    fn joined(a: &Runs, b: &Runs) -> Runs {
+        Runs {
+            lead: if a.all { a.lead + b.lead } else { a.lead },
+            trail: if b.all { a.trail + b.trail } else { b.trail },
+            longest: a.longest.max(b.longest).max(a.trail + b.lead),
+            all: a.all && b.all,
+        }
+    }
+}
+
+/// What tells, without decoding, that a whole-text decoder cannot read a text: each is
+/// asked only when its screen allows, and the screens of `a + " " + b` are composed
+/// from those of `a` and `b` ([`Screens::joined`]), so a joined pair is not scanned for
+/// them again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Screens {
+    /// Whether the text holds `\x`, `0x` or `0X` (a hex escape starts with one).
+    hex_escapes: bool,
+    /// `=` signs (quoted-printable needs three escapes).
+    equals: usize,
+    /// Spaced hex bytes ([`spaced_hex`] reads runs of six).
+    hex_pairs: Runs,
+    /// At least the letter-like Morse tokens ([`morse_tokens`]; Morse needs five).
+    morse: usize,
+    /// NATO words ([`nato`] reads runs of five).
+    nato: Runs,
+}
+
+impl Screens {
+    fn of(line: &str) -> Screens {
+        Screens {
+            hex_escapes: line.contains("\\x") || line.contains("0x") || line.contains("0X"),
+            equals: line.bytes().filter(|b| *b == b'=').count(),
+            hex_pairs: hex_pair_runs(line),
+            morse: morse_tokens(line),
+            nato: nato_runs(line).0,
+        }
+    }
+
+    /// The screens of `a + " " + b`. The space starts no escape and is neither `=` nor a
+    /// Morse mark, and it ends every token (Morse's, NATO's, a hex byte's), so counts add
+    /// and runs join ([`Runs::joined`]).
+    fn joined(a: &Screens, b: &Screens) -> Screens {
+        Screens {
+            hex_escapes: a.hex_escapes || b.hex_escapes,
+            equals: a.equals + b.equals,
+            hex_pairs: Runs::joined(&a.hex_pairs, &b.hex_pairs),
+            morse: a.morse + b.morse,
+            nato: Runs::joined(&a.nato, &b.nato),
+        }
+    }
 }
 
 impl Counts {
@@ -79,90 +153,131 @@ impl Counts {
 pub fn readings_counted(line: &str) -> (Vec<Decoded>, Counts) {
     let mut out = Vec::new();
     let mut counts = Counts::default();
-    let mut frontier = vec![line.to_owned()];
-    for depth in 0..MAX_DEPTH {
+    // The line itself is read in place (a copy of every line was a cost of its own).
+    let mut frontier = Vec::new();
+    if !take(once(line, &mut counts), &mut out, &mut frontier) {
+        return (out, counts);
+    }
+    for _ in 1..MAX_DEPTH {
+        if frontier.is_empty() {
+            break;
+        }
         let mut next = Vec::new();
         for text in &frontier {
-            let mut scratch = Counts::default();
-            let c = if depth == 0 {
-                &mut counts
-            } else {
-                &mut scratch
-            };
-            for d in once(text, c) {
-                if out.len() >= MAX_READINGS {
-                    return (out, counts);
-                }
-                if d.encoded && d.text.len() >= MIN_RUN {
-                    next.push(d.text.clone());
-                }
-                out.push(d);
+            if !take(once(text, &mut Counts::default()), &mut out, &mut next) {
+                return (out, counts);
             }
-        }
-        if next.is_empty() {
-            break;
         }
         frontier = next;
     }
     (out, counts)
 }
 
+/// Moves `found` into `out` up to [`MAX_READINGS`], the encoded texts long enough to
+/// decode again into `next`; false once `out` is full.
+fn take(found: Vec<Decoded>, out: &mut Vec<Decoded>, next: &mut Vec<String>) -> bool {
+    for d in found {
+        if out.len() >= MAX_READINGS {
+            return false;
+        }
+        if d.encoded && d.text.len() >= MIN_RUN {
+            next.push(d.text.clone());
+        }
+        out.push(d);
+    }
+    true
+}
+
 /// Whether `a + " " + b` (`joined`, ASCII) has no reading, given that neither `a` nor `b`
 /// has one and their [`Counts`]. Exact: the decoders that read runs, tokens or words
 /// (base64/32/16, Ascii85, base85, the words ROT13 or Atbash decode, leetspeak words)
 /// see the words of `a` and of `b`, as a space ends each; those that count words are
-/// answered by the sums; the rest run on `joined` (false whenever one might read it).
+/// answered by the sums; the rest run on `joined` when the lines' composed screens
+/// allow (false whenever one might read it).
 pub fn join_is_quiet(a: &Counts, b: &Counts, joined: &str) -> bool {
     let sum = Counts {
         better: [a.better[0] + b.better[0], a.better[1] + b.better[1]],
         words: a.words + b.words,
         spaced_words: a.spaced_words + b.spaced_words,
         leet_words: a.leet_words + b.leet_words,
+        ..Counts::default()
+    };
+    // The lines' facts compose only for the text they were counted on.
+    let composes = joined.len() == a.len + 1 + b.len && joined.as_bytes()[a.len] == b' ';
+    let screens = if composes {
+        Screens::joined(&a.screens, &b.screens)
+    } else {
+        Screens::of(joined)
+    };
+    // With neither line naming a cipher, a cue in `joined` crosses the join: only the
+    // stretch around it is looked at.
+    let named = match (a.cipher_named, b.cipher_named) {
+        (Some(false), Some(false)) if composes => {
+            let around =
+                a.len.saturating_sub(LONGEST_CUE - 1)..(a.len + LONGEST_CUE).min(joined.len());
+            joined.get(around).is_none_or(names_a_cipher)
+        }
+        _ => names_a_cipher(joined),
     };
     !(sum.turned(0)
         || sum.turned(1)
         || sum.is_leet()
-        || names_a_cipher(joined)
-        || whole_text_decodings(joined)
+        || named
+        || whole_text_decodings(joined, &screens)
             .iter()
             .any(|(_, text)| text.is_some()))
 }
 
 /// The decoders that read a line as a whole rather than run by run or word by word, each
-/// with what it decoded (before the printable test). [`once`] reads them all;
-/// [`join_is_quiet`] asks them of a joined pair, so a decoder added here is asked in both.
-fn whole_text_decodings(line: &str) -> [(&'static str, Option<String>); 7] {
-    let hex_escapes = line.contains("\\x") || line.contains("0x") || line.contains("0X");
-    let equals = line.bytes().filter(|b| *b == b'=').count();
+/// with what it decoded (before the printable test), those its `screens` rule out not
+/// asked. [`once`] reads them all; [`join_is_quiet`] asks them of a joined pair, so a
+/// decoder added here is asked in both.
+fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option<String>); 7] {
     // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
-    // after one of the first spaces whose length character fits is tried.
+    // after one of the first spaces whose length character fits is tried. One is at
+    // most 62 characters (45 bytes), so a start further from the line's end is not.
+    let end = line.trim_end().len();
     let uuencoded = std::iter::once(0)
         .chain(
-            line.match_indices(' ')
+            line.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b' ')
                 .map(|(i, _)| i + 1)
                 .take(MAX_UU_STARTS),
         )
+        .filter(|start| end.saturating_sub(*start) <= UU_LONGEST)
         .find_map(|start| uudecode(line[start..].trim_end()).and_then(utf8));
     [
         (
             "hex_escapes",
-            hex_escapes.then(|| escaped_hex(line)).flatten(),
+            screens.hex_escapes.then(|| escaped_hex(line)).flatten(),
         ),
-        ("hex_pairs", spaced_hex(line)),
+        (
+            "hex_pairs",
+            (screens.hex_pairs.longest >= 6)
+                .then(|| spaced_hex(line))
+                .flatten(),
+        ),
         (
             "quoted_printable",
-            (equals >= 3).then(|| quoted_printable(line)).flatten(),
+            (screens.equals >= 3)
+                .then(|| quoted_printable(line))
+                .flatten(),
         ),
         ("uuencode", uuencoded),
-        ("morse", morse(line)),
+        ("morse", (screens.morse >= 5).then(|| morse(line)).flatten()),
         ("braille", braille(line)),
-        ("nato", nato(line)),
+        (
+            "nato",
+            (screens.nato.longest >= 5).then(|| nato(line)).flatten(),
+        ),
     ]
 }
 
 /// The readings of `line` one decoding deep; its [`Counts`] into `counts`.
 fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     let mut out = Vec::new();
+    let screens = Screens::of(line);
     // Printable decodings are all read; those that read as words are evidence of an
     // encoding by themselves.
     let mut blob = |kind, text: Option<String>| {
@@ -182,7 +297,7 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
         morse,
         braille,
         nato,
-    ] = whole_text_decodings(line);
+    ] = whole_text_decodings(line, &screens);
     for text in crate::normalize::base64_texts(line) {
         blob("base64", Some(text));
     }
@@ -194,14 +309,11 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     blob(hex_escapes.0, hex_escapes.1);
     blob(hex_pairs.0, hex_pairs.1);
     for run in runs(line, |c| {
-        c.is_ascii_uppercase() || matches!(c, '2'..='7' | '=')
+        c.is_ascii_uppercase() || matches!(c, b'2'..=b'7' | b'=')
     }) {
         blob("base32", base32(run.trim_end_matches('=')).and_then(utf8));
     }
-    for token in line.split_ascii_whitespace() {
-        if token.len() < MIN_RUN {
-            continue;
-        }
+    for token in runs(line, |c| !c.is_ascii_whitespace()) {
         let inner = token
             .strip_prefix("<~")
             .and_then(|t| t.strip_suffix("~>"))
@@ -227,9 +339,13 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
         words,
         spaced_words,
         leet_words,
+        len: line.len(),
+        screens,
+        cipher_named: None,
     };
     // Asked once for both substitutions, and only of a line neither reads whole.
     let mut cipher_named = None;
+    let mut turning = None;
     for (n, (kind, letter)) in [
         ("rot13", rot13_letter as fn(u8) -> u8),
         ("atbash", atbash_letter),
@@ -240,8 +356,10 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
         let encoded = counts.turned(n);
         let text = if encoded || *cipher_named.get_or_insert_with(|| names_a_cipher(line)) {
             Some(substituted(line, letter))
-        } else {
+        } else if turning.get_or_insert_with(|| turning_words(line))[n] {
             decoded_words(line, letter)
+        } else {
+            None
         };
         if let Some(text) = text {
             out.push(Decoded {
@@ -251,6 +369,7 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
             });
         }
     }
+    counts.cipher_named = cipher_named;
     // The whole line is read back only when a word of it is leetspeak.
     let encoded = counts.is_leet();
     if (encoded || has_leet_word(line))
@@ -296,10 +415,39 @@ fn utf8(bytes: Vec<u8>) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
-/// Maximal runs of at least [`MIN_RUN`] characters satisfying `f`.
-fn runs(line: &str, f: fn(char) -> bool) -> impl Iterator<Item = &str> {
-    line.split(move |c: char| !f(c))
-        .filter(|r| r.len() >= MIN_RUN)
+/// Maximal runs of at least [`MIN_RUN`] bytes satisfying `f`, which answers alike for
+/// every byte of a non-ASCII character (so a run's ends are character boundaries). Most
+/// lines have none: a window of [`MIN_RUN`] bytes is looked at from its end, and the
+/// first refused byte found skips the window up to it, so most bytes are not looked at.
+fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
+    let b = line.as_bytes();
+    // A run may start at `i` (the byte before it is refused); `b[i..known]` are accepted.
+    let (mut i, mut known) = (0, 0);
+    std::iter::from_fn(move || {
+        loop {
+            let window = i + MIN_RUN;
+            if window > b.len() {
+                return None;
+            }
+            let from = known.max(i);
+            match b[from..window].iter().rposition(|c| !f(*c)) {
+                Some(q) => {
+                    i = from + q + 1;
+                    known = window;
+                }
+                None => {
+                    let mut end = window;
+                    while end < b.len() && f(b[end]) {
+                        end += 1;
+                    }
+                    let run = &line[i..end];
+                    i = end + 1;
+                    known = i;
+                    return Some(run);
+                }
+            }
+        }
+    })
 }
 
 fn hex_val(b: u8) -> Option<u8> {

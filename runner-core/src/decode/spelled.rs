@@ -1,6 +1,8 @@
 //! Letters spelled in other alphabets: Morse code, Braille and the NATO spelling
 //! alphabet.
 
+use super::Runs;
+
 /// A line of Morse code (at least five letters; `/` or three spaces between words).
 pub(super) fn morse(line: &str) -> Option<String> {
     const TABLE: [(&str, char); 36] = [
@@ -43,12 +45,7 @@ pub(super) fn morse(line: &str) -> Option<String> {
     ];
     // Each letter is a token of dots and dashes (then `/` or `|`): a line with fewer than
     // five such tokens is no Morse, and is not rewritten to find out.
-    let mark = |c: char| matches!(c, '.' | '-' | '·' | '•' | '∙' | '−' | '–' | '—' | '_');
-    let letter_like = line
-        .split_whitespace()
-        .filter(|t| t.chars().any(mark) && t.chars().all(|c| mark(c) || matches!(c, '/' | '|')))
-        .count();
-    if letter_like < 5 {
+    if morse_tokens(line) < 5 {
         return None;
     }
     let norm: String = line
@@ -93,6 +90,25 @@ pub(super) fn morse(line: &str) -> Option<String> {
     (best_letters >= 5).then_some(best)
 }
 
+/// At least the number of the line's letter-like Morse tokens (whitespace-separated, of
+/// dots and dashes and perhaps `/` or `|`), exact when it is five or more. Each such
+/// token holds a mark, and each mark's first byte is one of five (`.`, `-`, `_` and the
+/// lead bytes of the others), so a line with fewer such bytes is not split to count its
+/// tokens. The bound of `a + " " + b` is the sum of theirs.
+pub(super) fn morse_tokens(line: &str) -> usize {
+    let starts = line
+        .bytes()
+        .filter(|b| matches!(b, b'.' | b'-' | b'_' | 0xc2 | 0xe2))
+        .count();
+    if starts < 5 {
+        return starts;
+    }
+    let mark = |c: char| matches!(c, '.' | '-' | '·' | '•' | '∙' | '−' | '–' | '—' | '_');
+    line.split_whitespace()
+        .filter(|t| t.chars().any(mark) && t.chars().all(|c| mark(c) || matches!(c, '/' | '|')))
+        .count()
+}
+
 /// Grade-1 Braille (at least four letters): letters, the number sign, the capital sign
 /// and English Braille's punctuation (so `⠑⠭⠑⠉⠶⠇⠎⠶` reads `exec(ls)`).
 pub(super) fn braille(line: &str) -> Option<String> {
@@ -113,7 +129,7 @@ pub(super) fn braille(line: &str) -> Option<String> {
         0x0f, 0x1f, 0x17, 0x0e, 0x1e, 0x25, 0x27, 0x3a, 0x2d, 0x3d, 0x35,
     ];
     // Without a Braille cell there is no letter to read (and no copy of the line to make).
-    if !line.chars().any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)) {
+    if line.is_ascii() || !line.chars().any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)) {
         return None;
     }
     let mut out = String::new();
@@ -158,46 +174,83 @@ pub(super) fn braille(line: &str) -> Option<String> {
 
 /// Runs of at least five NATO spelling-alphabet words, each read as its letter.
 pub(super) fn nato(line: &str) -> Option<String> {
+    let (runs, best) = nato_runs(line);
+    if runs.longest < 5 {
+        return None;
+    }
+    // Every token of the first longest run is a NATO word.
+    Some(
+        line[best]
+            .split(|c: char| !(c.is_ascii_alphabetic() || c == '-'))
+            .filter(|t| !t.is_empty())
+            .filter_map(|t| nato_letter(t.as_bytes()).map(char::from))
+            .collect(),
+    )
+}
+
+/// A byte of a NATO token (a run of ASCII letters and `-`; any other character ends one).
+fn is_nato_byte(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'-'
+}
+
+/// The letter a NATO spelling-alphabet word (any ASCII case) stands for. A word and its
+/// other spellings start with their letter, so only that letter's are compared.
+fn nato_letter(w: &[u8]) -> Option<u8> {
     const WORDS: [&str; 26] = [
         "alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
         "juliett", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
         "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
     ];
-    const SPELLINGS: [(&str, &str); 4] = [
-        ("alpha", "alfa"),
-        ("juliet", "juliett"),
-        ("whisky", "whiskey"),
-        ("x-ray", "xray"),
-    ];
-    // ASCII case folded in place: a lowercased copy of every token was most of the work.
-    let letter = |w: &str| -> Option<char> {
-        let w = SPELLINGS
+    const SPELLINGS: [&str; 4] = ["alpha", "juliet", "whisky", "x-ray"];
+    let first = w.first()?.to_ascii_lowercase();
+    if !first.is_ascii_lowercase() {
+        return None;
+    }
+    let word = WORDS[usize::from(first - b'a')];
+    (w.eq_ignore_ascii_case(word.as_bytes())
+        || SPELLINGS
             .iter()
-            .find(|(other, _)| w.eq_ignore_ascii_case(other))
-            .map_or(w, |(_, word)| word);
-        WORDS
-            .iter()
-            .position(|n| w.eq_ignore_ascii_case(n))
-            .map(|i| char::from(b'a' + i as u8))
-    };
-    let mut best = String::new();
-    let mut current = String::new();
-    for token in line.split(|c: char| !(c.is_ascii_alphabetic() || c == '-')) {
-        if token.is_empty() {
+            .any(|s| s.as_bytes()[0] == first && w.eq_ignore_ascii_case(s.as_bytes())))
+    .then_some(first)
+}
+
+/// The line's runs of NATO words, in tokens, and the byte range of its first longest run
+/// (runs of at least five are read by [`nato`]). Byte by byte: a non-ASCII character
+/// ends a token as any other non-letter does.
+pub(super) fn nato_runs(line: &str) -> (Runs, std::ops::Range<usize>) {
+    let b = line.as_bytes();
+    let mut runs = Runs::default();
+    let mut best = 0..0;
+    let mut leading = true;
+    let (mut current, mut start) = (0usize, 0usize);
+    let mut i = 0;
+    while i < b.len() {
+        if !is_nato_byte(b[i]) {
+            i += 1;
             continue;
         }
-        match letter(token) {
-            Some(c) => current.push(c),
-            None => {
-                if current.len() > best.len() {
-                    best = std::mem::take(&mut current);
-                }
-                current.clear();
+        let token = i;
+        while i < b.len() && is_nato_byte(b[i]) {
+            i += 1;
+        }
+        if nato_letter(&b[token..i]).is_some() {
+            if current == 0 {
+                start = token;
             }
+            current += 1;
+            if leading {
+                runs.lead = current;
+            }
+            if current > runs.longest {
+                runs.longest = current;
+                best = start..i;
+            }
+        } else {
+            current = 0;
+            leading = false;
         }
     }
-    if current.len() > best.len() {
-        best = current;
-    }
-    (best.len() >= 5).then_some(best)
+    runs.trail = current;
+    runs.all = leading;
+    (runs, best)
 }

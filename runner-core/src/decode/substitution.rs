@@ -31,6 +31,34 @@ pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
         .collect()
 }
 
+/// The pieces of `line` between the characters `sep` accepts, as `line.split(sep)`
+/// gives them; an ASCII character is tested without decoding the line.
+pub(super) fn pieces<F: Fn(char) -> bool>(line: &str, sep: F) -> impl Iterator<Item = &str> {
+    let b = line.as_bytes();
+    let (mut start, mut i, mut done) = (0, 0, false);
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            let (c, len) = if b[i].is_ascii() {
+                (char::from(b[i]), 1)
+            } else {
+                let c = line[i..].chars().next()?;
+                (c, c.len_utf8())
+            };
+            i += len;
+            if sep(c) {
+                let piece = &line[start..i - len];
+                start = i;
+                return Some(piece);
+            }
+        }
+        if done {
+            return None;
+        }
+        done = true;
+        Some(&line[start..])
+    })
+}
+
 /// Leetspeak read back: in a word that has letters, digits and symbols read as the
 /// letters they stand for (`1gn0r3` → `ignore`). `None` when no word changes.
 pub(super) fn leet(line: &str) -> Option<String> {
@@ -56,12 +84,22 @@ pub(super) fn leet(line: &str) -> Option<String> {
 /// digits standing for letters in them (`1gn0r3`), which read back as words of letters
 /// only. A line is leetspeak with at least three such words, and one in five.
 pub(super) fn leet_counts(line: &str) -> (usize, usize) {
+    // Such a word has a digit: a line without one only has its words counted.
+    if !line.bytes().any(|b| b.is_ascii_digit()) {
+        return (
+            pieces(line, char::is_whitespace)
+                .filter(|w| !w.is_empty())
+                .count(),
+            0,
+        );
+    }
     let (mut words, mut leet_words) = (0usize, 0usize);
     for w in line.split_whitespace() {
         words += 1;
         let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
-        if w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-            && w.bytes().any(|b| b.is_ascii_digit())
+        // Most words have no digit, and are not counted further.
+        if w.bytes().any(|b| b.is_ascii_digit())
+            && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
             && w.chars()
                 .all(|c| c.is_ascii_alphabetic() || leet_letter(c).is_some())
         {
@@ -88,38 +126,50 @@ fn leet_letter(c: char) -> Option<char> {
 }
 
 /// English letter frequencies (per cent, a to z).
-const LETTER_FREQ: [f32; 26] = [
+pub(super) const LETTER_FREQ: [f32; 26] = [
     8.2, 1.5, 2.8, 4.3, 12.7, 2.2, 2.0, 6.1, 7.0, 0.15, 0.77, 4.0, 2.4, 6.7, 7.5, 1.9, 0.095, 6.0,
     6.3, 9.1, 2.8, 0.98, 2.4, 0.15, 2.0, 0.074,
 ];
 
-/// The mean log-frequency of a word's letters: English words score about -2.9, their
-/// ROT13 or Atbash about -3.6.
-fn englishness(word: &str, letter: fn(u8) -> u8) -> f32 {
-    // The logarithms once, not per letter (they were a tenth of judging plain prose).
-    static LOG_FREQ: std::sync::LazyLock<[f32; 26]> =
-        std::sync::LazyLock::new(|| LETTER_FREQ.map(|f| (f / 100.0).ln()));
+/// The mean log-frequency of a word's letters as written, after ROT13 and after Atbash,
+/// for a word of ASCII letters only: English words score about -2.9, their ROT13 or
+/// Atbash about -3.6. One pass for the three, each summed in the word's order.
+fn englishness(word: &[u8]) -> [f32; 3] {
+    // The logarithms once, not per letter (they were a tenth of judging plain prose),
+    // and each letter's under the three readings side by side.
+    static LOG_FREQ: std::sync::LazyLock<[[f32; 3]; 26]> = std::sync::LazyLock::new(|| {
+        let log = LETTER_FREQ.map(|f| (f / 100.0).ln());
+        let at = |letter: fn(u8) -> u8, i: u8| log[usize::from(letter(b'a' + i) - b'a')];
+        std::array::from_fn(|i| {
+            let i = i as u8;
+            [at(identity, i), at(rot13_letter, i), at(atbash_letter, i)]
+        })
+    });
     let log_freq = &*LOG_FREQ;
-    let (sum, n) =
-        word.bytes()
-            .filter(u8::is_ascii_alphabetic)
-            .fold((0.0f32, 0u32), |(s, n), b| {
-                (
-                    s + log_freq[usize::from(letter(b).to_ascii_lowercase() - b'a')],
-                    n + 1,
-                )
-            });
-    if n == 0 { -9.0 } else { sum / n as f32 }
+    let mut sum = [0.0f32; 3];
+    for b in word {
+        let row = &log_freq[usize::from(b.to_ascii_lowercase() - b'a')];
+        for (s, l) in sum.iter_mut().zip(row) {
+            *s += l;
+        }
+    }
+    sum.map(|s| s / word.len() as f32)
 }
 
 /// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
 pub(super) fn has_leet_word(line: &str) -> bool {
-    line.split(|c: char| !(c.is_ascii_alphanumeric() || leet_letter(c).is_some()))
-        .any(|w| {
-            w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-                && w.bytes().any(|b| b.is_ascii_digit())
-                && !w.bytes().all(|b| b.is_ascii_hexdigit())
-        })
+    // Such a word has a digit: a line without one is not split into words.
+    if !line.bytes().any(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    pieces(line, |c: char| {
+        !(c.is_ascii_alphanumeric() || leet_letter(c).is_some())
+    })
+    .any(|w| {
+        w.bytes().any(|b| b.is_ascii_digit())
+            && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+            && !w.bytes().all(|b| b.is_ascii_hexdigit())
+    })
 }
 
 /// How many of the line's words ROT13 and Atbash each turn into much more English-looking
@@ -129,15 +179,14 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
     let mut better = [0usize; 2];
     let mut words = 0;
     let is_word = |w: &&str| w.len() >= 3 && w.bytes().any(|b| b.is_ascii_alphabetic());
-    for w in line
-        .split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    '"' | '\'' | '(' | ')' | ',' | '.' | ':' | ';' | '!' | '?'
-                )
-        })
-        .filter(is_word)
+    for w in pieces(line, |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '"' | '\'' | '(' | ')' | ',' | '.' | ':' | ';' | '!' | '?'
+            )
+    })
+    .filter(is_word)
     {
         words += 1;
         // The substitution maps letters to letters and keeps every other character,
@@ -145,15 +194,9 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
         if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
             continue;
         }
-        let mut before = None;
-        for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
-            .into_iter()
-            .enumerate()
-        {
-            let after = englishness(w, letter);
-            if after >= -3.3
-                && after - *before.get_or_insert_with(|| englishness(w, identity)) >= 0.5
-            {
+        let [before, afters @ ..] = englishness(w.as_bytes());
+        for (n, after) in afters.into_iter().enumerate() {
+            if after >= -3.3 && after - before >= 0.5 {
                 better[n] += 1;
             }
         }
@@ -161,23 +204,63 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
     (better, words)
 }
 
+/// What [`names_a_cipher`] looks for.
+const CUES: [&str; 8] = [
+    "rot13",
+    "rot-13",
+    "rot 13",
+    "atbash",
+    "cipher",
+    "encode",
+    "decode",
+    "what does this mean",
+];
+
+/// For each byte, the cues whose `n`th letter it is in either case (bit `i` for
+/// `CUES[i]`).
+const fn cue_letters(n: usize) -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < CUES.len() {
+        let c = CUES[i].as_bytes()[n];
+        table[c.to_ascii_lowercase() as usize] |= 1 << i;
+        table[c.to_ascii_uppercase() as usize] |= 1 << i;
+        i += 1;
+    }
+    table
+}
+
 /// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
 /// `cipher`, `encoded`, `decode`, "what does this mean?"): such a line is read whole
-/// through each substitution. ASCII case folded; one pass per cue.
+/// through each substitution. ASCII case folded; one pass, a cue compared only where its
+/// first two letters are (no lowercased copy of the line, no branch on each letter).
 pub(super) fn names_a_cipher(line: &str) -> bool {
-    const CUES: [&str; 8] = [
-        "rot13",
-        "rot-13",
-        "rot 13",
-        "atbash",
-        "cipher",
-        "encode",
-        "decode",
-        "what does this mean",
-    ];
-    let lower = line.to_ascii_lowercase();
-    CUES.iter().any(|c| lower.contains(c))
+    static FIRST: [u8; 256] = cue_letters(0);
+    static SECOND: [u8; 256] = cue_letters(1);
+    let b = line.as_bytes();
+    b.windows(2).enumerate().any(|(i, pair)| {
+        let cues = FIRST[usize::from(pair[0])] & SECOND[usize::from(pair[1])];
+        cues != 0
+            && CUES.iter().enumerate().any(|(k, cue)| {
+                cues & (1 << k) != 0
+                    && b[i..]
+                        .get(..cue.len())
+                        .is_some_and(|w| w.eq_ignore_ascii_case(cue.as_bytes()))
+            })
+    })
 }
+
+/// The longest cue [`names_a_cipher`] looks for ("what does this mean").
+pub(super) const LONGEST_CUE: usize = {
+    let (mut longest, mut i) = (0, 0);
+    while i < CUES.len() {
+        if CUES[i].len() > longest {
+            longest = CUES[i].len();
+        }
+        i += 1;
+    }
+    longest
+};
 
 /// How common each pair of adjacent letters is in English words (row: the first letter,
 /// column: the second; `0` never seen, `1` about one pair in 100 000, each step about
@@ -204,7 +287,7 @@ const COMMON_RARE_PAIRS: [&str; 12] = [
 
 /// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
 /// `None` for a single letter and for [`COMMON_RARE_PAIRS`].
-fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
+fn pair_score(word: &[u8], letter: impl Fn(u8) -> u8) -> Option<f32> {
     // The common words are of two or three letters.
     if word.len() < 2
         || word.len() <= 3
@@ -220,6 +303,36 @@ fn pair_score(word: &[u8], letter: fn(u8) -> u8) -> Option<f32> {
         .map(|p| u32::from(BIGRAMS[index(p[0])][index(p[1])] - b'0'))
         .sum();
     Some(sum as f32 / (word.len() - 1) as f32)
+}
+
+/// Whether a word rare in English (its letter pairs' mean under 5) is common once
+/// substituted by `letter` (6 or more, 2 better): a word [`decoded_words`] decodes.
+fn turns(word: &[u8], before: Option<f32>, letter: impl Fn(u8) -> u8) -> bool {
+    match before {
+        Some(before) if before < 5.0 => {
+            pair_score(word, letter).is_some_and(|after| after >= 6.0 && after - before >= 2.0)
+        }
+        _ => false,
+    }
+}
+
+/// Whether [`decoded_words`] decodes a word of `line` by ROT13 and by Atbash: one pass
+/// over the words for both, nothing written (most lines have no such word).
+pub(super) fn turning_words(line: &str) -> [bool; 2] {
+    let mut found = [false; 2];
+    for word in line
+        .as_bytes()
+        .split(|b| !b.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+    {
+        let before = pair_score(word, identity);
+        found[0] = found[0] || turns(word, before, rot13_letter);
+        found[1] = found[1] || turns(word, before, atbash_letter);
+        if found == [true; 2] {
+            break;
+        }
+    }
+    found
 }
 
 fn identity(c: u8) -> u8 {
@@ -262,11 +375,7 @@ pub(super) fn decoded_words(line: &str, letter: fn(u8) -> u8) -> Option<String> 
             let word = &bytes[*s..*e];
             // Only a word rare in English before can turn; most are not, and are not
             // substituted to find out.
-            match pair_score(word, identity) {
-                Some(before) if before < 5.0 => pair_score(word, letter)
-                    .is_some_and(|after| after >= 6.0 && after - before >= 2.0),
-                _ => false,
-            }
+            turns(word, pair_score(word, identity), letter)
         })
         .map(|(n, _)| n)
         .collect();
