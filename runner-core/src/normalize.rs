@@ -524,31 +524,89 @@ fn joined_runs(text: &str) -> Runs {
 }
 
 /// Whether [`spaced_runs`] finds a run in `text`: three single-character tokens in a row
-/// (a token is a maximal stretch of alphanumerics). One pass without allocating, so the
-/// usual line, which has none, costs no token list; bytes when `text` is ASCII (ASCII's
-/// alphanumerics are exactly `is_ascii_alphanumeric`).
+/// (a token is a maximal stretch of alphanumerics). Without allocating, so the usual
+/// line, which has none, costs no token list.
 fn has_spaced_run(text: &str) -> bool {
-    fn singles_in_a_row(is_alphanumeric: impl Iterator<Item = bool>) -> bool {
-        // Characters in the current token; single-character tokens just before it.
-        let (mut len, mut singles) = (0usize, 0usize);
-        for alphanumeric in is_alphanumeric.chain([false]) {
-            if alphanumeric {
-                len += 1;
-            } else if len > 0 {
-                singles = if len == 1 { singles + 1 } else { 0 };
+    if text.is_ascii() {
+        return has_spaced_run_ascii(text.as_bytes());
+    }
+    // Characters in the current token; single-character tokens just before it.
+    let (mut len, mut singles) = (0usize, 0usize);
+    for alphanumeric in text.chars().map(char::is_alphanumeric).chain([false]) {
+        if alphanumeric {
+            len += 1;
+        } else if len > 0 {
+            singles = if len == 1 { singles + 1 } else { 0 };
+            if singles >= 3 {
+                return true;
+            }
+            len = 0;
+        }
+    }
+    false
+}
+
+/// [`has_spaced_run`] of ASCII text, 64 bytes at a time: a mask with a bit per
+/// alphanumeric byte gives every token's end at once, and only a block with a
+/// single-character token looks at its ends one by one (a byte-by-byte walk stalls on
+/// every word boundary of prose).
+fn has_spaced_run_ascii(text: &[u8]) -> bool {
+    let mut singles = 0usize;
+    // 1 when the block before ends with an alphanumeric byte.
+    let mut carry = 0u64;
+    let mut blocks = text.chunks(64).map(alphanumeric_mask).peekable();
+    while let Some(mask) = blocks.next() {
+        let next_first = blocks.peek().map_or(0, |next| next & 1);
+        let before = (mask << 1) | carry;
+        let after = (mask >> 1) | (next_first << 63);
+        let ends = mask & !after;
+        let single = ends & !before;
+        if single == 0 {
+            if ends != 0 {
+                singles = 0;
+            }
+        } else {
+            let mut rest = ends;
+            while rest != 0 {
+                let end = rest & rest.wrapping_neg();
+                singles = if single & end != 0 { singles + 1 } else { 0 };
                 if singles >= 3 {
                     return true;
                 }
-                len = 0;
+                rest ^= end;
             }
         }
-        false
+        carry = mask >> 63;
     }
-    if text.is_ascii() {
-        singles_in_a_row(text.bytes().map(|b| b.is_ascii_alphanumeric()))
-    } else {
-        singles_in_a_row(text.chars().map(char::is_alphanumeric))
+    false
+}
+
+/// Bit i set when byte i of `block` (ASCII, at most 64 bytes) is alphanumeric.
+fn alphanumeric_mask(block: &[u8]) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // For bytes below 0x80, `x + (0x80 - lo)` has its high bit set when x >= lo and
+    // `x + (0x7f - hi)` when x > hi, and no byte carries into the next.
+    let in_range = |x: u64, lo: u8, hi: u8| {
+        x.wrapping_add(ONES * u64::from(0x80 - lo)) & !x.wrapping_add(ONES * u64::from(0x7f - hi))
+    };
+    let mut mask = 0u64;
+    let mut words = block.chunks_exact(8);
+    let mut shift = 0;
+    for word in words.by_ref() {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes);
+        let high =
+            (in_range(x, b'0', b'9') | in_range(x | (ONES * 0x20), b'a', b'z')) & (ONES << 7);
+        // The eight high bits gathered into the low eight, byte 0 lowest.
+        mask |= ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) << shift;
+        shift += 8;
     }
+    for &b in words.remainder() {
+        mask |= u64::from(b.is_ascii_alphanumeric()) << shift;
+        shift += 1;
+    }
+    mask
 }
 
 #[cfg(test)]
@@ -638,8 +696,12 @@ mod tests {
     }
 
     /// Every string of up to `max_len` characters drawn from `alphabet`, then `random`
-    /// more of up to 24 characters (a fixed xorshift sequence).
-    fn strings_of(alphabet: &[char], max_len: u32, random: usize) -> Vec<String> {
+    /// more of up to `random_len` characters (a fixed xorshift sequence).
+    fn strings_of(
+        alphabet: &[char],
+        max_len: u32,
+        (random, random_len): (usize, usize),
+    ) -> Vec<String> {
         let mut out = vec![String::new()];
         let mut last = vec![String::new()];
         for _ in 0..max_len {
@@ -657,7 +719,7 @@ mod tests {
             usize::try_from(state % below as u64).unwrap_or(0)
         };
         for _ in 0..random {
-            let len = next(25);
+            let len = next(random_len + 1);
             out.push((0..len).map(|_| alphabet[next(alphabet.len())]).collect());
         }
         out
@@ -674,7 +736,7 @@ mod tests {
             '\u{ac00}', '\u{fb01}', '\u{201c}',
         ];
         let mut recomposed = 0;
-        for text in strings_of(&alphabet, 3, 20_000) {
+        for text in strings_of(&alphabet, 3, (20_000, 24)) {
             let slow: String = strip_bom(&text).replace("\r\n", "\n").nfc().collect();
             let fast = for_hashing(&text);
             assert_eq!(fast, slow, "{text:?}");
@@ -694,12 +756,31 @@ mod tests {
             'a', 'B', '7', ' ', '.', '-', '\u{e9}', '\u{663}', '\u{216b}', '\u{200b}',
         ];
         let mut with_run = 0;
-        for text in strings_of(&alphabet, 6, 50_000) {
+        for text in strings_of(&alphabet, 6, (50_000, 24)) {
             let all = joined_runs(&text);
             assert_eq!(spaced_runs(&text), all, "{text:?}");
+            // Not only safe but exact: a screen that says yes wrongly costs time.
+            assert_eq!(has_spaced_run(&text), all.1.is_some(), "{text:?}");
             with_run += usize::from(all.1.is_some());
         }
         assert!(with_run > 10_000, "the inputs must include runs");
+        // ASCII across the 64-byte blocks of the ASCII screen: every byte value, and
+        // letters, digits and separators often enough to make runs and miss them.
+        let mut ascii: Vec<char> = (0u8..0x80).map(char::from).collect();
+        ascii.extend("aZ9 .aZ9 .aZ9 .".chars());
+        let (mut with, mut without) = (0, 0);
+        for text in strings_of(&ascii, 1, (100_000, 300)) {
+            let all = joined_runs(&text);
+            assert_eq!(spaced_runs(&text), all, "{text:?}");
+            // Not only safe but exact: a screen that says yes wrongly costs time.
+            assert_eq!(has_spaced_run(&text), all.1.is_some(), "{text:?}");
+            with += usize::from(all.1.is_some());
+            without += usize::from(all.1.is_none() && text.len() > 64);
+        }
+        assert!(
+            with > 1000 && without > 1000,
+            "{with} with a run, {without} without"
+        );
     }
 
     #[test]
@@ -709,7 +790,7 @@ mod tests {
             '\u{e9}',
         ];
         let mut differ = 0;
-        for line in strings_of(&alphabet, 4, 100_000) {
+        for line in strings_of(&alphabet, 4, (100_000, 24)) {
             let rendered = markdown_plain(&line);
             let want = (rendered != line).then_some(rendered);
             assert_eq!(markdown_plain_differs(&line), want, "{line:?}");
@@ -738,7 +819,7 @@ mod tests {
             '\u{1f600}',
         ];
         let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
-        for line in strings_of(&alphabet, 4, 20_000) {
+        for line in strings_of(&alphabet, 4, (20_000, 24)) {
             let by_char: Vec<&[u8]> = line
                 .split(|c: char| !is_b64(c))
                 .map(str::as_bytes)
