@@ -376,7 +376,8 @@ fn base64_runs(line: &str) -> impl Iterator<Item = &[u8]> {
 /// `%20` in a URL is not an encoding of the line).
 fn percent_decoded(line: &str) -> Option<String> {
     // Each escape starts with a `%`: fewer than two, and there is nothing to decode.
-    line.bytes().filter(|&b| b == b'%').nth(1)?;
+    let first = line.find('%')?;
+    line[first + 1..].find('%')?;
     crate::decode::escapes::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
 }
 
@@ -395,12 +396,11 @@ fn renders_as_itself(line: &str) -> bool {
     let plain_start = line.chars().next().is_none_or(|c| {
         !c.is_whitespace() && !c.is_ascii_digit() && !matches!(c, '>' | '-' | '*' | '+')
     });
-    // The markers are ASCII, so no byte of a longer UTF-8 character is mistaken for one.
+    // One vectorized search each is quicker than one pass comparing every byte thrice.
     plain_start
-        && !line
-            .as_bytes()
-            .windows(2)
-            .any(|pair| matches!(pair, [b']', b'('] | [b'*', b'*'] | [b'_', b'_']))
+        && !line.contains("](")
+        && !line.contains("**")
+        && !line.contains("__")
         && !line.contains('`')
 }
 
