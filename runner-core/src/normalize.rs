@@ -15,7 +15,16 @@ pub fn strip_bom(text: &str) -> &str {
 
 /// The project's text-hashing normalization: BOM stripped, CRLF → LF, NFC.
 pub fn for_hashing(text: &str) -> String {
-    strip_bom(text).replace("\r\n", "\n").nfc().collect()
+    let text = strip_bom(text).replace("\r\n", "\n");
+    // NFC leaves text that is already in NFC as it is: ASCII, and text Unicode's quick
+    // check says yes to (UAX #15), are returned without recomposing every character.
+    if text.is_ascii()
+        || unicode_normalization::is_nfc_quick(text.chars())
+            == unicode_normalization::IsNormalized::Yes
+    {
+        return text;
+    }
+    text.nfc().collect()
 }
 
 /// Invisible characters that can hide or reorder text: zero-width characters, bidi
@@ -193,21 +202,23 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
 /// (`None` for another).
 pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::decode::Counts>) {
     let mut out = Vec::new();
+    let ascii = line.is_ascii();
     // ASCII is its own NFKC form and holds no invisible or Braille character.
-    let plain: String = if line.is_ascii() {
-        line.to_owned()
+    let plain: std::borrow::Cow<'_, str> = if ascii {
+        line.into()
     } else {
         line.nfkc()
             .filter(|c| !is_invisible(*c) && *c != '\u{2800}')
-            .collect()
+            .collect::<String>()
+            .into()
     };
     let braille: String;
     // Braille's blank cell is a space to the fold, a letter gap to the decoder.
-    let decode_from = if line.contains('\u{2800}') {
+    let decode_from = if !ascii && line.contains('\u{2800}') {
         braille = line.nfkc().filter(|c| !is_invisible(*c)).collect();
         braille.as_str()
     } else {
-        plain.as_str()
+        &plain
     };
     let (decoded, counts) = crate::decode::readings_counted(decode_from);
     for d in crate::decode::invisible::hidden(line)
@@ -231,14 +242,13 @@ pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::de
             encoded: false,
         });
     }
-    let rendered = markdown_plain(&plain);
-    if rendered != plain {
+    if let Some(rendered) = markdown_plain_differs(&plain) {
         out.push(Reading {
             folded: Deobfuscated::of(&rendered).folded,
             encoded: false,
         });
     }
-    (out, line.is_ascii().then_some(counts))
+    (out, ascii.then_some(counts))
 }
 
 /// Whether the ASCII `joined` (`a + " " + b`) has no [`alternate_readings`], given that
@@ -252,7 +262,7 @@ pub fn join_reads_nothing(
     joined.is_ascii()
         && !joined.contains('\u{8}')
         && percent_decoded(joined).is_none()
-        && markdown_plain(joined) == joined
+        && markdown_plain_differs(joined).is_none()
         && crate::decode::join_is_quiet(a, b, joined)
 }
 
@@ -325,20 +335,20 @@ const MIN_BASE64_RUN: usize = 16;
 pub(crate) fn base64_texts(line: &str) -> Vec<String> {
     use base64::Engine;
     use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
-    let config = GeneralPurposeConfig::new()
+    const CONFIG: GeneralPurposeConfig = GeneralPurposeConfig::new()
         .with_decode_padding_mode(DecodePaddingMode::Indifferent)
         .with_decode_allow_trailing_bits(true);
-    let engines = [
-        GeneralPurpose::new(&base64::alphabet::STANDARD, config),
-        GeneralPurpose::new(&base64::alphabet::URL_SAFE, config),
+    // Built at compile time: a line's call builds no decode table.
+    static ENGINES: [GeneralPurpose; 2] = [
+        GeneralPurpose::new(&base64::alphabet::STANDARD, CONFIG),
+        GeneralPurpose::new(&base64::alphabet::URL_SAFE, CONFIG),
     ];
-    let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
     let mut out = Vec::new();
-    for run in line.split(|c: char| !is_b64(c)) {
+    for run in base64_runs(line) {
         if run.len() < MIN_BASE64_RUN {
             continue;
         }
-        let Some(bytes) = engines.iter().find_map(|e| e.decode(run).ok()) else {
+        let Some(bytes) = ENGINES.iter().find_map(|e| e.decode(run).ok()) else {
             continue;
         };
         let Ok(text) = String::from_utf8(bytes) else {
@@ -355,12 +365,43 @@ pub(crate) fn base64_texts(line: &str) -> Vec<String> {
     out
 }
 
+/// The stretches of `line` between characters outside both base64 alphabets (some
+/// empty). Those characters are ASCII, so splitting the bytes splits the characters.
+fn base64_runs(line: &str) -> impl Iterator<Item = &[u8]> {
+    let is_b64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_');
+    line.as_bytes().split(move |b| !is_b64(b))
+}
+
 /// `line` with its percent escapes decoded, when it has at least two of them (a lone
 /// `%20` in a URL is not an encoding of the line).
 fn percent_decoded(line: &str) -> Option<String> {
     // Each escape starts with a `%`: fewer than two, and there is nothing to decode.
-    line.bytes().filter(|&b| b == b'%').nth(1)?;
+    let first = line.find('%')?;
+    line[first + 1..].find('%')?;
     crate::decode::escapes::unescape(line, b'%', |c| c.is_ascii_hexdigit(), 2)
+}
+
+/// [`markdown_plain`] of `line` when it differs from `line`.
+fn markdown_plain_differs(line: &str) -> Option<String> {
+    if renders_as_itself(line) {
+        return None;
+    }
+    Some(markdown_plain(line)).filter(|rendered| rendered != line)
+}
+
+/// True only when [`markdown_plain`] returns `line` unchanged, told without copying it:
+/// no `](` (so no link is unwrapped), no backtick, `**` or `__`, and a first character
+/// that is neither whitespace nor the start of a quote, list or number marker.
+fn renders_as_itself(line: &str) -> bool {
+    let plain_start = line.chars().next().is_none_or(|c| {
+        !c.is_whitespace() && !c.is_ascii_digit() && !matches!(c, '>' | '-' | '*' | '+')
+    });
+    // One vectorized search each is quicker than one pass comparing every byte thrice.
+    plain_start
+        && !line.contains("](")
+        && !line.contains("**")
+        && !line.contains("__")
+        && !line.contains('`')
 }
 
 /// `line` as markdown renders it, roughly: `[text](target)` becomes `text`, code-span
@@ -416,6 +457,14 @@ fn markdown_plain(line: &str) -> String {
 /// by its joined word (when there is one) and where each joined word sits in it.
 type Runs = (Vec<String>, Option<String>, Vec<std::ops::Range<usize>>);
 fn spaced_runs(text: &str) -> Runs {
+    if !has_spaced_run(text) {
+        return (Vec::new(), None, Vec::new());
+    }
+    joined_runs(text)
+}
+
+/// [`spaced_runs`] without the screen for a line that has none.
+fn joined_runs(text: &str) -> Runs {
     let mut runs = Vec::new();
     // (start byte, end byte, joined) of each run.
     let mut spans: Vec<(usize, usize, String)> = Vec::new();
@@ -472,6 +521,92 @@ fn spaced_runs(text: &str) -> Runs {
     }
     collapsed.push_str(&text[at..]);
     (runs, Some(collapsed), joined_at)
+}
+
+/// Whether [`spaced_runs`] finds a run in `text`: three single-character tokens in a row
+/// (a token is a maximal stretch of alphanumerics). Without allocating, so the usual
+/// line, which has none, costs no token list.
+fn has_spaced_run(text: &str) -> bool {
+    if text.is_ascii() {
+        return has_spaced_run_ascii(text.as_bytes());
+    }
+    // Characters in the current token; single-character tokens just before it.
+    let (mut len, mut singles) = (0usize, 0usize);
+    for alphanumeric in text.chars().map(char::is_alphanumeric).chain([false]) {
+        if alphanumeric {
+            len += 1;
+        } else if len > 0 {
+            singles = if len == 1 { singles + 1 } else { 0 };
+            if singles >= 3 {
+                return true;
+            }
+            len = 0;
+        }
+    }
+    false
+}
+
+/// [`has_spaced_run`] of ASCII text, 64 bytes at a time: a mask with a bit per
+/// alphanumeric byte gives every token's end at once, and only a block with a
+/// single-character token looks at its ends one by one (a byte-by-byte walk stalls on
+/// every word boundary of prose).
+fn has_spaced_run_ascii(text: &[u8]) -> bool {
+    let mut singles = 0usize;
+    // 1 when the block before ends with an alphanumeric byte.
+    let mut carry = 0u64;
+    let mut blocks = text.chunks(64).map(alphanumeric_mask).peekable();
+    while let Some(mask) = blocks.next() {
+        let next_first = blocks.peek().map_or(0, |next| next & 1);
+        let before = (mask << 1) | carry;
+        let after = (mask >> 1) | (next_first << 63);
+        let ends = mask & !after;
+        let single = ends & !before;
+        if single == 0 {
+            if ends != 0 {
+                singles = 0;
+            }
+        } else {
+            let mut rest = ends;
+            while rest != 0 {
+                let end = rest & rest.wrapping_neg();
+                singles = if single & end != 0 { singles + 1 } else { 0 };
+                if singles >= 3 {
+                    return true;
+                }
+                rest ^= end;
+            }
+        }
+        carry = mask >> 63;
+    }
+    false
+}
+
+/// Bit i set when byte i of `block` (ASCII, at most 64 bytes) is alphanumeric.
+fn alphanumeric_mask(block: &[u8]) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // For bytes below 0x80, `x + (0x80 - lo)` has its high bit set when x >= lo and
+    // `x + (0x7f - hi)` when x > hi, and no byte carries into the next.
+    let in_range = |x: u64, lo: u8, hi: u8| {
+        x.wrapping_add(ONES * u64::from(0x80 - lo)) & !x.wrapping_add(ONES * u64::from(0x7f - hi))
+    };
+    let mut mask = 0u64;
+    let mut words = block.chunks_exact(8);
+    let mut shift = 0;
+    for word in words.by_ref() {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes);
+        let high =
+            (in_range(x, b'0', b'9') | in_range(x | (ONES * 0x20), b'a', b'z')) & (ONES << 7);
+        // The eight high bits gathered into the low eight, byte 0 lowest.
+        mask |= ((high >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) << shift;
+        shift += 8;
+    }
+    for &b in words.remainder() {
+        mask |= u64::from(b.is_ascii_alphanumeric()) << shift;
+        shift += 1;
+    }
+    mask
 }
 
 #[cfg(test)]
@@ -557,6 +692,141 @@ mod tests {
                 alternate_readings(line).iter().all(|r| !r.encoded),
                 "{line}"
             );
+        }
+    }
+
+    /// Every string of up to `max_len` characters drawn from `alphabet`, then `random`
+    /// more of up to `random_len` characters (a fixed xorshift sequence).
+    fn strings_of(
+        alphabet: &[char],
+        max_len: u32,
+        (random, random_len): (usize, usize),
+    ) -> Vec<String> {
+        let mut out = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..max_len {
+            last = last
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            out.extend(last.iter().cloned());
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            usize::try_from(state % below as u64).unwrap_or(0)
+        };
+        for _ in 0..random {
+            let len = next(random_len + 1);
+            out.push((0..len).map(|_| alphabet[next(alphabet.len())]).collect());
+        }
+        out
+    }
+
+    #[test]
+    fn hashing_fast_path_is_nfc() {
+        // ASCII, CR and LF, a BOM, combining marks of different classes in and out of
+        // order, precomposed letters, singletons (Ångström, Ohm, a CJK compatibility
+        // ideograph), Hangul jamo and syllables, a compatibility character NFC keeps.
+        let alphabet = [
+            'a', 'E', ' ', '\r', '\n', '\u{feff}', '\u{301}', '\u{316}', '\u{327}', '\u{e9}',
+            '\u{c5}', '\u{212b}', '\u{2126}', '\u{f900}', '\u{1100}', '\u{1161}', '\u{11a8}',
+            '\u{ac00}', '\u{fb01}', '\u{201c}',
+        ];
+        let mut recomposed = 0;
+        for text in strings_of(&alphabet, 3, (20_000, 24)) {
+            let slow: String = strip_bom(&text).replace("\r\n", "\n").nfc().collect();
+            let fast = for_hashing(&text);
+            assert_eq!(fast, slow, "{text:?}");
+            recomposed += usize::from(slow != strip_bom(&text).replace("\r\n", "\n"));
+        }
+        assert!(
+            recomposed > 1000,
+            "the inputs must include text NFC changes"
+        );
+    }
+
+    #[test]
+    fn spaced_run_screen_agrees_with_the_scan() {
+        // ASCII and other letters and digits (one-byte and longer), separators, an
+        // invisible character (a separator here).
+        let alphabet = [
+            'a', 'B', '7', ' ', '.', '-', '\u{e9}', '\u{663}', '\u{216b}', '\u{200b}',
+        ];
+        let mut with_run = 0;
+        for text in strings_of(&alphabet, 6, (50_000, 24)) {
+            let all = joined_runs(&text);
+            assert_eq!(spaced_runs(&text), all, "{text:?}");
+            // Not only safe but exact: a screen that says yes wrongly costs time.
+            assert_eq!(has_spaced_run(&text), all.1.is_some(), "{text:?}");
+            with_run += usize::from(all.1.is_some());
+        }
+        assert!(with_run > 10_000, "the inputs must include runs");
+        // ASCII across the 64-byte blocks of the ASCII screen: every byte value, and
+        // letters, digits and separators often enough to make runs and miss them.
+        let mut ascii: Vec<char> = (0u8..0x80).map(char::from).collect();
+        ascii.extend("aZ9 .aZ9 .aZ9 .".chars());
+        let (mut with, mut without) = (0, 0);
+        for text in strings_of(&ascii, 1, (100_000, 300)) {
+            let all = joined_runs(&text);
+            assert_eq!(spaced_runs(&text), all, "{text:?}");
+            // Not only safe but exact: a screen that says yes wrongly costs time.
+            assert_eq!(has_spaced_run(&text), all.1.is_some(), "{text:?}");
+            with += usize::from(all.1.is_some());
+            without += usize::from(all.1.is_none() && text.len() > 64);
+        }
+        assert!(
+            with > 1000 && without > 1000,
+            "{with} with a run, {without} without"
+        );
+    }
+
+    #[test]
+    fn markdown_screen_agrees_with_rendering() {
+        let alphabet = [
+            '[', ']', '(', ')', '`', '*', '_', '-', '+', '>', ' ', '\t', '1', '.', 'a', '\u{3000}',
+            '\u{e9}',
+        ];
+        let mut differ = 0;
+        for line in strings_of(&alphabet, 4, (100_000, 24)) {
+            let rendered = markdown_plain(&line);
+            let want = (rendered != line).then_some(rendered);
+            assert_eq!(markdown_plain_differs(&line), want, "{line:?}");
+            differ += usize::from(want.is_some());
+        }
+        assert!(
+            differ > 10_000,
+            "the inputs must include lines markdown changes"
+        );
+    }
+
+    #[test]
+    fn base64_runs_split_at_characters() {
+        let alphabet = [
+            'a',
+            'Z',
+            '0',
+            '+',
+            '/',
+            '-',
+            '_',
+            '=',
+            ' ',
+            '\u{e9}',
+            '\u{2800}',
+            '\u{1f600}',
+        ];
+        let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
+        for line in strings_of(&alphabet, 4, (20_000, 24)) {
+            let by_char: Vec<&[u8]> = line
+                .split(|c: char| !is_b64(c))
+                .map(str::as_bytes)
+                .collect();
+            let by_byte: Vec<&[u8]> = base64_runs(&line).filter(|r| !r.is_empty()).collect();
+            let by_char: Vec<&[u8]> = by_char.into_iter().filter(|r| !r.is_empty()).collect();
+            assert_eq!(by_byte, by_char, "{line:?}");
         }
     }
 

@@ -97,17 +97,21 @@ pub struct ContentHashes {
 pub fn content_hashes(text: &str) -> Option<ContentHashes> {
     let normalized = runner_core::normalize::for_hashing(text);
     let split = frontmatter::split(&normalized).ok()?;
-    let body: String = normalized
-        .split_inclusive('\n')
-        .skip(split.closing_line)
-        .collect();
+    // Everything after the closing line's newline (nothing when it has none).
+    let body = normalized
+        .match_indices('\n')
+        .nth(split.closing_line - 1)
+        .map_or("", |(at, _)| &normalized[at + 1..]);
     let citations = sections::parse(&split.body)
         .sections
         .into_iter()
         .find(|s| s.title == "Citations")
         .map(|s| s.heading_line);
+    // The body's lines are the file's lines after the closing line, numbered alike.
     let sources_sha256 = citations.map(|heading| {
-        let after: Vec<&str> = frontmatter::lines(&normalized)
+        let after: Vec<&str> = split
+            .body
+            .iter()
             .filter(|l| l.number > heading)
             .map(|l| l.text)
             .collect();
@@ -736,6 +740,29 @@ mod tests {
         // CRLF, a BOM and NFD spellings normalize to the same bytes.
         let crlf = format!("\u{feff}{}", EXAMPLE.replace('\n', "\r\n"));
         assert_eq!(content_hashes(&crlf), Some(h));
+    }
+
+    #[test]
+    fn the_body_is_what_follows_the_closing_line() {
+        for text in [
+            EXAMPLE,
+            "---\na: 1\n---",
+            "---\na: 1\n---\n",
+            "---\na: 1\n...\n\n## Citations\n[C1] x\n",
+            "\u{feff}\u{feff}---\r\na: 1\r\n---\r\nbody\r\n## Citations\r\n\r\n[C1] y",
+        ] {
+            let normalized = runner_core::normalize::for_hashing(text);
+            let closing = frontmatter::split(&normalized).unwrap().closing_line;
+            let body: String = normalized.split_inclusive('\n').skip(closing).collect();
+            let h = content_hashes(text).unwrap();
+            assert_eq!(h.body_sha256, sha256_hex(body.as_bytes()), "{text:?}");
+            if let Some(at) = normalized.find("## Citations\n") {
+                let after = normalized[at..].split_once('\n').unwrap().1;
+                let lines: Vec<&str> = after.split('\n').collect();
+                let want = sections::trim_blank_lines(&lines).join("\n");
+                assert_eq!(h.sources_sha256, Some(sha256_hex(want.as_bytes())));
+            }
+        }
     }
 
     #[test]
