@@ -36,6 +36,7 @@
 
 mod builtin;
 
+use aho_corasick::automaton::{Automaton, OverlappingState};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::HashMap;
@@ -174,12 +175,14 @@ fn any_folds_to_ascii(text: &str) -> bool {
 /// and reading is judged by every rule; one search per text instead of one per rule and
 /// text was most of the judging time of a large document.
 pub(super) struct Union {
-    /// `None` when no pattern needs a literal.
-    automaton: Option<AhoCorasick>,
+    /// `None` when no pattern needs a literal. The automata are used as their own types,
+    /// not behind `AhoCorasick`'s `dyn` automaton: its overlapping search called the
+    /// automaton through a virtual call per byte.
+    automaton: Option<aho_corasick::nfa::contiguous::NFA>,
     /// The same search as a DFA, built once the set has searched [`DFA_AFTER`] bytes:
     /// about a quarter quicker to judge a large document with, but a cost a small one
     /// should not pay.
-    dfa: std::sync::OnceLock<Option<AhoCorasick>>,
+    dfa: std::sync::OnceLock<Option<aho_corasick::dfa::DFA>>,
     /// How many bytes the set has searched, up to [`DFA_AFTER`].
     searched: std::sync::atomic::AtomicUsize,
     /// The literals of three bytes or more, for the DFA; the automata's pattern `i` is
@@ -196,6 +199,13 @@ pub(super) struct Union {
     graph: Graph,
     /// Per pattern, in order: the node of its condition, or `None` when it needs nothing.
     roots: Vec<Option<usize>>,
+}
+
+/// One of a [`Union`]'s two automata.
+#[derive(Clone, Copy)]
+enum Searcher<'a> {
+    Nfa(&'a aho_corasick::nfa::contiguous::NFA),
+    Dfa(&'a aho_corasick::dfa::DFA),
 }
 
 /// How many bytes a [`Union`] searches with its NFA before it builds its DFA.
@@ -455,8 +465,7 @@ impl Union {
         let (short, long) = Short::of(&literals.list);
         let long_literals: Vec<String> = long.iter().map(|&n| literals.list[n].clone()).collect();
         // The literals are ASCII-lowercased already, so distinct ones stay distinct.
-        let automaton = AhoCorasickBuilder::new()
-            .kind(Some(AhoCorasickKind::ContiguousNFA))
+        let automaton = aho_corasick::nfa::contiguous::Builder::new()
             .prefilter(false)
             .ascii_case_insensitive(true)
             .build(&long_literals)
@@ -484,22 +493,21 @@ impl Union {
 
     /// The automaton to search `len` more bytes with: the DFA once the set has searched
     /// enough to be worth building it (either finds the same literals).
-    fn automaton_for(&self, len: usize) -> Option<&AhoCorasick> {
+    fn automaton_for(&self, len: usize) -> Option<Searcher<'_>> {
         use std::sync::atomic::Ordering::Relaxed;
         let nfa = self.automaton.as_ref()?;
         if self.searched.load(Relaxed) < DFA_AFTER {
             self.searched.fetch_add(len, Relaxed);
-            return Some(nfa);
+            return Some(Searcher::Nfa(nfa));
         }
         let dfa = self.dfa.get_or_init(|| {
-            AhoCorasickBuilder::new()
-                .kind(Some(AhoCorasickKind::DFA))
+            aho_corasick::dfa::Builder::new()
                 .prefilter(false)
                 .ascii_case_insensitive(true)
                 .build(&self.literals)
                 .ok()
         });
-        Some(dfa.as_ref().unwrap_or(nfa))
+        Some(dfa.as_ref().map_or(Searcher::Nfa(nfa), Searcher::Dfa))
     }
 
     /// Sets `admitted[i]` to whether pattern `i` may match one of `texts`: false only
@@ -526,9 +534,30 @@ impl Union {
     }
 
     /// Adds the literals found in `text` to `found`.
-    fn search(&self, automaton: &AhoCorasick, text: &str, found: &mut [u64]) {
+    fn search(&self, automaton: Searcher<'_>, text: &str, found: &mut [u64]) {
         self.short.search(text.as_bytes(), found);
-        for m in automaton.find_overlapping_iter(text) {
+        match automaton {
+            Searcher::Nfa(nfa) => self.search_with(nfa, text, found),
+            Searcher::Dfa(dfa) => self.search_with(dfa, text, found),
+        }
+    }
+
+    /// Adds the literals of three bytes or more that `automaton` finds in `text` to
+    /// `found`; all literals if the search fails (it cannot: the search is unanchored,
+    /// and every match kind is the standard one), so that nothing is refused then.
+    fn search_with<A: Automaton>(&self, automaton: &A, text: &str, found: &mut [u64]) {
+        let input = aho_corasick::Input::new(text);
+        let mut state = OverlappingState::start();
+        loop {
+            if automaton.try_find_overlapping(&input, &mut state).is_err() {
+                for n in 0..self.graph.named_by.len() {
+                    found[n / 64] |= 1 << (n % 64);
+                }
+                return;
+            }
+            let Some(m) = state.get_match() else {
+                return;
+            };
             let n = self.long[m.pattern().as_usize()];
             found[n / 64] |= 1 << (n % 64);
         }
