@@ -94,7 +94,7 @@ pub(super) fn leet_counts(line: &str) -> (usize, usize) {
         );
     }
     let (mut words, mut leet_words) = (0usize, 0usize);
-    for w in line.split_whitespace() {
+    for w in pieces(line, char::is_whitespace).filter(|w| !w.is_empty()) {
         words += 1;
         let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
         // Most words have no digit, and are not counted further.

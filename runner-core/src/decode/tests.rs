@@ -439,6 +439,11 @@ fn cues_and_runs_at_the_edges() {
             "{a} {b}"
         );
     }
+    // Every word and other spelling, in any case, is read as its letter.
+    let all = "Alfa alpha BRAVO charlie delta echo foxtrot golf hotel india juliett Juliet kilo \
+               lima mike november oscar papa quebec romeo sierra tango uniform victor \
+               whiskey whisky xray X-RAY yankee zulu";
+    assert_eq!(nato(all).as_deref(), Some("aabcdefghijjklmnopqrstuvwwxxyz"));
     assert_eq!(
         nato("alfa bravo charlie delta echo x foxtrot golf hotel india juliett").as_deref(),
         Some("abcde")
