@@ -194,7 +194,9 @@ fn is_nato_byte(b: u8) -> bool {
 }
 
 /// The letter a NATO spelling-alphabet word (any ASCII case) stands for. A word and its
-/// other spellings start with their letter, so only that letter's are compared.
+/// other spellings start with their letter, so only that letter's are compared; every
+/// one has four to eight letters, so most of prose's words are not compared at all.
+#[inline]
 fn nato_letter(w: &[u8]) -> Option<u8> {
     const WORDS: [&str; 26] = [
         "alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
@@ -202,6 +204,9 @@ fn nato_letter(w: &[u8]) -> Option<u8> {
         "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
     ];
     const SPELLINGS: [&str; 4] = ["alpha", "juliet", "whisky", "x-ray"];
+    if !(4..=8).contains(&w.len()) {
+        return None;
+    }
     let first = w.first()?.to_ascii_lowercase();
     if !first.is_ascii_lowercase() {
         return None;

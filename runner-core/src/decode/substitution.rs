@@ -94,7 +94,7 @@ pub(super) fn leet_counts(line: &str) -> (usize, usize) {
         );
     }
     let (mut words, mut leet_words) = (0usize, 0usize);
-    for w in line.split_whitespace() {
+    for w in pieces(line, char::is_whitespace).filter(|w| !w.is_empty()) {
         words += 1;
         let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
         // Most words have no digit, and are not counted further.
@@ -279,22 +279,41 @@ const BIGRAMS: [&[u8; 26]; 26] = [
     b"31004000500212930652000013", b"20003000300000010000000000",
 ];
 
-/// Short words of ordinary prose whose letter pairs are rare (`oh`, `go`, Roman
-/// numerals): never read as substituted on their own.
-const COMMON_RARE_PAIRS: [&str; 12] = [
-    "oh", "ah", "go", "mr", "dr", "ok", "uh", "eh", "ii", "iii", "hm", "mm",
-];
+/// Whether `word` (in any case) is a short word of ordinary prose whose letter pairs are
+/// rare (`oh`, `go`, Roman numerals): never read as substituted on its own. One test of
+/// its folded letters rather than a comparison with each (most words of prose are short).
+pub(super) fn is_common_rare_pair(word: &[u8]) -> bool {
+    let mut folded = [0u8; 3];
+    match word.get(..word.len().min(3)) {
+        Some(w) if w.len() == word.len() => {
+            for (f, b) in folded.iter_mut().zip(w) {
+                *f = b.to_ascii_lowercase();
+            }
+        }
+        _ => return false,
+    }
+    matches!(
+        &folded[..word.len()],
+        b"oh"
+            | b"ah"
+            | b"go"
+            | b"mr"
+            | b"dr"
+            | b"ok"
+            | b"uh"
+            | b"eh"
+            | b"ii"
+            | b"iii"
+            | b"hm"
+            | b"mm"
+    )
+}
 
 /// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
-/// `None` for a single letter and for [`COMMON_RARE_PAIRS`].
+/// `None` for a single letter and for [`is_common_rare_pair`].
 fn pair_score(word: &[u8], letter: impl Fn(u8) -> u8) -> Option<f32> {
     // The common words are of two or three letters.
-    if word.len() < 2
-        || word.len() <= 3
-            && COMMON_RARE_PAIRS
-                .iter()
-                .any(|c| word.eq_ignore_ascii_case(c.as_bytes()))
-    {
+    if word.len() < 2 || is_common_rare_pair(word) {
         return None;
     }
     let index = |b: u8| usize::from(letter(b).to_ascii_lowercase() - b'a');

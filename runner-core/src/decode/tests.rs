@@ -3,8 +3,8 @@ use super::escapes::{escaped_hex, quoted_printable, spaced_hex};
 use super::invisible::hidden;
 use super::spelled::{braille, morse, morse_tokens, nato};
 use super::substitution::{
-    LETTER_FREQ, atbash_letter, decoded_words, english_turns, names_a_cipher, pieces, rot13_letter,
-    substituted, turning_words,
+    LETTER_FREQ, atbash_letter, decoded_words, english_turns, is_common_rare_pair, names_a_cipher,
+    pieces, rot13_letter, substituted, turning_words,
 };
 use super::*;
 
@@ -439,6 +439,11 @@ fn cues_and_runs_at_the_edges() {
             "{a} {b}"
         );
     }
+    // Every word and other spelling, in any case, is read as its letter.
+    let all = "Alfa alpha BRAVO charlie delta echo foxtrot golf hotel india juliett Juliet kilo \
+               lima mike november oscar papa quebec romeo sierra tango uniform victor \
+               whiskey whisky xray X-RAY yankee zulu";
+    assert_eq!(nato(all).as_deref(), Some("aabcdefghijjklmnopqrstuvwwxxyz"));
     assert_eq!(
         nato("alfa bravo charlie delta echo x foxtrot golf hotel india juliett").as_deref(),
         Some("abcde")
@@ -585,4 +590,23 @@ fn runs_are_the_long_pieces() {
         }
     }
     assert!(found > 10);
+}
+
+/// The short words never read as substituted are known in any case, and only they.
+#[test]
+fn common_rare_pairs_are_known_in_any_case() {
+    for word in [
+        "oh", "ah", "go", "mr", "dr", "ok", "uh", "eh", "ii", "iii", "hm", "mm",
+    ] {
+        for w in [
+            word.to_string(),
+            word.to_uppercase(),
+            format!("{}{}", &word[..1].to_uppercase(), &word[1..]),
+        ] {
+            assert!(is_common_rare_pair(w.as_bytes()), "{w}");
+        }
+    }
+    for w in ["", "o", "ohh", "the", "ok?", "iiii", "go!", "m", "mrs"] {
+        assert!(!is_common_rare_pair(w.as_bytes()), "{w}");
+    }
 }
