@@ -412,30 +412,52 @@ fn judge_pair<'r>(
     findings
 }
 
-/// Documents of fewer bytes are judged on the calling thread: starting threads costs
-/// more than they save.
+/// Documents of fewer bytes are judged on the calling thread: handing parts to other
+/// threads costs more than they save.
 const PARALLEL_FROM: usize = 64 << 10;
-/// The most threads one document is judged on.
+/// The most threads documents are judged on.
 const MAX_THREADS: usize = 8;
 
+/// The threads large documents are judged on, started once and kept: a rule's regex
+/// keeps a lazy DFA cache per thread, and threads started per document began each one
+/// with cold caches (building DFA states was 6% of judging a 1 MiB packet). `None` when
+/// there is one core, or the threads cannot be started.
+fn judges() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_THREADS);
+        (threads > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("runner-judge-{i}"))
+                    .build()
+                    .ok()
+            })
+            .flatten()
+    })
+    .as_ref()
+}
+
 /// `judge` over `items` cut into contiguous parts of about equal `weight` (one per
-/// available core), the parts' results put back in order. One part on the calling
-/// thread when the items weigh less than [`PARALLEL_FROM`]; a part whose thread cannot
-/// be started is judged on the calling thread too.
+/// thread of [`judges`]), the parts' results put back in order. On the calling thread
+/// when the items weigh less than [`PARALLEL_FROM`] or there is no pool.
 fn in_parts<T: Sync, U: Send>(
     items: &[T],
     weight: impl Fn(&T) -> usize,
     judge: impl Fn(&[T]) -> Vec<U> + Sync,
 ) -> Vec<U> {
     let total: usize = items.iter().map(&weight).sum();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_THREADS);
     #[cfg(test)]
-    let threads = if ONE_THREAD.get() { 1 } else { threads };
-    if threads < 2 || total < PARALLEL_FROM {
+    let one_thread = ONE_THREAD.get();
+    #[cfg(not(test))]
+    let one_thread = false;
+    let Some(pool) = judges().filter(|_| !one_thread && total >= PARALLEL_FROM) else {
         return judge(items);
-    }
+    };
+    let threads = pool.current_num_threads();
     // Cut where the running weight passes each thread's share.
     let share = total.div_ceil(threads);
     let mut parts: Vec<&[T]> = Vec::with_capacity(threads);
@@ -448,29 +470,9 @@ fn in_parts<T: Sync, U: Send>(
         }
     }
     parts.push(&items[start..]);
-    let judge = &judge;
-    std::thread::scope(|scope| {
-        let started: Vec<_> = parts[1..]
-            .iter()
-            .map(|part| {
-                std::thread::Builder::new()
-                    .name("runner-judge".into())
-                    .spawn_scoped(scope, move || judge(part))
-            })
-            .collect();
-        let mut out = judge(parts[0]);
-        for (part, thread) in parts[1..].iter().zip(started) {
-            match thread {
-                Ok(handle) => out.extend(
-                    handle
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                ),
-                Err(_) => out.extend(judge(part)),
-            }
-        }
-        out
-    })
+    use rayon::prelude::*;
+    let judged: Vec<Vec<U>> = pool.install(|| parts.par_iter().map(|part| judge(part)).collect());
+    judged.into_iter().flatten().collect()
 }
 
 /// Small numbers for the finding codes of one document, so a (code, line) key is two
