@@ -296,7 +296,7 @@ fn pattern_set(rules: &[ForbiddenRule]) -> Arc<PatternSet> {
 /// gives the rules for a line number (a monty request's code has rules of its own); a
 /// pair whose lines differ in rules is judged by the first line's.
 ///
-/// A large document is judged in parts on several threads ([`in_parts`]): each line,
+/// A large document is judged in parts on several threads (`in_parts`): each line,
 /// then each pair, is judged alone, so the parts' findings, put back in order, are the
 /// findings of judging it whole.
 pub fn scan_document<'r>(
