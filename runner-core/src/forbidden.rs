@@ -341,7 +341,6 @@ pub fn scan_document<'r>(
                         &mut judge,
                         (&lines[n], &judged[n]),
                         (&lines[n + 1], &judged[n + 1]),
-                        &rules_at,
                     )
                 })
                 .collect()
@@ -382,12 +381,11 @@ fn judge_pair<'r>(
     judge: &mut Option<Judge<'r>>,
     (first, a): (&Line<'_>, &JudgedLine<'r>),
     (second, b): (&Line<'_>, &JudgedLine<'r>),
-    rules_at: &impl Fn(usize) -> &'r [ForbiddenRule],
 ) -> Vec<Finding> {
     if first.text.trim().is_empty() || second.text.trim().is_empty() {
         return Vec::new();
     }
-    let rules = rules_at(first.number);
+    let rules = a.rules;
     // The codes either line has already: a pair's finding of one is not reported, so
     // the rules that give it are not run on the pair, nor is a pair that can add nothing
     // judged at all.
@@ -399,7 +397,6 @@ fn judge_pair<'r>(
     // A pair of quiet lines of the same rules (the second without a list marker, so
     // its facts are of the text joined) is first asked whether it can find anything.
     if let (Some(q1), Some(q2)) = (&a.quiet, &b.quiet)
-        && std::ptr::eq(a.rules, rules)
         && std::ptr::eq(b.rules, rules)
         && second_text.len() == second.text.len()
         && Judge::for_rules(judge, rules).pair_is_quiet((first.text, q1), (second.text, q2), &skip)
