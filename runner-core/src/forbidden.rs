@@ -8,7 +8,7 @@ use crate::markdown::frontmatter::Line;
 use crate::normalize::{
     Deobfuscated, alternate_readings_counted, is_disallowed_control, join_reads_nothing,
 };
-use crate::rule_pattern::PatternSet;
+use crate::rule_pattern::{Admitted, PatternSet};
 use crate::rules::{ForbiddenRule, RuleReading};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -71,8 +71,8 @@ impl<'r> Judge<'r> {
     }
 
     /// Which rules may match one of `texts`.
-    fn admitted(&mut self, texts: &[&str]) -> Vec<bool> {
-        let mut admitted = Vec::with_capacity(self.rules.len());
+    fn admitted(&mut self, texts: &[&str]) -> Admitted {
+        let mut admitted = Admitted::default();
         self.set.admit(texts, &mut self.found, &mut admitted);
         admitted
     }
@@ -147,27 +147,28 @@ impl<'r> Judge<'r> {
             counts,
         });
         let on_collapsed = view.collapsed.as_ref().map(|_| &on_folded);
-        let on_readings: Vec<Vec<bool>> = readings
+        let on_readings: Vec<Admitted> = readings
             .iter()
             .map(|r| self.admitted(&[&r.folded]))
             .collect();
+        let set = &*self.set;
         for (i, rule) in rules.iter().enumerate() {
             // Several rules may share a code (one reason per code and line).
             if skip(&rule.code) || findings[first..].iter().any(|f| f.code == rule.code) {
                 continue;
             }
             let matches =
-                |admitted: bool, text: &str| admitted && rule.pattern.is_match_admitted(text);
+                |admitted: &Admitted, text: &str| set.is_match(i, &rule.pattern, admitted, text);
             let reading_hit = |encoded_only: bool| {
                 readings.iter().zip(&on_readings).any(|(r, admitted)| {
-                    (r.encoded || !encoded_only) && matches(admitted[i], &r.folded)
+                    (r.encoded || !encoded_only) && matches(admitted, &r.folded)
                 })
             };
             let hit = match rule.reading {
                 // The encoding is the finding: only decoded blobs are judged.
                 RuleReading::Decoded => reading_hit(true),
                 RuleReading::Any => {
-                    matches(on_folded[i], &view.folded)
+                    matches(&on_folded, &view.folded)
                         || view
                             .spaced_runs
                             .iter()
@@ -176,7 +177,7 @@ impl<'r> Judge<'r> {
                             .collapsed
                             .as_deref()
                             .zip(on_collapsed.as_ref())
-                            .is_some_and(|(c, admitted)| matches(admitted[i], c))
+                            .is_some_and(|(c, admitted)| matches(admitted, c))
                         || reading_hit(false)
                 }
             };
@@ -224,12 +225,13 @@ impl<'r> Judge<'r> {
         if !searched || !join_reads_nothing(&a.counts, &b.counts, &joined) {
             return false;
         }
-        let mut admitted = Vec::with_capacity(self.rules.len());
+        let mut admitted = Admitted::default();
         self.set.admit_found_ascii(&found, &mut admitted);
         // As [`Self::line`] judges a text without readings (a decoded-only rule has
         // nothing to judge); a regex answers alone, so admitting more changes nothing.
-        self.rules.iter().zip(admitted).all(|(rule, admitted)| {
-            let matches = |text: &str| admitted && rule.pattern.is_match_admitted(text);
+        let set = &*self.set;
+        self.rules.iter().enumerate().all(|(i, rule)| {
+            let matches = |text: &str| set.is_match(i, &rule.pattern, &admitted, text);
             skip(&rule.code)
                 || rule.reading == RuleReading::Decoded
                 || !(matches(&view.folded)

@@ -10,7 +10,9 @@
 //!
 //! - the **ASCII form**, the same source built as a byte regex with Unicode off (about
 //!   7× cheaper to build, and its `\b` needs no fallback from the lazy DFA), used for a
-//!   text that is all ASCII;
+//!   text that is all ASCII and one line (it is built without multi-line mode, so a
+//!   pattern anchored at `^` is tried at the start only; without a newline in the text,
+//!   both modes read `^` and `$` alike);
 //! - the **Unicode form**, the pattern as written, used for every other text.
 //!
 //! Both are built on first use. The ASCII form gives the same answer as the Unicode form
@@ -31,6 +33,12 @@
 //! the CPU of a monty hello's `runner exec`). `tests::needs_never_refuse_a_match` checks
 //! that the literal condition admits every text the compiled rule matches, for every
 //! built-in rule and a set of policy-style custom rules, on the same corpora.
+//!
+//! A pattern whose top level is an alternation is also judged **branch by branch**
+//! (`branches`): its condition is one per branch, and when a text admits at most
+//! `SEPARATE` branches, only their regexes run. Rules are long alternations of
+//! unrelated shapes, and one short branch that needs only a common character admitted
+//! the whole rule on nearly every line (`tests::branches_judge_as_the_whole_pattern`).
 //!
 //! A policy file is still compiled whole (Unicode form) at load time, so a bad rule
 //! fails before any request is judged; the built-in policy is compiled whole by a unit
@@ -57,6 +65,9 @@ struct Compiled {
     ascii: OnceLock<Option<regex::bytes::Regex>>,
     /// The literals a match needs (`None`: none known), see [`needs`].
     needs: OnceLock<Option<needs::Needs>>,
+    /// The top-level branches as patterns of their own ([`branches`]; empty when the
+    /// pattern is not split).
+    branches: OnceLock<Vec<RulePattern>>,
 }
 
 impl RulePattern {
@@ -84,7 +95,7 @@ impl RulePattern {
 
     /// Whether the pattern matches anywhere in `text` (compiling it first if needed).
     pub fn is_match(&self, text: &str) -> bool {
-        let ascii = text.is_ascii();
+        let ascii = one_ascii_line(text);
         // Once the form this text needs is compiled, it answers alone: the literal search
         // saves compiles, and the regex's own search is as quick (a document with a
         // finding on every line compiles every rule, and then searched twice: 1 MiB of
@@ -108,7 +119,7 @@ impl RulePattern {
     /// Whether the pattern matches `text`, for a text its literal condition admitted
     /// ([`PatternSet::admit`]): the regex alone judges it.
     pub fn is_match_admitted(&self, text: &str) -> bool {
-        if text.is_ascii()
+        if one_ascii_line(text)
             && let Some(ascii) = self.ascii()
         {
             return ascii.is_match(text.as_bytes());
@@ -150,7 +161,108 @@ impl RulePattern {
             .get_or_init(|| build_ascii(&self.source))
             .as_ref()
     }
+
+    /// The pattern's top-level branches, each a pattern of its own (see [`branches`]).
+    fn branch_patterns(&self) -> &[RulePattern] {
+        self.compiled.branches.get_or_init(|| {
+            branches(&self.source)
+                .unwrap_or_default()
+                .into_iter()
+                .map(Self::deferred)
+                .collect()
+        })
+    }
 }
+
+/// Whether the ASCII form may judge `text`: ASCII, and one line (the form is built
+/// without multi-line mode, so that a pattern anchored at `^` is searched at the start
+/// only; on a text without a newline, `^` and `$` mean the same in either mode).
+fn one_ascii_line(text: &str) -> bool {
+    text.is_ascii() && !text.as_bytes().contains(&b'\n')
+}
+
+/// The top-level branches of `source` (`a|b|c`: `a`, `b` and `c`), or `None` when it is
+/// not an alternation of two branches or more, or one of them sets flags that would
+/// reach the branches after it (`(?i)a|b`). A text matches the pattern exactly when it
+/// matches one of its branches, each compiled alone with the same options.
+fn branches(source: &str) -> Option<Vec<&str>> {
+    use regex_syntax::ast::{Ast, parse::Parser};
+    let ast = Parser::new().parse(source).ok()?;
+    let Ast::Alternation(alternation) = &ast else {
+        return None;
+    };
+    let sets_flags = |branch: &Ast| match branch {
+        Ast::Flags(_) => true,
+        Ast::Concat(concat) => concat.asts.iter().any(|a| matches!(a, Ast::Flags(_))),
+        _ => false,
+    };
+    if alternation.asts.len() < 2 || alternation.asts.iter().any(sets_flags) {
+        return None;
+    }
+    Some(
+        alternation
+            .asts
+            .iter()
+            .map(|branch| &source[branch.span().start.offset..branch.span().end.offset])
+            .collect(),
+    )
+}
+
+/// Which patterns of a [`PatternSet`] may match a text, and which of their branches.
+#[derive(Debug, Default, Clone)]
+pub struct Admitted {
+    /// Per pattern.
+    rules: Vec<bool>,
+    /// Each admitted pattern split into branches, and where its branches start in
+    /// `branches`.
+    branch_at: Vec<(usize, usize)>,
+    /// The branches of each admitted pattern split into branches, in order
+    /// ([`PatternSet::is_match`]).
+    branches: Vec<bool>,
+}
+
+impl Admitted {
+    fn clear(&mut self) {
+        self.rules.clear();
+        self.branch_at.clear();
+        self.branches.clear();
+    }
+
+    /// The answers of the branches of pattern `i`, an admitted one.
+    fn add_branches(&mut self, i: usize, branches: impl Iterator<Item = bool>) {
+        self.branch_at.push((i, self.branches.len()));
+        self.branches.extend(branches);
+    }
+
+    /// The answers of pattern `i`'s branches, when it was admitted and is split.
+    fn branches_of(&self, i: usize) -> Option<&[bool]> {
+        let at = self.branch_at.iter().position(|&(rule, _)| rule == i)?;
+        let start = self.branch_at[at].1;
+        let end = self
+            .branch_at
+            .get(at + 1)
+            .map_or(self.branches.len(), |b| b.1);
+        Some(&self.branches[start..end])
+    }
+
+    /// Every pattern (of `count`) and branch (of `branches`, per pattern) admitted.
+    fn all(&mut self, count: usize, branches: &[Vec<usize>]) {
+        self.clear();
+        self.rules.resize(count, true);
+        for (i, b) in branches.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+            self.add_branches(i, std::iter::repeat_n(true, b.len()));
+        }
+    }
+
+    /// Whether pattern `i` may match.
+    pub fn rule(&self, i: usize) -> bool {
+        self.rules[i]
+    }
+}
+
+/// The most branches of one pattern run one by one: with more admitted, the whole
+/// pattern runs (one search for all its branches).
+const SEPARATE: usize = 2;
 
 /// The literal conditions of several patterns searched for in one pass (one
 /// Aho-Corasick automaton over all their literals): which of them may match a text,
@@ -188,7 +300,7 @@ impl PatternSet {
     /// Sets `admitted[i]` to false when pattern `i` can match none of `texts` (true when
     /// it may match one of them); `found` is scratch space, kept between calls to spare
     /// allocations.
-    pub fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
+    pub fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Admitted) {
         self.union.admit(texts, found, admitted);
     }
 
@@ -200,8 +312,43 @@ impl PatternSet {
     }
 
     /// [`Self::admit`] of ASCII texts in which the literals `found` were found.
-    pub fn admit_found_ascii(&self, found: &[u64], admitted: &mut Vec<bool>) {
+    pub fn admit_found_ascii(&self, found: &[u64], admitted: &mut Admitted) {
         self.union.admit_found(found, true, admitted);
+    }
+
+    /// Whether pattern `i` (`pattern`, this set's pattern `i`) matches `text`, one of the
+    /// texts `admitted` was found for: false when its condition refused them; else its
+    /// regex judges, or, for a pattern split into branches, the regexes of the branches
+    /// admitted (a branch refused cannot match: its own condition is sound), when there
+    /// are at most two. A branch alone is quicker to search than the whole
+    /// pattern: a prefilter finds its first words, and one anchored at `^` is tried at
+    /// the start of the text only. (The persistence rule's crontab line needs only one of
+    /// `/~.$`, so nearly every line of prose admits the rule, and its whole regex
+    /// searched each line and pair to the end: 8% of judging a packet of prose.)
+    #[inline]
+    pub fn is_match(
+        &self,
+        i: usize,
+        pattern: &RulePattern,
+        admitted: &Admitted,
+        text: &str,
+    ) -> bool {
+        admitted.rules[i] && Self::is_match_admitted(i, pattern, admitted, text)
+    }
+
+    /// [`Self::is_match`] of an admitted pattern.
+    fn is_match_admitted(i: usize, pattern: &RulePattern, admitted: &Admitted, text: &str) -> bool {
+        let Some(mine) = admitted.branches_of(i) else {
+            return pattern.is_match_admitted(text);
+        };
+        let parts = pattern.branch_patterns();
+        if parts.len() != mine.len() || mine.iter().filter(|&&a| a).count() > SEPARATE {
+            return pattern.is_match_admitted(text);
+        }
+        parts
+            .iter()
+            .zip(mine)
+            .any(|(part, &admitted)| admitted && part.is_match_admitted(text))
     }
 }
 
@@ -235,7 +382,7 @@ fn build_ascii(source: &str) -> Option<regex::bytes::Regex> {
     regex::bytes::RegexBuilder::new(&ascii_source)
         .unicode(false)
         .case_insensitive(true)
-        .multi_line(true)
+        .multi_line(false)
         .size_limit(1 << 22)
         .dfa_size_limit(DFA_CACHE)
         .build()
@@ -685,12 +832,12 @@ mod tests {
             .collect();
         let set = PatternSet::new(&patterns);
         assert!(set.is_of(&patterns) && !set.is_of(&patterns[1..]));
-        let (mut found, mut admitted) = (Vec::new(), Vec::new());
+        let (mut found, mut admitted) = (Vec::new(), Admitted::default());
         let mut refused = 0usize;
         for &text in &texts {
             set.admit(&[text], &mut found, &mut admitted);
-            assert_eq!(admitted.len(), patterns.len());
-            for (pattern, admitted) in patterns.iter().zip(&admitted) {
+            assert_eq!(admitted.rules.len(), patterns.len());
+            for (pattern, admitted) in patterns.iter().zip(&admitted.rules) {
                 assert_eq!(
                     *admitted,
                     pattern.may_match(text),
@@ -705,7 +852,7 @@ mod tests {
         let mut joint_refused = 0usize;
         for pair in texts.windows(2) {
             set.admit(pair, &mut found, &mut admitted);
-            for (pattern, admitted) in patterns.iter().zip(&admitted) {
+            for (pattern, admitted) in patterns.iter().zip(&admitted.rules) {
                 assert!(
                     *admitted || !(pattern.may_match(pair[0]) || pattern.may_match(pair[1])),
                     "rule {:.60}… on {pair:?}",
@@ -794,6 +941,88 @@ mod tests {
             }
         }
         assert_eq!(folding, ['\u{17f}', '\u{212a}'], "the two known ones");
+    }
+
+    /// The top-level branches, and only those: not inside a group or a class, nor after
+    /// an escaped bar; none when a branch sets flags for the rest, or there is one.
+    #[test]
+    fn branches_are_the_top_level_alternatives() {
+        assert_eq!(
+            branches(r"a|(?:b|c)d|[|x]|\||e(?i:f|g)"),
+            Some(vec!["a", "(?:b|c)d", "[|x]", r"\|", "e(?i:f|g)"])
+        );
+        assert_eq!(branches(r"^\s*x|y$"), Some(vec![r"^\s*x", "y$"]));
+        assert_eq!(branches("abc"), None);
+        assert_eq!(branches("(?:a|b)"), None);
+        assert_eq!(branches("(?i)a|b"), None);
+        assert_eq!(branches("a|x(?-i)b"), None);
+        assert_eq!(branches("a|(b"), None);
+    }
+
+    /// A pattern split into branches is judged as the whole pattern: [`PatternSet::is_match`]
+    /// (the admitted branches' regexes, or the whole one when more are admitted) agrees
+    /// with the whole regex on every text, for the built-in and policy-style rules; a
+    /// branch the set refuses never matches; and both ways of answering are taken.
+    #[test]
+    fn branches_judge_as_the_whole_pattern() {
+        let rules = all_rule_sources();
+        let sources: Vec<&str> = rules.iter().map(String::as_str).collect();
+        let texts = Texts::new(&sources);
+        let patterns: Vec<RulePattern> = sources.iter().map(|s| RulePattern::deferred(s)).collect();
+        let set = PatternSet::new(&patterns);
+        let (mut found, mut admitted) = (Vec::new(), Admitted::default());
+        let (mut split, mut by_branches, mut whole) = (0, 0, 0);
+        for (i, source) in sources.iter().enumerate() {
+            let plain = build(source).unwrap();
+            let parts: Vec<Regex> = branches(source)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|b| build(b).unwrap())
+                .collect();
+            split += usize::from(!parts.is_empty());
+            for text in texts.for_rule(i) {
+                set.admit(&[text], &mut found, &mut admitted);
+                let expected = plain.is_match(text);
+                assert_eq!(
+                    set.is_match(i, &patterns[i], &admitted, text),
+                    expected,
+                    "rule {source:.60}… on {text:?}"
+                );
+                let Some(answers) = admitted.branches_of(i) else {
+                    continue;
+                };
+                assert_eq!(answers.len(), parts.len(), "{source:.60}");
+                for (part, &admitted) in parts.iter().zip(answers) {
+                    assert!(
+                        admitted || !part.is_match(text),
+                        "a refused branch of {source:.60}… matches {text:?}"
+                    );
+                }
+                if answers.iter().filter(|&&a| a).count() > SEPARATE {
+                    whole += 1;
+                } else {
+                    by_branches += 1;
+                }
+            }
+        }
+        assert!(split >= 10, "{split} rules split");
+        assert!(
+            by_branches > 100 && whole > 100,
+            "{by_branches} by branches, {whole} whole"
+        );
+    }
+
+    /// A text of several lines is judged in multi-line mode (`^` after a newline), one
+    /// line by the ASCII form, built without it: both answer as the Unicode form does.
+    #[test]
+    fn a_text_of_several_lines_is_judged_in_multi_line_mode() {
+        let pattern = RulePattern::deferred(r"^\s*rm\s+-rf\b|curl\s+\S+$");
+        assert!(pattern.is_match("echo hi\n  rm -rf /"));
+        assert!(pattern.is_match("curl x\nnext line"));
+        assert!(!pattern.is_match("echo rm -rf /"));
+        assert!(!pattern.is_match("curl x next"));
+        assert!(pattern.is_match("rm -rf /") && pattern.is_match("see curl x"));
+        assert!(pattern.compiled.ascii.get().is_some_and(Option::is_some));
     }
 
     /// A hello-world request's lines, judged with the request rules, compile no regex:

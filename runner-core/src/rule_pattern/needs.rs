@@ -36,6 +36,7 @@
 
 mod builtin;
 
+use super::Admitted;
 use aho_corasick::automaton::{Automaton, OverlappingState};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -48,7 +49,7 @@ const TABLE_HEAD: &str = "\
 //! rules' sources: generated, do not edit. `tests::builtin_needs_table_is_current`
 //! fails when a built-in rule changes; `UPDATE_NEEDS_TABLE=1` on that test rewrites it.
 
-use super::Cond::{self, All, Any, Lit, NonAscii};
+use super::Cond::{self, All, Any, Branches, Lit, NonAscii};
 
 /// The literals and the condition of the built-in rule `source`; `None` for any other.
 #[rustfmt::skip]
@@ -79,6 +80,10 @@ enum Cond {
     NonAscii(Vec<usize>),
     All(Vec<Cond>),
     Any(Vec<Cond>),
+    /// The pattern's top-level branches ([`super::branches`]), each one's condition in
+    /// order: an alternation whose parts the set also answers one by one, so a rule runs
+    /// only the branches its text admits.
+    Branches(Vec<Cond>),
 }
 
 impl Needs {
@@ -98,14 +103,17 @@ impl Needs {
 
     /// The literals and the condition of `source`, computed from its syntax tree.
     fn condition(source: &str) -> Option<(Literals, Cond)> {
-        let hir = regex_syntax::ParserBuilder::new()
-            .case_insensitive(false)
-            .multi_line(true)
-            .build()
-            .parse(source)
-            .ok()?;
         let mut literals = Literals::default();
-        let condition = literals.cond(&hir)?;
+        let condition = match super::branches(source) {
+            // Each branch parsed alone: they share no flags (`branches` splits only then).
+            Some(branches) => Cond::Branches(
+                branches
+                    .iter()
+                    .map(|b| literals.parsed(b))
+                    .collect::<Option<_>>()?,
+            ),
+            None => literals.parsed(source)?,
+        };
         Some((literals, condition))
     }
 
@@ -199,6 +207,11 @@ pub(super) struct Union {
     graph: Graph,
     /// Per pattern, in order: the node of its condition, or `None` when it needs nothing.
     roots: Vec<Option<usize>>,
+    /// Per pattern, the nodes of its branches' conditions ([`Cond::Branches`]); empty for
+    /// a pattern not split into branches.
+    branches: Vec<Vec<usize>>,
+    /// The patterns split into branches.
+    split: Vec<usize>,
 }
 
 /// One of a [`Union`]'s two automata.
@@ -273,7 +286,7 @@ impl Graph {
                 let empty = distinct.is_empty();
                 (Kind::NonAscii(distinct), likely, [false, empty])
             }
-            Cond::All(parts) | Cond::Any(parts) => {
+            Cond::All(parts) | Cond::Any(parts) | Cond::Branches(parts) => {
                 let all = matches!(cond, Cond::All(_));
                 let mut answers = [all, all];
                 let mut ids = Vec::with_capacity(parts.len());
@@ -477,6 +490,17 @@ impl Union {
             // nothing is refused.
             needs.iter().map(|_| None).collect()
         };
+        let branches = conditions
+            .iter()
+            .zip(&roots)
+            .map(|(c, root)| match (c, root.map(|r| &graph.nodes[r].kind)) {
+                (Some(Cond::Branches(_)), Some(Kind::Any(parts))) => parts.clone(),
+                _ => Vec::new(),
+            })
+            .collect::<Vec<Vec<usize>>>();
+        let split = (0..branches.len())
+            .filter(|&i| !branches[i].is_empty())
+            .collect();
         Self {
             automaton,
             dfa: std::sync::OnceLock::new(),
@@ -485,6 +509,8 @@ impl Union {
             longest: literals.list.iter().map(String::len).max().unwrap_or(0),
             graph,
             roots,
+            branches,
+            split,
             literals: long_literals,
             long,
             short,
@@ -515,14 +541,13 @@ impl Union {
     /// (one evaluation of the conditions for several views of a line); as each condition
     /// only asks for literals, this admits every pattern one text alone admits, and for
     /// one text it is the same answer as each pattern's own [`Needs::admit`].
-    pub(super) fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Vec<bool>) {
-        admitted.clear();
+    pub(super) fn admit(&self, texts: &[&str], found: &mut Vec<u64>, admitted: &mut Admitted) {
         let ascii = texts.iter().all(|t| t.is_ascii());
         let Some(automaton) = self
             .automaton_for(texts.iter().map(|t| t.len()).sum())
             .filter(|_| ascii || !texts.iter().any(|t| any_folds_to_ascii(t)))
         else {
-            admitted.resize(self.roots.len(), true);
+            admitted.all(self.roots.len(), &self.branches);
             return;
         };
         found.clear();
@@ -576,7 +601,7 @@ impl Union {
 
     /// [`Self::admit`] from the literals already found (`found`) in texts that are all
     /// ASCII (`ascii`) or not.
-    pub(super) fn admit_found(&self, found: &[u64], ascii: bool, admitted: &mut Vec<bool>) {
+    pub(super) fn admit_found(&self, found: &[u64], ascii: bool, admitted: &mut Admitted) {
         admitted.clear();
         COUNTS.with_borrow_mut(|counts| {
             let graph = &self.graph;
@@ -604,11 +629,23 @@ impl Union {
                     }
                 }
             }
-            admitted.extend(
+            admitted.rules.extend(
                 self.roots
                     .iter()
                     .map(|root| root.is_none_or(|r| counts.complete(graph, r))),
             );
+            // Only an admitted pattern's branches are asked for (a text admits few of the
+            // rules, and the rules have hundreds of branches).
+            for &i in &self.split {
+                if admitted.rules[i] {
+                    admitted.add_branches(
+                        i,
+                        self.branches[i]
+                            .iter()
+                            .map(|&node| counts.complete(graph, node)),
+                    );
+                }
+            }
             for node in counts.touched.drain(..) {
                 counts.held[node] = 0;
             }
@@ -692,6 +729,7 @@ impl Cond {
             Cond::NonAscii(runs) => format!("NonAscii(vec!{runs:?})"),
             Cond::All(parts) => format!("All(vec![{}])", list(parts)),
             Cond::Any(parts) => format!("Any(vec![{}])", list(parts)),
+            Cond::Branches(parts) => format!("Branches(vec![{}])", list(parts)),
         }
     }
 
@@ -703,6 +741,7 @@ impl Cond {
             Cond::NonAscii(runs) => Cond::NonAscii(runs.iter().map(|n| ids[*n]).collect()),
             Cond::All(parts) => Cond::All(all(parts)),
             Cond::Any(parts) => Cond::Any(all(parts)),
+            Cond::Branches(parts) => Cond::Branches(all(parts)),
         }
     }
 
@@ -711,7 +750,7 @@ impl Cond {
             Cond::Lit(n) => found[*n],
             Cond::NonAscii(runs) => !ascii && runs.iter().all(|n| found[*n]),
             Cond::All(parts) => parts.iter().all(|c| c.holds(found, ascii)),
-            Cond::Any(parts) => parts.iter().any(|c| c.holds(found, ascii)),
+            Cond::Any(parts) | Cond::Branches(parts) => parts.iter().any(|c| c.holds(found, ascii)),
         }
     }
 }
@@ -732,6 +771,18 @@ impl Literals {
         self.list.push(key.clone());
         self.index.insert(key, self.list.len() - 1);
         self.list.len() - 1
+    }
+
+    /// What every match of `source` needs, parsed as the rules are; `None`: nothing, or
+    /// a pattern that does not parse.
+    fn parsed(&mut self, source: &str) -> Option<Cond> {
+        let hir = regex_syntax::ParserBuilder::new()
+            .case_insensitive(false)
+            .multi_line(true)
+            .build()
+            .parse(source)
+            .ok()?;
+        self.cond(&hir)
     }
 
     /// What every match of `hir` needs; `None`: nothing.
