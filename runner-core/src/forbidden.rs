@@ -195,7 +195,7 @@ impl<'r> Judge<'r> {
     /// Whether judging `first + " " + second` (both ASCII, judged by this judge with
     /// `quiet` facts) would find nothing but the codes `skip` names. Exact: its folded
     /// text is the lines' joined by a space, so a literal found in it lies in one line or
-    /// spans the join (the window around it is searched); with no reading of either line
+    /// holds that space (those few are looked for across it); with no reading of either line
     /// nor of the pair ([`join_reads_nothing`]), a rule no literal admits and no spaced
     /// run matches finds nothing. False whenever it cannot tell.
     fn pair_is_quiet(
@@ -212,11 +212,10 @@ impl<'r> Judge<'r> {
             s[range.start.saturating_sub(reach)..(range.end + reach).min(s.len())].to_owned()
         };
         let mut found: Vec<u64> = a.found.iter().zip(&b.found).map(|(x, y)| x | y).collect();
-        let join = first.len()..first.len() + 1;
         let mut searched = a.found.len() == b.found.len()
             && self
                 .set
-                .search_ascii(&window(&view.folded, join), &mut found);
+                .search_across_space(&view.folded, first.len(), &mut found);
         if let Some(c) = view.collapsed.as_deref() {
             for at in &view.joined_at {
                 searched = searched && self.set.search_ascii(&window(c, at.clone()), &mut found);

@@ -311,6 +311,14 @@ impl PatternSet {
         self.union.search_ascii(text, found)
     }
 
+    /// Adds the literals that occur in the ASCII `text` across the space at byte `at` to
+    /// `found`: those of `text` when `found` holds those of the texts either side of `at`.
+    /// False, and nothing added, as [`Self::search_ascii`] is, or when `text[at]` is not a
+    /// space.
+    pub fn search_across_space(&self, text: &str, at: usize, found: &mut [u64]) -> bool {
+        self.union.search_across_space(text, at, found)
+    }
+
     /// [`Self::admit`] of ASCII texts in which the literals `found` were found.
     pub fn admit_found_ascii(&self, found: &[u64], admitted: &mut Admitted) {
         self.union.admit_found(found, true, admitted);
@@ -1010,6 +1018,64 @@ mod tests {
             by_branches > 100 && whole > 100,
             "{by_branches} by branches, {whole} whole"
         );
+    }
+
+    /// The literals of two ASCII texts joined by a space are theirs and those found
+    /// across the space ([`PatternSet::search_across_space`]), as a search of the whole
+    /// finds them, literals of several spaces and at either end included.
+    #[test]
+    fn literals_across_a_space_complete_those_of_either_side() {
+        let mut rules = all_rule_sources();
+        rules.push(r"\bab c d\b|x y|(?:^| )z ".to_owned());
+        let patterns: Vec<RulePattern> = rules.iter().map(|s| RulePattern::deferred(s)).collect();
+        let set = PatternSet::new(&patterns);
+        let sources: Vec<&str> = rules.iter().map(String::as_str).collect();
+        let texts = Texts::new(&sources);
+        let mut sides: Vec<String> = texts
+            .common()
+            .into_iter()
+            .filter(|t| t.is_ascii() && t.len() < 200)
+            .step_by(7)
+            .take(600)
+            .map(str::to_ascii_lowercase)
+            .collect();
+        sides.extend(
+            [
+                "private",
+                "key material",
+                "ab",
+                "c d",
+                "ab c",
+                "d",
+                "x",
+                "y",
+                "z",
+                "",
+                "-----begin",
+            ]
+            .map(String::from),
+        );
+        let (mut whole, mut parts, mut admitted) = (Vec::new(), Vec::new(), Admitted::default());
+        let mut across = 0;
+        for (i, a) in sides.iter().enumerate() {
+            // Each side with about twenty others, and with every constructed one.
+            for b in sides
+                .iter()
+                .skip(i % 29)
+                .step_by(29)
+                .chain(&sides[sides.len() - 11..])
+            {
+                let joined = format!("{a} {b}");
+                set.admit(&[&joined], &mut whole, &mut admitted);
+                set.admit(&[a.as_str(), b.as_str()], &mut parts, &mut admitted);
+                let before = parts.clone();
+                assert!(set.search_across_space(&joined, a.len(), &mut parts));
+                assert_eq!(parts, whole, "{joined:?}");
+                across += usize::from(parts != before);
+            }
+        }
+        assert!(across > 10, "{across} joins add a literal");
+        assert!(!set.search_across_space("ab c", 1, &mut parts));
     }
 
     /// A text of several lines is judged in multi-line mode (`^` after a newline), one
