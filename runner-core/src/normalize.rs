@@ -199,6 +199,8 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
 }
 
 /// [`alternate_readings`], and the decoders' [`crate::decode::Counts`] of an ASCII line
+/// whose readings a pair's are composed from ([`join_readings`]): one without readings,
+/// or with only the whole-line ROT13 and Atbash hints of a line that names a cipher
 /// (`None` for another).
 pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::decode::Counts>) {
     let mut out = Vec::new();
@@ -248,22 +250,39 @@ pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::de
             encoded: false,
         });
     }
-    (out, ascii.then_some(counts))
+    // A line that reads substituted has those two readings: it has no other when it
+    // has two.
+    let composes = out.is_empty() || (out.len() == 2 && counts.reads_substituted());
+    (out, (ascii && composes).then_some(counts))
 }
 
-/// Whether the ASCII `joined` (`a + " " + b`) has no [`alternate_readings`], given that
-/// neither `a` nor `b` has one and their counts ([`crate::decode::join_is_quiet`]).
-/// Exact: a backspace, a percent escape or markdown in `joined` is looked for in it.
-pub fn join_reads_nothing(
+/// The [`alternate_readings`] of the ASCII `joined` (`a + " " + b`), composed from the
+/// counts [`alternate_readings_counted`] gave for `a` and `b`
+/// ([`crate::decode::join_readings`]); `None` when it cannot tell. Exact: a backspace, a
+/// percent escape or markdown in `joined` is looked for in it.
+pub fn join_readings(
     a: &crate::decode::Counts,
     b: &crate::decode::Counts,
     joined: &str,
-) -> bool {
-    joined.is_ascii()
-        && !joined.contains('\u{8}')
-        && percent_decoded(joined).is_none()
-        && markdown_plain_differs(joined).is_none()
-        && crate::decode::join_is_quiet(a, b, joined)
+) -> Option<Vec<Reading>> {
+    if !joined.is_ascii()
+        || joined.contains('\u{8}')
+        || percent_decoded(joined).is_some()
+        || markdown_plain_differs(joined).is_some()
+    {
+        return None;
+    }
+    // ASCII text folds to its lower case.
+    let decoded = crate::decode::join_readings(a, b, joined)?;
+    Some(
+        decoded
+            .into_iter()
+            .map(|d| Reading {
+                folded: d.text.to_ascii_lowercase(),
+                encoded: d.encoded,
+            })
+            .collect(),
+    )
 }
 
 /// `line` as a terminal or a bidi-aware renderer shows it, when it holds a backspace or a
