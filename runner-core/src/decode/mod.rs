@@ -46,7 +46,7 @@ const MAX_UU_STARTS: usize = 8;
 /// The longest uuencoded line: a length character and 60 for 45 bytes, and one more.
 const UU_LONGEST: usize = 62;
 /// Shortest blob worth decoding (characters): 16 base64 characters are 12 bytes.
-const MIN_RUN: usize = 16;
+pub(crate) const MIN_RUN: usize = 16;
 
 /// Every reading of `line` through the encodings above, decoded up to [`MAX_DEPTH`].
 pub fn readings(line: &str) -> Vec<Decoded> {
@@ -448,7 +448,7 @@ fn utf8(bytes: Vec<u8>) -> Option<String> {
 /// every byte of a non-ASCII character (so a run's ends are character boundaries). Most
 /// lines have none: a window of [`MIN_RUN`] bytes is looked at from its end, and the
 /// first refused byte found skips the window up to it, so most bytes are not looked at.
-fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
+pub(crate) fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
     let b = line.as_bytes();
     // A run may start at `i` (the byte before it is refused); `b[i..known]` are accepted.
     let (mut i, mut known) = (0, 0);

@@ -3,8 +3,8 @@ use super::escapes::{escaped_hex, quoted_printable, spaced_hex};
 use super::invisible::hidden;
 use super::spelled::{braille, morse, morse_tokens, nato};
 use super::substitution::{
-    LETTER_FREQ, atbash_letter, decoded_words, english_turns, is_common_rare_pair, names_a_cipher,
-    pieces, rot13_letter, substituted, turning_words,
+    LETTER_FREQ, atbash_letter, decoded_words, english_turns, has_leet_word, is_common_rare_pair,
+    leet_counts, names_a_cipher, pair_score, pieces, rot13_letter, substituted, turning_words,
 };
 use super::*;
 
@@ -541,6 +541,93 @@ fn substitution_screens_agree() {
         );
     }
     assert!(turned >= 2);
+}
+
+/// The word screens that split bytes (`leet_counts` of an ASCII line, `has_leet_word`
+/// around digits only, `turning_words` with its scores side by side) answer as their
+/// definitions, written with `str::split` and one score at a time, on random lines of
+/// letters, digits, leetspeak marks, punctuation and Unicode spaces and letters.
+#[test]
+fn word_screens_agree_with_their_definitions() {
+    let leet = |c: char| "0123456789!|@$+".contains(c);
+    let leet_counts_def = |line: &str| {
+        let (mut words, mut leet_words) = (0, 0);
+        for w in line.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+            words += 1;
+            let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
+            if w.bytes().any(|b| b.is_ascii_digit())
+                && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+                && w.chars().all(|c| c.is_ascii_alphabetic() || leet(c))
+            {
+                leet_words += 1;
+            }
+        }
+        (words, leet_words)
+    };
+    let has_leet_word_def = |line: &str| {
+        line.split(|c: char| !(c.is_ascii_alphanumeric() || leet(c)))
+            .any(|w| {
+                w.bytes().any(|b| b.is_ascii_digit())
+                    && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+                    && !w.bytes().all(|b| b.is_ascii_hexdigit())
+            })
+    };
+    let turning_words_def = |line: &str| {
+        let mut found = [false; 2];
+        for word in line
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .map(str::as_bytes)
+        {
+            let before = pair_score(word, |b| b);
+            for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
+                .into_iter()
+                .enumerate()
+            {
+                found[n] |= before.is_some_and(|before| {
+                    before < 5.0
+                        && pair_score(word, letter)
+                            .is_some_and(|after| after >= 6.0 && after - before >= 2.0)
+                });
+            }
+        }
+        found
+    };
+    let alphabet: Vec<char> = "aeiouxqzvjbcdfg ABEFXZ0123456789!|@$+.,:'\"?-_\t\u{b}\u{c}\r\u{1c}"
+        .chars()
+        .chain(['\u{a0}', '\u{2003}', '\u{e9}', '\u{85}'])
+        .collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % below as u64) as usize
+    };
+    let (mut leet_words, mut leet_lines, mut turned) = (0, 0, [0; 2]);
+    for i in 0..40_000 {
+        let len = next(40);
+        // Half the lines ASCII, and some of letters only (words that turn).
+        let from = match i % 4 {
+            0 => alphabet.len(),
+            1 => alphabet.len() - 4,
+            _ => 15,
+        };
+        let line: String = (0..len).map(|_| alphabet[next(from)]).collect::<String>();
+        assert_eq!(leet_counts(&line), leet_counts_def(&line), "{line:?}");
+        assert_eq!(has_leet_word(&line), has_leet_word_def(&line), "{line:?}");
+        let found = turning_words(&line);
+        assert_eq!(found, turning_words_def(&line), "{line:?}");
+        leet_words += leet_counts(&line).1;
+        leet_lines += usize::from(has_leet_word(&line));
+        turned
+            .iter_mut()
+            .zip(found)
+            .for_each(|(t, f)| *t += usize::from(f));
+    }
+    assert!(
+        leet_words > 100 && leet_lines > 100 && turned.iter().all(|t| *t > 100),
+        "{leet_words} {leet_lines} {turned:?}"
+    );
 }
 
 /// The substitutions' word splitter gives what `str::split` gives, whatever the text.
