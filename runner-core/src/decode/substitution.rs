@@ -20,15 +20,18 @@ pub(super) fn atbash_letter(c: u8) -> u8 {
 /// `text` with every ASCII letter replaced by `letter` (a substitution keeps every other
 /// byte, so the result is as valid UTF-8 as `text`).
 pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphabetic() {
-                char::from(letter(c as u8))
-            } else {
-                c
-            }
-        })
-        .collect()
+    // Each ASCII character's substitute is looked up (a call of `letter` per letter was
+    // most of the work), and written into room for all of the text at once.
+    let mut table: [u8; 128] = std::array::from_fn(|b| b as u8);
+    for b in (b'a'..=b'z').chain(b'A'..=b'Z') {
+        table[usize::from(b)] = letter(b);
+    }
+    let mut out = String::with_capacity(text.len());
+    out.extend(text.chars().map(|c| match table.get(c as usize) {
+        Some(&b) => char::from(b),
+        None => c,
+    }));
+    out
 }
 
 /// The pieces of `line` between the characters `sep` accepts, as `line.split(sep)`

@@ -544,9 +544,10 @@ fn substitution_screens_agree() {
 }
 
 /// The word screens that split bytes (`leet_counts` of an ASCII line, `has_leet_word`
-/// around digits only, `turning_words` with its scores side by side) answer as their
-/// definitions, written with `str::split` and one score at a time, on random lines of
-/// letters, digits, leetspeak marks, punctuation and Unicode spaces and letters.
+/// around digits only, `turning_words` with its scores side by side) and `substituted`
+/// (a run of letters at a time) answer as their definitions, written with `str::split`,
+/// one score and one character at a time, on random lines of letters, digits, leetspeak
+/// marks, punctuation and Unicode spaces and letters.
 #[test]
 fn word_screens_agree_with_their_definitions() {
     let leet = |c: char| "0123456789!|@$+".contains(c);
@@ -613,6 +614,19 @@ fn word_screens_agree_with_their_definitions() {
             _ => 15,
         };
         let line: String = (0..len).map(|_| alphabet[next(from)]).collect::<String>();
+        for letter in [rot13_letter as fn(u8) -> u8, atbash_letter] {
+            let substituted_def: String = line
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphabetic() {
+                        char::from(letter(c as u8))
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            assert_eq!(substituted(&line, letter), substituted_def, "{line:?}");
+        }
         assert_eq!(leet_counts(&line), leet_counts_def(&line), "{line:?}");
         assert_eq!(has_leet_word(&line), has_leet_word_def(&line), "{line:?}");
         let found = turning_words(&line);
