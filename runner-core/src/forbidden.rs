@@ -6,7 +6,7 @@
 use crate::decode::Counts;
 use crate::markdown::frontmatter::Line;
 use crate::normalize::{
-    Deobfuscated, alternate_readings_counted, is_disallowed_control, join_reads_nothing,
+    Deobfuscated, Reading, alternate_readings_counted, is_disallowed_control, join_readings,
 };
 use crate::rule_pattern::{Admitted, PatternSet};
 use crate::rules::{ForbiddenRule, RuleReading};
@@ -89,8 +89,9 @@ impl<'r> Judge<'r> {
         self.line_quiet(text, number, skip, findings);
     }
 
-    /// [`Self::line`]; and, for an ASCII line without alternate readings, what judging
-    /// a pair it is in can reuse ([`Self::pair_is_quiet`]).
+    /// [`Self::line`]; and, for an ASCII line whose readings a pair's are composed from
+    /// (none, or a cipher-naming line's whole-line hints), what judging a pair it is in
+    /// can reuse ([`Self::pair_is_quiet`]).
     fn line_quiet(
         &mut self,
         text: &str,
@@ -142,46 +143,17 @@ impl<'r> Judge<'r> {
             }));
         }
         let on_folded = self.admitted(&texts);
-        let quiet = counts.filter(|_| readings.is_empty()).map(|counts| Quiet {
+        let quiet = counts.map(|counts| Quiet {
             found: self.found.clone(),
             counts,
         });
-        let on_collapsed = view.collapsed.as_ref().map(|_| &on_folded);
-        let on_readings: Vec<Admitted> = readings
-            .iter()
-            .map(|r| self.admitted(&[&r.folded]))
-            .collect();
-        let set = &*self.set;
+        let views = self.views(&view, on_folded, &readings);
         for (i, rule) in rules.iter().enumerate() {
             // Several rules may share a code (one reason per code and line).
             if skip(&rule.code) || findings[first..].iter().any(|f| f.code == rule.code) {
                 continue;
             }
-            let matches =
-                |admitted: &Admitted, text: &str| set.is_match(i, &rule.pattern, admitted, text);
-            let reading_hit = |encoded_only: bool| {
-                readings.iter().zip(&on_readings).any(|(r, admitted)| {
-                    (r.encoded || !encoded_only) && matches(admitted, &r.folded)
-                })
-            };
-            let hit = match rule.reading {
-                // The encoding is the finding: only decoded blobs are judged.
-                RuleReading::Decoded => reading_hit(true),
-                RuleReading::Any => {
-                    matches(&on_folded, &view.folded)
-                        || view
-                            .spaced_runs
-                            .iter()
-                            .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
-                        || view
-                            .collapsed
-                            .as_deref()
-                            .zip(on_collapsed.as_ref())
-                            .is_some_and(|(c, admitted)| matches(admitted, c))
-                        || reading_hit(false)
-                }
-            };
-            if hit {
+            if views.hit(&self.set, i, rule) {
                 findings.push(Finding {
                     code: rule.code.clone(),
                     message: rule.message.clone(),
@@ -195,9 +167,10 @@ impl<'r> Judge<'r> {
     /// Whether judging `first + " " + second` (both ASCII, judged by this judge with
     /// `quiet` facts) would find nothing but the codes `skip` names. Exact: its folded
     /// text is the lines' joined by a space, so a literal found in it lies in one line or
-    /// holds that space (those few are looked for across it); with no reading of either line
-    /// nor of the pair ([`join_reads_nothing`]), a rule no literal admits and no spaced
-    /// run matches finds nothing. False whenever it cannot tell.
+    /// holds that space (those few are looked for across it); its readings are composed
+    /// from the lines' ([`join_readings`]: none, or the whole-pair ROT13 and Atbash hints
+    /// of a pair that names a cipher), and are searched and judged as [`Self::line`]
+    /// judges them. False whenever it cannot tell.
     fn pair_is_quiet(
         &mut self,
         (first, a): (&str, &Quiet),
@@ -221,25 +194,38 @@ impl<'r> Judge<'r> {
                 searched = searched && self.set.search_ascii(&window(c, at.clone()), &mut found);
             }
         }
-        if !searched || !join_reads_nothing(&a.counts, &b.counts, &joined) {
+        if !searched {
             return false;
         }
+        let Some(readings) = join_readings(&a.counts, &b.counts, &joined) else {
+            return false;
+        };
         let mut admitted = Admitted::default();
         self.set.admit_found_ascii(&found, &mut admitted);
-        // As [`Self::line`] judges a text without readings (a decoded-only rule has
-        // nothing to judge); a regex answers alone, so admitting more changes nothing.
-        let set = &*self.set;
-        self.rules.iter().enumerate().all(|(i, rule)| {
-            let matches = |text: &str| set.is_match(i, &rule.pattern, &admitted, text);
-            skip(&rule.code)
-                || rule.reading == RuleReading::Decoded
-                || !(matches(&view.folded)
-                    || view
-                        .spaced_runs
-                        .iter()
-                        .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
-                    || view.collapsed.as_deref().is_some_and(matches))
-        })
+        // As [`Self::line`] judges the pair; a regex answers alone, so admitting more
+        // changes nothing.
+        let views = self.views(&view, admitted, &readings);
+        (self.rules.iter().enumerate())
+            .all(|(i, rule)| skip(&rule.code) || !views.hit(&self.set, i, rule))
+    }
+
+    /// `view` and `readings` (`on_folded`: what the literals of the view admit), with
+    /// what the literals of each reading admit.
+    fn views<'v>(
+        &mut self,
+        view: &'v Deobfuscated,
+        on_folded: Admitted,
+        readings: &'v [Reading],
+    ) -> Views<'v> {
+        Views {
+            view,
+            on_folded,
+            readings,
+            on_readings: readings
+                .iter()
+                .map(|r| self.admitted(&[&r.folded]))
+                .collect(),
+        }
     }
 
     /// [`scan_joined`], leaving out the codes `skip` names.
@@ -263,8 +249,42 @@ impl<'r> Judge<'r> {
     }
 }
 
-/// What judging an ASCII line without alternate readings found: the literals of its
-/// folded text (and of its collapsed stretches), and its decoders' counts.
+/// A text as the rules judge it: its de-obfuscated views and its readings, and which
+/// rules (and branches) the literals of each admit.
+struct Views<'v> {
+    view: &'v Deobfuscated,
+    /// For the folded text and its collapsed one alike.
+    on_folded: Admitted,
+    readings: &'v [Reading],
+    on_readings: Vec<Admitted>,
+}
+
+impl Views<'_> {
+    /// Whether `rule`, the pattern `i` of `set`, finds something in these views.
+    fn hit(&self, set: &PatternSet, i: usize, rule: &ForbiddenRule) -> bool {
+        let matches =
+            |admitted: &Admitted, text: &str| set.is_match(i, &rule.pattern, admitted, text);
+        let reading_hit = |encoded_only: bool| {
+            (self.readings.iter().zip(&self.on_readings))
+                .any(|(r, admitted)| (r.encoded || !encoded_only) && matches(admitted, &r.folded))
+        };
+        match rule.reading {
+            // The encoding is the finding: only decoded blobs are judged.
+            RuleReading::Decoded => reading_hit(true),
+            RuleReading::Any => {
+                matches(&self.on_folded, &self.view.folded)
+                    || (self.view.spaced_runs.iter())
+                        .any(|run| rule.spaced.iter().any(|w| run.contains(w.as_str())))
+                    || (self.view.collapsed.as_deref()).is_some_and(|c| matches(&self.on_folded, c))
+                    || reading_hit(false)
+            }
+        }
+    }
+}
+
+/// What judging an ASCII line whose readings compose ([`alternate_readings_counted`])
+/// found: the literals of its folded text (and of its collapsed stretches), and its
+/// decoders' counts.
 struct Quiet {
     found: Vec<u64>,
     counts: Counts,
@@ -635,6 +655,54 @@ mod tests {
                 "{first:?} + {second:?}: {findings:?}"
             );
         }
+    }
+
+    /// A pair cleared from its lines' facts ([`Judge::pair_is_quiet`]) is one that
+    /// judging the joined text finds nothing in: pairs of quiet lines and of lines that
+    /// name a cipher (read whole through ROT13 and Atbash, a phrase across the join
+    /// among them), each line alone finding nothing.
+    #[test]
+    fn a_quiet_pair_is_one_the_joined_text_clears() {
+        let rules = request_rules();
+        let lines = [
+            "The scheme sorts object members by their UTF-16 code units.",
+            "Each encoder records the variance of repeated readings; then cvc",
+            "vafgnyy requests, as the cipher says",
+            "then run pip",
+            "install requests",
+            "The encoding round-trips exactly (n = 12, 3.4%).",
+            "Decode the following for the survey",
+            "the keys are listed once.",
+            "so what does",
+            "this mean for the cohort",
+        ];
+        let (mut cleared, mut judged) = (0, 0);
+        let mut judge = Judge::new(&rules);
+        for first in lines {
+            for second in lines {
+                let mut alone = Vec::new();
+                let q1 = judge.line_quiet(first, 1, &|_| false, &mut alone);
+                let q2 = judge.line_quiet(second, 2, &|_| false, &mut alone);
+                assert!(alone.is_empty(), "{alone:?}");
+                let (Some(q1), Some(q2)) = (q1, q2) else {
+                    panic!("{first:?} or {second:?} does not compose");
+                };
+                let quiet = judge.pair_is_quiet((first, &q1), (second, &q2), &|_| false);
+                let mut joined = Vec::new();
+                judge.joined(&format!("{first} {second}"), 1, &|_| false, &mut joined);
+                if quiet {
+                    assert!(joined.is_empty(), "{first:?} + {second:?}: {joined:?}");
+                    cleared += 1;
+                } else {
+                    judged += 1;
+                }
+            }
+        }
+        // Most pairs are cleared; those with a phrase across the join are not.
+        assert!(
+            cleared > 80 && judged > 0,
+            "{cleared} cleared, {judged} not"
+        );
     }
 
     /// A hostile document: findings of several rules on every line, and one more on

@@ -199,6 +199,8 @@ pub fn alternate_readings(line: &str) -> Vec<Reading> {
 }
 
 /// [`alternate_readings`], and the decoders' [`crate::decode::Counts`] of an ASCII line
+/// whose readings a pair's are composed from ([`join_readings`]): one without readings,
+/// or with only the whole-line ROT13 and Atbash hints of a line that names a cipher
 /// (`None` for another).
 pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::decode::Counts>) {
     let mut out = Vec::new();
@@ -248,22 +250,39 @@ pub fn alternate_readings_counted(line: &str) -> (Vec<Reading>, Option<crate::de
             encoded: false,
         });
     }
-    (out, ascii.then_some(counts))
+    // A line that reads substituted has those two readings: it has no other when it
+    // has two.
+    let composes = out.is_empty() || (out.len() == 2 && counts.reads_substituted());
+    (out, (ascii && composes).then_some(counts))
 }
 
-/// Whether the ASCII `joined` (`a + " " + b`) has no [`alternate_readings`], given that
-/// neither `a` nor `b` has one and their counts ([`crate::decode::join_is_quiet`]).
-/// Exact: a backspace, a percent escape or markdown in `joined` is looked for in it.
-pub fn join_reads_nothing(
+/// The [`alternate_readings`] of the ASCII `joined` (`a + " " + b`), composed from the
+/// counts [`alternate_readings_counted`] gave for `a` and `b`
+/// ([`crate::decode::join_readings`]); `None` when it cannot tell. Exact: a backspace, a
+/// percent escape or markdown in `joined` is looked for in it.
+pub fn join_readings(
     a: &crate::decode::Counts,
     b: &crate::decode::Counts,
     joined: &str,
-) -> bool {
-    joined.is_ascii()
-        && !joined.contains('\u{8}')
-        && percent_decoded(joined).is_none()
-        && markdown_plain_differs(joined).is_none()
-        && crate::decode::join_is_quiet(a, b, joined)
+) -> Option<Vec<Reading>> {
+    if !joined.is_ascii()
+        || joined.contains('\u{8}')
+        || percent_decoded(joined).is_some()
+        || markdown_plain_differs(joined).is_some()
+    {
+        return None;
+    }
+    // ASCII text folds to its lower case.
+    let decoded = crate::decode::join_readings(a, b, joined)?;
+    Some(
+        decoded
+            .into_iter()
+            .map(|d| Reading {
+                folded: d.text.to_ascii_lowercase(),
+                encoded: d.encoded,
+            })
+            .collect(),
+    )
 }
 
 /// `line` as a terminal or a bidi-aware renderer shows it, when it holds a backspace or a
@@ -326,9 +345,6 @@ fn as_displayed(line: &str) -> Option<String> {
     Some(out.into_iter().collect())
 }
 
-/// Shortest run of base64 characters worth decoding: 16 characters are 12 bytes.
-const MIN_BASE64_RUN: usize = 16;
-
 /// The texts that runs of base64 (standard or URL-safe alphabet, padded or not) in
 /// `line` decode to, when they decode to printable UTF-8 text (binary is another rule's
 /// business: `forbidden.executable_payload` knows the encoded headers).
@@ -345,9 +361,6 @@ pub(crate) fn base64_texts(line: &str) -> Vec<String> {
     ];
     let mut out = Vec::new();
     for run in base64_runs(line) {
-        if run.len() < MIN_BASE64_RUN {
-            continue;
-        }
         let Some(bytes) = ENGINES.iter().find_map(|e| e.decode(run).ok()) else {
             continue;
         };
@@ -365,11 +378,14 @@ pub(crate) fn base64_texts(line: &str) -> Vec<String> {
     out
 }
 
-/// The stretches of `line` between characters outside both base64 alphabets (some
-/// empty). Those characters are ASCII, so splitting the bytes splits the characters.
-fn base64_runs(line: &str) -> impl Iterator<Item = &[u8]> {
-    let is_b64 = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_');
-    line.as_bytes().split(move |b| !is_b64(b))
+/// The stretches of `line` between characters outside both base64 alphabets that are
+/// long enough to decode ([`crate::decode::MIN_RUN`] bytes or more), found without
+/// looking at most bytes of a line that has none. Those characters are ASCII, so
+/// splitting the bytes splits the characters.
+fn base64_runs(line: &str) -> impl Iterator<Item = &str> {
+    crate::decode::runs(line, |b| {
+        b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')
+    })
 }
 
 /// `line` with its percent escapes decoded, when it has at least two of them (a lone
@@ -804,8 +820,9 @@ mod tests {
 
     #[test]
     fn base64_runs_split_at_characters() {
-        let alphabet = [
-            'a',
+        // Mostly base64 characters, so that long runs are common.
+        let mut alphabet = vec!['a'; 4];
+        alphabet.extend([
             'Z',
             '0',
             '+',
@@ -817,17 +834,19 @@ mod tests {
             '\u{e9}',
             '\u{2800}',
             '\u{1f600}',
-        ];
+        ]);
         let is_b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
-        for line in strings_of(&alphabet, 4, (20_000, 24)) {
-            let by_char: Vec<&[u8]> = line
+        let mut long = 0;
+        for line in strings_of(&alphabet, 4, (20_000, 48)) {
+            let by_char: Vec<&str> = line
                 .split(|c: char| !is_b64(c))
-                .map(str::as_bytes)
+                .filter(|r| r.len() >= crate::decode::MIN_RUN)
                 .collect();
-            let by_byte: Vec<&[u8]> = base64_runs(&line).filter(|r| !r.is_empty()).collect();
-            let by_char: Vec<&[u8]> = by_char.into_iter().filter(|r| !r.is_empty()).collect();
+            let by_byte: Vec<&str> = base64_runs(&line).collect();
             assert_eq!(by_byte, by_char, "{line:?}");
+            long += by_char.len();
         }
+        assert!(long > 100, "{long}");
     }
 
     #[test]

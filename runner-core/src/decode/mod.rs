@@ -46,7 +46,7 @@ const MAX_UU_STARTS: usize = 8;
 /// The longest uuencoded line: a length character and 60 for 45 bytes, and one more.
 const UU_LONGEST: usize = 62;
 /// Shortest blob worth decoding (characters): 16 base64 characters are 12 bytes.
-const MIN_RUN: usize = 16;
+pub(crate) const MIN_RUN: usize = 16;
 
 /// Every reading of `line` through the encodings above, decoded up to [`MAX_DEPTH`].
 pub fn readings(line: &str) -> Vec<Decoded> {
@@ -55,7 +55,7 @@ pub fn readings(line: &str) -> Vec<Decoded> {
 
 /// What the word-statistics decoders (ROT13, Atbash, leetspeak) counted in a line. Each
 /// count is a sum over the line's words, and a space ends a word for every decoder, so
-/// the counts of two lines joined by a space are the sums of theirs ([`join_is_quiet`]).
+/// the counts of two lines joined by a space are the sums of theirs ([`join_readings`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Counts {
     /// Words ROT13 and Atbash each turn English, and words of three letters or more.
@@ -147,6 +147,13 @@ impl Counts {
     fn is_leet(&self) -> bool {
         self.leet_words >= 3 && self.leet_words * 5 >= self.spaced_words
     }
+
+    /// Whether [`readings_counted`] read the line whole through ROT13 and through Atbash
+    /// as hints: it names a cipher, and neither substitution turns enough of its words
+    /// to call it encoded. Such a line has those two readings, and may have others.
+    pub fn reads_substituted(&self) -> bool {
+        self.cipher_named == Some(true) && !self.turned(0) && !self.turned(1)
+    }
 }
 
 /// [`readings`], and the line's own [`Counts`].
@@ -188,13 +195,18 @@ fn take(found: Vec<Decoded>, out: &mut Vec<Decoded>, next: &mut Vec<String>) -> 
     true
 }
 
-/// Whether `a + " " + b` (`joined`, ASCII) has no reading, given that neither `a` nor `b`
-/// has one and their [`Counts`]. Exact: the decoders that read runs, tokens or words
-/// (base64/32/16, Ascii85, base85, the words ROT13 or Atbash decode, leetspeak words)
-/// see the words of `a` and of `b`, as a space ends each; those that count words are
-/// answered by the sums; the rest run on `joined` when the lines' composed screens
-/// allow (false whenever one might read it).
-pub fn join_is_quiet(a: &Counts, b: &Counts, joined: &str) -> bool {
+/// The readings of `a + " " + b` (`joined`, ASCII), composed from the [`Counts`] of `a`
+/// and `b` when each of them has no reading or only the whole-line hints of a line that
+/// names a cipher ([`Counts::reads_substituted`]); `None` when another decoder might read
+/// `joined` (false alarms are allowed, a wrong answer is not). Exact: the decoders that
+/// read runs, tokens or words (base64/32/16, Ascii85, base85, the words ROT13 or Atbash
+/// decode, leetspeak words) see the words of `a` and of `b`, as a space ends each; those
+/// that count words are answered by the sums; the rest run on `joined` when the lines'
+/// composed screens allow. So `joined` reads nothing, or, when it names a cipher (as it
+/// does when `a` or `b` does), reads as ROT13 and Atbash whole, as hints: no other
+/// decoder reads it, neither substitution turns enough of its words to be an encoding,
+/// and a hint is not decoded again.
+pub fn join_readings(a: &Counts, b: &Counts, joined: &str) -> Option<Vec<Decoded>> {
     let sum = Counts {
         better: [a.better[0] + b.better[0], a.better[1] + b.better[1]],
         words: a.words + b.words,
@@ -209,28 +221,51 @@ pub fn join_is_quiet(a: &Counts, b: &Counts, joined: &str) -> bool {
     } else {
         Screens::of(joined)
     };
-    // With neither line naming a cipher, a cue in `joined` crosses the join: only the
-    // stretch around it is looked at.
     let named = match (a.cipher_named, b.cipher_named) {
+        // With neither line naming a cipher, a cue in `joined` crosses the join: only the
+        // stretch around it is looked at.
         (Some(false), Some(false)) if composes => {
             let around =
                 a.len.saturating_sub(LONGEST_CUE - 1)..(a.len + LONGEST_CUE).min(joined.len());
             joined.get(around).is_none_or(names_a_cipher)
         }
+        // A cue in either line is in `joined`.
+        (Some(true), _) | (_, Some(true)) if composes => true,
         _ => names_a_cipher(joined),
     };
-    !(sum.turned(0)
+    if sum.turned(0)
         || sum.turned(1)
         || sum.is_leet()
-        || named
         || whole_text_decodings(joined, &screens)
             .iter()
-            .any(|(_, text)| text.is_some()))
+            .any(|(_, text)| text.is_some())
+    {
+        return None;
+    }
+    Some(if named {
+        SUBSTITUTIONS
+            .iter()
+            .map(|&(kind, letter)| Decoded {
+                kind,
+                text: substituted(joined, letter),
+                encoded: false,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    })
 }
+
+/// A substitution of ASCII letters (ROT13's, Atbash's).
+type Letter = fn(u8) -> u8;
+
+/// The substitutions that read a line word by word or whole, in the order [`once`]
+/// reads them.
+const SUBSTITUTIONS: [(&str, Letter); 2] = [("rot13", rot13_letter), ("atbash", atbash_letter)];
 
 /// The decoders that read a line as a whole rather than run by run or word by word, each
 /// with what it decoded (before the printable test), those its `screens` rule out not
-/// asked. [`once`] reads them all; [`join_is_quiet`] asks them of a joined pair, so a
+/// asked. [`once`] reads them all; [`join_readings`] asks them of a joined pair, so a
 /// decoder added here is asked in both.
 fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option<String>); 7] {
     // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
@@ -346,13 +381,7 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     // Asked once for both substitutions, and only of a line neither reads whole.
     let mut cipher_named = None;
     let mut turning = None;
-    for (n, (kind, letter)) in [
-        ("rot13", rot13_letter as fn(u8) -> u8),
-        ("atbash", atbash_letter),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (n, (kind, letter)) in SUBSTITUTIONS.into_iter().enumerate() {
         let encoded = counts.turned(n);
         let text = if encoded || *cipher_named.get_or_insert_with(|| names_a_cipher(line)) {
             Some(substituted(line, letter))
@@ -419,7 +448,7 @@ fn utf8(bytes: Vec<u8>) -> Option<String> {
 /// every byte of a non-ASCII character (so a run's ends are character boundaries). Most
 /// lines have none: a window of [`MIN_RUN`] bytes is looked at from its end, and the
 /// first refused byte found skips the window up to it, so most bytes are not looked at.
-fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
+pub(crate) fn runs(line: &str, f: impl Fn(u8) -> bool) -> impl Iterator<Item = &str> {
     let b = line.as_bytes();
     // A run may start at `i` (the byte before it is refused); `b[i..known]` are accepted.
     let (mut i, mut known) = (0, 0);

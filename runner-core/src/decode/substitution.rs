@@ -20,15 +20,18 @@ pub(super) fn atbash_letter(c: u8) -> u8 {
 /// `text` with every ASCII letter replaced by `letter` (a substitution keeps every other
 /// byte, so the result is as valid UTF-8 as `text`).
 pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphabetic() {
-                char::from(letter(c as u8))
-            } else {
-                c
-            }
-        })
-        .collect()
+    // Each ASCII character's substitute is looked up (a call of `letter` per letter was
+    // most of the work), and written into room for all of the text at once.
+    let mut table: [u8; 128] = std::array::from_fn(|b| b as u8);
+    for b in (b'a'..=b'z').chain(b'A'..=b'Z') {
+        table[usize::from(b)] = letter(b);
+    }
+    let mut out = String::with_capacity(text.len());
+    out.extend(text.chars().map(|c| match table.get(c as usize) {
+        Some(&b) => char::from(b),
+        None => c,
+    }));
+    out
 }
 
 /// The pieces of `line` between the characters `sep` accepts, as `line.split(sep)`
@@ -84,29 +87,41 @@ pub(super) fn leet(line: &str) -> Option<String> {
 /// digits standing for letters in them (`1gn0r3`), which read back as words of letters
 /// only. A line is leetspeak with at least three such words, and one in five.
 pub(super) fn leet_counts(line: &str) -> (usize, usize) {
+    // An ASCII line's whitespace is these bytes, and its words are split without
+    // decoding it.
+    if line.is_ascii() {
+        let space = |b: &u8| matches!(b, b' ' | b'\t'..=b'\r');
+        return leet_tally(line.as_bytes().split(space), line);
+    }
+    leet_tally(pieces(line, char::is_whitespace).map(str::as_bytes), line)
+}
+
+/// [`leet_counts`] of `line`, split into `words` (empty ones too).
+fn leet_tally<'a>(words: impl Iterator<Item = &'a [u8]>, line: &str) -> (usize, usize) {
+    let words = words.filter(|w| !w.is_empty());
     // Such a word has a digit: a line without one only has its words counted.
     if !line.bytes().any(|b| b.is_ascii_digit()) {
-        return (
-            pieces(line, char::is_whitespace)
-                .filter(|w| !w.is_empty())
-                .count(),
-            0,
-        );
+        return (words.count(), 0);
     }
-    let (mut words, mut leet_words) = (0usize, 0usize);
-    for w in pieces(line, char::is_whitespace).filter(|w| !w.is_empty()) {
-        words += 1;
-        let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
+    let (mut count, mut leet_words) = (0usize, 0usize);
+    for w in words {
+        count += 1;
+        // The marks trimmed are ASCII: a byte of another character is none of them, and
+        // is neither a letter nor a leetspeak letter.
+        let mark = |b: &u8| matches!(b, b'"' | b'\'' | b',' | b'.' | b':' | b'!' | b'?');
+        let start = w.iter().position(|b| !mark(b)).unwrap_or(w.len());
+        let end = w.iter().rposition(|b| !mark(b)).map_or(start, |p| p + 1);
+        let w = &w[start..end];
         // Most words have no digit, and are not counted further.
-        if w.bytes().any(|b| b.is_ascii_digit())
-            && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-            && w.chars()
-                .all(|c| c.is_ascii_alphabetic() || leet_letter(c).is_some())
+        if w.iter().any(u8::is_ascii_digit)
+            && w.iter().filter(|b| b.is_ascii_alphabetic()).count() >= 2
+            && w.iter()
+                .all(|&b| b.is_ascii_alphabetic() || leet_letter(char::from(b)).is_some())
         {
             leet_words += 1;
         }
     }
-    (words, leet_words)
+    (count, leet_words)
 }
 
 fn leet_letter(c: char) -> Option<char> {
@@ -158,18 +173,26 @@ fn englishness(word: &[u8]) -> [f32; 3] {
 
 /// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
 pub(super) fn has_leet_word(line: &str) -> bool {
-    // Such a word has a digit: a line without one is not split into words.
-    if !line.bytes().any(|b| b.is_ascii_digit()) {
-        return false;
+    // Words are split at every byte that is not an ASCII letter, digit or leetspeak
+    // letter, as at every character: each byte of another character is one.
+    let b = line.as_bytes();
+    let split = |c: &u8| !(c.is_ascii_alphanumeric() || leet_letter(char::from(*c)).is_some());
+    // Such a word has a digit: only the words around the line's digits are looked at,
+    // each once (from its first digit).
+    let mut from = 0;
+    while let Some(d) = b[from..].iter().position(u8::is_ascii_digit) {
+        let at = from + d;
+        let start = b[..at].iter().rposition(split).map_or(0, |p| p + 1);
+        let end = b[at..].iter().position(split).map_or(b.len(), |p| at + p);
+        let w = &b[start..end];
+        if w.iter().filter(|c| c.is_ascii_alphabetic()).count() >= 2
+            && !w.iter().all(u8::is_ascii_hexdigit)
+        {
+            return true;
+        }
+        from = end;
     }
-    pieces(line, |c: char| {
-        !(c.is_ascii_alphanumeric() || leet_letter(c).is_some())
-    })
-    .any(|w| {
-        w.bytes().any(|b| b.is_ascii_digit())
-            && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
-            && !w.bytes().all(|b| b.is_ascii_hexdigit())
-    })
+    false
 }
 
 /// How many of the line's words ROT13 and Atbash each turn into much more English-looking
@@ -311,7 +334,7 @@ pub(super) fn is_common_rare_pair(word: &[u8]) -> bool {
 
 /// The mean commonness of a word's letter pairs ([`BIGRAMS`], 0 to 9) after `letter`;
 /// `None` for a single letter and for [`is_common_rare_pair`].
-fn pair_score(word: &[u8], letter: impl Fn(u8) -> u8) -> Option<f32> {
+pub(super) fn pair_score(word: &[u8], letter: impl Fn(u8) -> u8) -> Option<f32> {
     // The common words are of two or three letters.
     if word.len() < 2 || is_common_rare_pair(word) {
         return None;
@@ -336,23 +359,63 @@ fn turns(word: &[u8], before: Option<f32>, letter: impl Fn(u8) -> u8) -> bool {
 }
 
 /// Whether [`decoded_words`] decodes a word of `line` by ROT13 and by Atbash: one pass
-/// over the words for both, nothing written (most lines have no such word).
+/// over the words for both, nothing written (most lines have no such word). Each word's
+/// letter pairs are scored as written and after each substitution in one pass
+/// ([`PAIR_SCORES`]); the sums, and what [`turns`] asks of them, are those of
+/// [`pair_score`].
 pub(super) fn turning_words(line: &str) -> [bool; 2] {
+    let scores = &*PAIR_SCORES;
     let mut found = [false; 2];
     for word in line
         .as_bytes()
         .split(|b| !b.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty())
+        .filter(|w| w.len() >= 2 && !is_common_rare_pair(w))
     {
-        let before = pair_score(word, identity);
-        found[0] = found[0] || turns(word, before, rot13_letter);
-        found[1] = found[1] || turns(word, before, atbash_letter);
+        let index = |b: u8| usize::from(b.to_ascii_lowercase() - b'a');
+        let mut sum = [0u32; 3];
+        for p in word.windows(2) {
+            for (s, score) in sum.iter_mut().zip(scores[index(p[0])][index(p[1])]) {
+                *s += u32::from(score);
+            }
+        }
+        // Only a word rare in English before can turn: a mean of 5 or more is that
+        // before it is divided (the quotient rounds to 5 or more too).
+        if u64::from(sum[0]) >= 5 * (word.len() as u64 - 1) {
+            continue;
+        }
+        let pairs = (word.len() - 1) as f32;
+        let before = sum[0] as f32 / pairs;
+        if before >= 5.0 {
+            continue;
+        }
+        for (f, after) in found.iter_mut().zip(&sum[1..]) {
+            let after = *after as f32 / pairs;
+            *f = *f || (after >= 6.0 && after - before >= 2.0);
+        }
         if found == [true; 2] {
             break;
         }
     }
     found
 }
+
+/// [`BIGRAMS`] of each pair of letters (lower case, `a` = 0) as written, after ROT13
+/// and after Atbash, side by side.
+static PAIR_SCORES: std::sync::LazyLock<[[[u8; 3]; 26]; 26]> = std::sync::LazyLock::new(|| {
+    let score = |letter: fn(u8) -> u8, i: usize, j: usize| {
+        let index = |k: usize| usize::from(letter(b'a' + k as u8) - b'a');
+        BIGRAMS[index(i)][index(j)] - b'0'
+    };
+    std::array::from_fn(|i| {
+        std::array::from_fn(|j| {
+            [
+                score(identity, i, j),
+                score(rot13_letter, i, j),
+                score(atbash_letter, i, j),
+            ]
+        })
+    })
+});
 
 fn identity(c: u8) -> u8 {
     c

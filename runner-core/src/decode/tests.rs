@@ -3,8 +3,8 @@ use super::escapes::{escaped_hex, quoted_printable, spaced_hex};
 use super::invisible::hidden;
 use super::spelled::{braille, morse, morse_tokens, nato};
 use super::substitution::{
-    LETTER_FREQ, atbash_letter, decoded_words, english_turns, is_common_rare_pair, names_a_cipher,
-    pieces, rot13_letter, substituted, turning_words,
+    LETTER_FREQ, atbash_letter, decoded_words, english_turns, has_leet_word, is_common_rare_pair,
+    leet_counts, names_a_cipher, pair_score, pieces, rot13_letter, substituted, turning_words,
 };
 use super::*;
 
@@ -207,7 +207,7 @@ fn decoding_is_bounded() {
 
 /// Lines for the screens' tests: prose, and pieces of each whole-text encoding cut at
 /// the edges a screen looks at (the start and end of a line, the join of two).
-const PIECES: [&str; 34] = [
+const PIECES: [&str; 37] = [
     "",
     " ",
     "The scheme sorts object members by their UTF-16 code units.",
@@ -242,6 +242,9 @@ const PIECES: [&str; 34] = [
     "e the text\t",
     "caf\u{e9} \u{2800}\u{2801}\u{2803}\u{2809}\u{2819}",
     "\u{280a}\u{281b} Alfa",
+    "Each encoder sorts the keys; cvc",
+    "vafgnyy it, as the cipher says",
+    "ROT13: uryyb",
 ];
 
 /// The whole-text decoders as once asked unscreened: whether each decodes `line`.
@@ -372,18 +375,19 @@ fn screens_refuse_only_what_no_decoder_reads() {
     assert_eq!(read, [true; 7]);
 }
 
-/// Composed from the lines' facts or asked of the joined text, a pair gets one verdict.
+/// Composed from the lines' facts or asked of the joined text, a pair gets one answer:
+/// the readings of the joined text, for lines without readings and for lines with only
+/// a cipher-naming line's whole-line hints.
 #[test]
 fn a_join_is_judged_as_its_text() {
-    let mut quiet = 0;
-    let mut loud = 0;
+    let (mut quiet, mut substituted, mut loud) = (0, 0, 0);
     for a in PIECES.iter().filter(|p| p.is_ascii()) {
         for b in PIECES.iter().filter(|p| p.is_ascii()) {
             let (ca, cb) = (readings_counted(a).1, readings_counted(b).1);
             let joined = format!("{a} {b}");
-            let composed = join_is_quiet(&ca, &cb, &joined);
+            let composed = join_readings(&ca, &cb, &joined);
             // A length that does not add up sends every question to the joined text.
-            let whole = join_is_quiet(
+            let whole = join_readings(
                 &Counts {
                     len: usize::MAX,
                     ..ca
@@ -392,19 +396,31 @@ fn a_join_is_judged_as_its_text() {
                 &joined,
             );
             assert_eq!(composed, whole, "{joined:?}");
-            // Exact for lines without readings; a pair it cannot clear may yet read
-            // nothing (a decoding that is not printable).
-            if readings(a).is_empty() && readings(b).is_empty() {
-                if composed {
-                    assert!(readings(&joined).is_empty(), "{joined:?}");
-                    quiet += 1;
-                } else {
-                    loud += 1;
+            // Exact for lines whose readings compose; a pair it cannot answer may yet
+            // read nothing (a decoding that is not printable).
+            let composes = |line: &str, counts: &Counts| {
+                let n = readings(line).len();
+                n == 0 || (n == 2 && counts.reads_substituted())
+            };
+            if composes(a, &ca) && composes(b, &cb) {
+                match composed {
+                    Some(r) => {
+                        assert_eq!(r, readings(&joined), "{joined:?}");
+                        if r.is_empty() {
+                            quiet += 1;
+                        } else {
+                            substituted += 1;
+                        }
+                    }
+                    None => loud += 1,
                 }
             }
         }
     }
-    assert!(quiet > 0 && loud > 0, "{quiet} quiet, {loud} read");
+    assert!(
+        quiet > 0 && substituted > 0 && loud > 0,
+        "{quiet} quiet, {substituted} substituted, {loud} read"
+    );
 }
 
 /// A cue split over two lines is found in the join, each cue in any case, at a line's
@@ -434,7 +450,7 @@ fn cues_and_runs_at_the_edges() {
     ] {
         let (ca, cb) = (readings_counted(a).1, readings_counted(b).1);
         assert_eq!(
-            join_is_quiet(&ca, &cb, &format!("{a} {b}")),
+            join_readings(&ca, &cb, &format!("{a} {b}")).is_some_and(|r| r.is_empty()),
             !names_a_cipher(&format!("{a} {b}")),
             "{a} {b}"
         );
@@ -525,6 +541,107 @@ fn substitution_screens_agree() {
         );
     }
     assert!(turned >= 2);
+}
+
+/// The word screens that split bytes (`leet_counts` of an ASCII line, `has_leet_word`
+/// around digits only, `turning_words` with its scores side by side) and `substituted`
+/// (a run of letters at a time) answer as their definitions, written with `str::split`,
+/// one score and one character at a time, on random lines of letters, digits, leetspeak
+/// marks, punctuation and Unicode spaces and letters.
+#[test]
+fn word_screens_agree_with_their_definitions() {
+    let leet = |c: char| "0123456789!|@$+".contains(c);
+    let leet_counts_def = |line: &str| {
+        let (mut words, mut leet_words) = (0, 0);
+        for w in line.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+            words += 1;
+            let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | '.' | ':' | '!' | '?'));
+            if w.bytes().any(|b| b.is_ascii_digit())
+                && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+                && w.chars().all(|c| c.is_ascii_alphabetic() || leet(c))
+            {
+                leet_words += 1;
+            }
+        }
+        (words, leet_words)
+    };
+    let has_leet_word_def = |line: &str| {
+        line.split(|c: char| !(c.is_ascii_alphanumeric() || leet(c)))
+            .any(|w| {
+                w.bytes().any(|b| b.is_ascii_digit())
+                    && w.bytes().filter(u8::is_ascii_alphabetic).count() >= 2
+                    && !w.bytes().all(|b| b.is_ascii_hexdigit())
+            })
+    };
+    let turning_words_def = |line: &str| {
+        let mut found = [false; 2];
+        for word in line
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .map(str::as_bytes)
+        {
+            let before = pair_score(word, |b| b);
+            for (n, letter) in [rot13_letter as fn(u8) -> u8, atbash_letter]
+                .into_iter()
+                .enumerate()
+            {
+                found[n] |= before.is_some_and(|before| {
+                    before < 5.0
+                        && pair_score(word, letter)
+                            .is_some_and(|after| after >= 6.0 && after - before >= 2.0)
+                });
+            }
+        }
+        found
+    };
+    let alphabet: Vec<char> = "aeiouxqzvjbcdfg ABEFXZ0123456789!|@$+.,:'\"?-_\t\u{b}\u{c}\r\u{1c}"
+        .chars()
+        .chain(['\u{a0}', '\u{2003}', '\u{e9}', '\u{85}'])
+        .collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % below as u64) as usize
+    };
+    let (mut leet_words, mut leet_lines, mut turned) = (0, 0, [0; 2]);
+    for i in 0..40_000 {
+        let len = next(40);
+        // Half the lines ASCII, and some of letters only (words that turn).
+        let from = match i % 4 {
+            0 => alphabet.len(),
+            1 => alphabet.len() - 4,
+            _ => 15,
+        };
+        let line: String = (0..len).map(|_| alphabet[next(from)]).collect::<String>();
+        for letter in [rot13_letter as fn(u8) -> u8, atbash_letter] {
+            let substituted_def: String = line
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphabetic() {
+                        char::from(letter(c as u8))
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            assert_eq!(substituted(&line, letter), substituted_def, "{line:?}");
+        }
+        assert_eq!(leet_counts(&line), leet_counts_def(&line), "{line:?}");
+        assert_eq!(has_leet_word(&line), has_leet_word_def(&line), "{line:?}");
+        let found = turning_words(&line);
+        assert_eq!(found, turning_words_def(&line), "{line:?}");
+        leet_words += leet_counts(&line).1;
+        leet_lines += usize::from(has_leet_word(&line));
+        turned
+            .iter_mut()
+            .zip(found)
+            .for_each(|(t, f)| *t += usize::from(f));
+    }
+    assert!(
+        leet_words > 100 && leet_lines > 100 && turned.iter().all(|t| *t > 100),
+        "{leet_words} {leet_lines} {turned:?}"
+    );
 }
 
 /// The substitutions' word splitter gives what `str::split` gives, whatever the text.
