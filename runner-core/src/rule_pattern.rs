@@ -253,11 +253,6 @@ impl Admitted {
             self.add_branches(i, std::iter::repeat_n(true, b.len()));
         }
     }
-
-    /// Whether pattern `i` may match.
-    pub fn rule(&self, i: usize) -> bool {
-        self.rules[i]
-    }
 }
 
 /// The most branches of one pattern run one by one: with more admitted, the whole
