@@ -697,15 +697,8 @@ impl Union {
 struct Short {
     /// The literals of one byte: the byte and the literal's number.
     one: Vec<(u8, usize)>,
-    /// Per byte (lowercased), its number + 1 among the first bytes of the two-byte
-    /// literals, 0 for none; and likewise among their second bytes.
-    first: [u8; 256],
-    second: [u8; 256],
-    /// How many second bytes there are, + 1: a row of `two`.
-    width: usize,
-    /// Per (first, second) number pair (`first * width + second`): the number + 1 of
-    /// the literal that is that pair, 0 for none. A few kilobytes, where a table by the
-    /// bytes themselves took 128 KiB and its lookups missed the first-level cache.
+    /// Per pair of bytes (`first * 256 + second`): the number + 1 of the literal that is
+    /// that pair, 0 for none; empty when there is no literal of two bytes.
     two: Vec<u16>,
 }
 
@@ -716,73 +709,46 @@ impl Short {
     fn of(literals: &[String]) -> (Self, Vec<usize>) {
         let mut short = Self {
             one: Vec::new(),
-            first: [0; 256],
-            second: [0; 256],
-            width: 1,
             two: Vec::new(),
         };
-        let mut pairs = Vec::new();
         let mut long = Vec::new();
         for (n, literal) in literals.iter().enumerate() {
             match (literal.as_bytes(), u16::try_from(n + 1)) {
                 (&[b], _) => short.one.push((b, n)),
-                (&[a, b], Ok(entry)) => pairs.push((a, b, entry)),
+                (&[a, b], Ok(entry)) => {
+                    short.two.resize(1 << 16, 0);
+                    short.two[usize::from(a) << 8 | usize::from(b)] = entry;
+                }
                 _ => long.push(n),
             }
-        }
-        // Number the bytes that begin or end a pair (at most 255 of each: literals are
-        // ASCII), then fill the table.
-        let number = |table: &mut [u8; 256], b: u8| {
-            if table[usize::from(b)] == 0 {
-                let next = table.iter().filter(|&&x| x != 0).count() + 1;
-                table[usize::from(b)] = u8::try_from(next).unwrap_or(0);
-            }
-        };
-        for &(a, b, _) in &pairs {
-            number(&mut short.first, a);
-            number(&mut short.second, b);
-        }
-        short.width = short.second.iter().filter(|&&x| x != 0).count() + 1;
-        let rows = short.first.iter().filter(|&&x| x != 0).count() + 1;
-        short.two = vec![
-            0;
-            if pairs.is_empty() {
-                0
-            } else {
-                rows * short.width
-            }
-        ];
-        for (a, b, entry) in pairs {
-            let at = usize::from(short.first[usize::from(a)]) * short.width
-                + usize::from(short.second[usize::from(b)]);
-            short.two[at] = entry;
         }
         (short, long)
     }
 
     /// Adds the literals of one or two bytes in `text` to `found` (as the automaton
-    /// matches, ASCII letters in either case), in one pass over it.
+    /// matches, ASCII letters in either case).
     fn search(&self, text: &[u8], found: &mut [u64]) {
         let mut mark = |n: usize| found[n / 64] |= 1 << (n % 64);
-        // Which bytes occur (the one-byte literals among them are marked after), and
-        // each pair whose bytes both begin and end a two-byte literal.
-        let mut present = [0u64; 4];
-        let mut row = 0;
-        for &b in text {
-            let b = b.to_ascii_lowercase();
-            present[usize::from(b >> 6)] |= 1 << (b & 63);
-            let column = usize::from(self.second[usize::from(b)]);
-            if row != 0
-                && column != 0
-                && let Some(n) = self.two[row * self.width + column].checked_sub(1)
-            {
-                mark(usize::from(n));
+        if !self.one.is_empty() {
+            // Which bytes occur, then which of them are literals.
+            let mut present = [0u64; 4];
+            for &b in text {
+                let b = b.to_ascii_lowercase();
+                present[usize::from(b >> 6)] |= 1 << (b & 63);
             }
-            row = usize::from(self.first[usize::from(b)]);
+            for &(b, n) in &self.one {
+                if present[usize::from(b >> 6)] & (1 << (b & 63)) != 0 {
+                    mark(n);
+                }
+            }
         }
-        for &(b, n) in &self.one {
-            if present[usize::from(b >> 6)] & (1 << (b & 63)) != 0 {
-                mark(n);
+        if !self.two.is_empty() {
+            for pair in text.windows(2) {
+                let at = usize::from(pair[0].to_ascii_lowercase()) << 8
+                    | usize::from(pair[1].to_ascii_lowercase());
+                if let Some(n) = self.two[at].checked_sub(1) {
+                    mark(usize::from(n));
+                }
             }
         }
     }
