@@ -35,9 +35,11 @@
 //! that test rewrites it). Only the automaton is built per process (about 1.5 ms for all).
 
 mod builtin;
+mod likely;
 
 use super::Admitted;
-use aho_corasick::automaton::{Automaton, OverlappingState};
+use aho_corasick::Anchored;
+use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::HashMap;
@@ -214,6 +216,9 @@ pub(super) struct Union {
     split: Vec<usize>,
     /// The literals that hold a space, and their numbers ([`Self::search_across_space`]).
     spaced: Vec<(String, usize)>,
+    /// Every literal, by number (for the tests' own search).
+    #[cfg(test)]
+    all: Vec<String>,
 }
 
 /// One of a [`Union`]'s two automata.
@@ -275,15 +280,16 @@ impl Graph {
             kind: Kind::Any(Vec::new()),
         });
         let (kind, likely, without) = match cond {
-            Cond::Lit(n) => (Kind::Lit(*n), literal_likely(&literals[*n]), [false, false]),
+            Cond::Lit(n) => (Kind::Lit(*n), likely::likely(&literals[*n]), [false, false]),
             Cond::NonAscii(runs) => {
                 let mut distinct = runs.clone();
                 distinct.sort_unstable();
                 distinct.dedup();
-                let likely = 0.1
+                // Never in ASCII text, which most text is.
+                let likely = 1e-3
                     * distinct
                         .iter()
-                        .map(|&n| literal_likely(&literals[n]))
+                        .map(|&n| likely::likely(&literals[n]))
                         .fold(1.0, f64::min);
                 let empty = distinct.is_empty();
                 (Kind::NonAscii(distinct), likely, [false, empty])
@@ -309,7 +315,8 @@ impl Graph {
                             watched = (l, node);
                         }
                     } else {
-                        likely += l;
+                        // One of the parts, as if they occurred independently.
+                        likely = 1.0 - (1.0 - likely) * (1.0 - l);
                     }
                 }
                 let kind = if all {
@@ -373,26 +380,6 @@ impl Graph {
             Kind::NonAscii(runs) => runs.len().max(1),
             _ => 1,
         }
-    }
-}
-
-/// A rough chance that `literal` occurs in a line of prose: a character or a common
-/// word is likely, a longer word rare. Only the order of evaluation depends on it.
-fn literal_likely(literal: &str) -> f64 {
-    const COMMON: &[&str] = &[
-        "the", "and", "to", "of", "in", "is", "it", "you", "your", "that", "this", "for", "on",
-        "as", "are", "be", "with", "by", "or", "an", "at", "not", "from", "all", "can", "will",
-        "was", "we", "if", "my", "me", "do", "no", "so", "up", "any", "each", "which", "when",
-    ];
-    if COMMON.contains(&literal) {
-        return 1.0;
-    }
-    match literal.len() {
-        0 | 1 => 1.0,
-        2 => 0.3,
-        3 => 0.05,
-        4 => 0.01,
-        _ => 0.002,
     }
 }
 
@@ -521,6 +508,8 @@ impl Union {
             literals: long_literals,
             long,
             short,
+            #[cfg(test)]
+            all: literals.list,
         }
     }
 
@@ -533,14 +522,18 @@ impl Union {
             self.searched.fetch_add(len, Relaxed);
             return Some(Searcher::Nfa(nfa));
         }
-        let dfa = self.dfa.get_or_init(|| {
-            aho_corasick::dfa::Builder::new()
-                .prefilter(false)
-                .ascii_case_insensitive(true)
-                .build(&self.literals)
-                .ok()
-        });
+        let dfa = self.dfa.get_or_init(|| self.build_dfa());
         Some(dfa.as_ref().map_or(Searcher::Nfa(nfa), Searcher::Dfa))
+    }
+
+    /// The DFA of [`Self::automaton_for`] (`None` if it cannot be built: the NFA searches
+    /// then).
+    fn build_dfa(&self) -> Option<aho_corasick::dfa::DFA> {
+        aho_corasick::dfa::Builder::new()
+            .prefilter(false)
+            .ascii_case_insensitive(true)
+            .build(&self.literals)
+            .ok()
     }
 
     /// Sets `admitted[i]` to whether pattern `i` may match one of `texts`: false only
@@ -575,23 +568,62 @@ impl Union {
     }
 
     /// Adds the literals of three bytes or more that `automaton` finds in `text` to
-    /// `found`; all literals if the search fails (it cannot: the search is unanchored,
-    /// and every match kind is the standard one), so that nothing is refused then.
+    /// `found`; all literals if the search cannot start (it can: the search is
+    /// unanchored), so that nothing is refused then.
+    ///
+    /// The automaton is stepped byte by byte here rather than through its overlapping
+    /// search, which returned to its caller at every match (the rules' common words
+    /// match several times a line): each state that ends a match is only noted, with no
+    /// branch, and the literals of the noted states are marked after each stretch. Each
+    /// step waits for the last (its state is looked up in a table too large for the
+    /// nearest cache), so the text is walked as two halves at once, the first running on
+    /// past the middle by the longest literal less a byte (an occurrence across the
+    /// middle ends there): the processor makes one walk's lookup while the other's is
+    /// under way.
     fn search_with<A: Automaton>(&self, automaton: &A, text: &str, found: &mut [u64]) {
-        let input = aho_corasick::Input::new(text);
-        let mut state = OverlappingState::start();
-        loop {
-            if automaton.try_find_overlapping(&input, &mut state).is_err() {
-                for n in 0..self.graph.named_by.len() {
-                    found[n / 64] |= 1 << (n % 64);
-                }
-                return;
+        /// The steps of each walk between two markings.
+        const STRETCH: usize = 128;
+        let Ok(start) = automaton.start_state(Anchored::No) else {
+            for n in 0..self.graph.named_by.len() {
+                found[n / 64] |= 1 << (n % 64);
             }
-            let Some(m) = state.get_match() else {
-                return;
-            };
-            let n = self.long[m.pattern().as_usize()];
-            found[n / 64] |= 1 << (n % 64);
+            return;
+        };
+        let mut mark = |sid: StateID| {
+            for i in 0..automaton.match_len(sid) {
+                let n = self.long[automaton.match_pattern(sid, i).as_usize()];
+                found[n / 64] |= 1 << (n % 64);
+            }
+        };
+        // An empty literal matches before any byte.
+        if automaton.is_match(start) {
+            mark(start);
+        }
+        let bytes = text.as_bytes();
+        let middle = bytes.len() / 2;
+        let (first, second) = match bytes.get(..middle + self.longest.saturating_sub(1)) {
+            Some(first) => (first, &bytes[middle..]),
+            None => (bytes, &bytes[..0]),
+        };
+        let mut ends = Ends {
+            states: [StateID::ZERO; 2 * STRETCH],
+            count: 0,
+        };
+        let (mut one, mut two) = (start, start);
+        // `first` is the longer: both walk `second`'s length, then the first alone.
+        let (joint, rest) = first.split_at(second.len());
+        for (a, b) in joint.chunks(STRETCH).zip(second.chunks(STRETCH)) {
+            for (&x, &y) in a.iter().zip(b) {
+                ends.step(automaton, &mut one, x);
+                ends.step(automaton, &mut two, y);
+            }
+            ends.drain(&mut mark);
+        }
+        for a in rest.chunks(STRETCH) {
+            for &x in a {
+                ends.step(automaton, &mut one, x);
+            }
+            ends.drain(&mut mark);
         }
     }
 
@@ -694,63 +726,132 @@ impl Union {
 /// prose, and an overlapping search reports every occurrence (1.27 million matches in
 /// a 1 MiB packet of prose, most of the search's time). Finds the same literals: a text
 /// holds such a literal exactly when one of its bytes, or pairs, lowercased, is it.
+///
+/// The bytes are numbered by class (the bytes of these literals, a letter's two cases
+/// one class; every other byte class 0), so the table of pairs is small enough to stay
+/// in the nearest cache (a table by the bytes themselves, 128 KiB, missed it at nearly
+/// every pair), and one pass over the text only stores what it saw: no branch, and no
+/// store that the next byte's must wait for.
 struct Short {
-    /// The literals of one byte: the byte and the literal's number.
+    /// Per byte, its class.
+    class: [u8; 256],
+    /// How many classes there are: at most 231 (class 0, for the bytes of no such
+    /// literal, and one per other byte, a letter's two cases sharing one).
+    classes: usize,
+    /// The literals of one byte: the byte's class and the literal's number.
     one: Vec<(u8, usize)>,
-    /// Per pair of bytes (`first * 256 + second`): the number + 1 of the literal that is
-    /// that pair, 0 for none; empty when there is no literal of two bytes.
-    two: Vec<u16>,
+    /// Per pair of classes (`first * classes + second`): 1 + the index in `two_numbers`
+    /// of the literal that is that pair, 0 for none.
+    two: Vec<u8>,
+    /// The numbers of the literals of two bytes (at most [`Short::MOST_PAIRS`]).
+    two_numbers: Vec<usize>,
 }
 
 impl Short {
+    /// The most literals of two bytes the table holds (an entry is a byte); any more are
+    /// left to the automaton.
+    const MOST_PAIRS: usize = 255;
+
     /// The tables of `literals` (ASCII-lowercased, distinct), and the numbers of the
-    /// literals left to the automaton: the longer ones, and any numbered beyond what a
-    /// table entry holds.
+    /// literals left to the automaton: those of three bytes or more, and the two-byte
+    /// ones beyond [`Self::MOST_PAIRS`].
     fn of(literals: &[String]) -> (Self, Vec<usize>) {
         let mut short = Self {
+            class: [0; 256],
+            classes: 1,
             one: Vec::new(),
             two: Vec::new(),
+            two_numbers: Vec::new(),
         };
         let mut long = Vec::new();
         for (n, literal) in literals.iter().enumerate() {
-            match (literal.as_bytes(), u16::try_from(n + 1)) {
-                (&[b], _) => short.one.push((b, n)),
-                (&[a, b], Ok(entry)) => {
-                    short.two.resize(1 << 16, 0);
-                    short.two[usize::from(a) << 8 | usize::from(b)] = entry;
-                }
-                _ => long.push(n),
+            let bytes = literal.as_bytes();
+            if !(1..=2).contains(&bytes.len())
+                || (bytes.len() == 2 && short.two_numbers.len() == Self::MOST_PAIRS)
+            {
+                long.push(n);
+                continue;
+            }
+            let classes: Vec<u8> = bytes.iter().map(|&b| short.class_of(b)).collect();
+            match *classes {
+                [c] => short.one.push((c, n)),
+                [_, _] => short.two_numbers.push(n),
+                _ => {}
             }
         }
+        // The table once every class is known (one entry, for class 0, at least).
+        short.two = vec![0; short.classes * short.classes];
+        for (i, &n) in short.two_numbers.iter().enumerate() {
+            let at = |b: u8| usize::from(short.class[usize::from(b)]);
+            let bytes = literals[n].as_bytes();
+            // The literals are distinct, so no two share a pair; `i` < 255.
+            short.two[at(bytes[0]) * short.classes + at(bytes[1])] =
+                u8::try_from(i + 1).unwrap_or(0);
+        }
         (short, long)
+    }
+
+    /// The class of `b` (ASCII case-insensitive), given one if it has none.
+    fn class_of(&mut self, b: u8) -> u8 {
+        let b = b.to_ascii_lowercase();
+        if self.class[usize::from(b)] == 0 {
+            // At most 231 classes (see `classes`): a `u8` holds each.
+            let class = u8::try_from(self.classes).unwrap_or(u8::MAX);
+            self.class[usize::from(b)] = class;
+            self.class[usize::from(b.to_ascii_uppercase())] = class;
+            self.classes += 1;
+        }
+        self.class[usize::from(b)]
     }
 
     /// Adds the literals of one or two bytes in `text` to `found` (as the automaton
     /// matches, ASCII letters in either case).
     fn search(&self, text: &[u8], found: &mut [u64]) {
+        // Which classes, and which pairs of them, occur.
+        let (mut seen, mut pairs) = ([false; 256], [false; 256]);
+        let mut previous = 0;
+        for &b in text {
+            let class = usize::from(self.class[usize::from(b)]);
+            seen[class] = true;
+            pairs[usize::from(self.two[previous * self.classes + class])] = true;
+            previous = class;
+        }
         let mut mark = |n: usize| found[n / 64] |= 1 << (n % 64);
-        if !self.one.is_empty() {
-            // Which bytes occur, then which of them are literals.
-            let mut present = [0u64; 4];
-            for &b in text {
-                let b = b.to_ascii_lowercase();
-                present[usize::from(b >> 6)] |= 1 << (b & 63);
-            }
-            for &(b, n) in &self.one {
-                if present[usize::from(b >> 6)] & (1 << (b & 63)) != 0 {
-                    mark(n);
-                }
+        for &(class, n) in &self.one {
+            if seen[usize::from(class)] {
+                mark(n);
             }
         }
-        if !self.two.is_empty() {
-            for pair in text.windows(2) {
-                let at = usize::from(pair[0].to_ascii_lowercase()) << 8
-                    | usize::from(pair[1].to_ascii_lowercase());
-                if let Some(n) = self.two[at].checked_sub(1) {
-                    mark(usize::from(n));
-                }
+        for (i, &n) in self.two_numbers.iter().enumerate() {
+            if pairs[i + 1] {
+                mark(n);
             }
         }
+    }
+}
+
+/// The states that end a match, noted by [`Union::search_with`]'s walks since it last
+/// marked their literals.
+struct Ends<const N: usize> {
+    states: [StateID; N],
+    count: usize,
+}
+
+impl<const N: usize> Ends<N> {
+    /// A walk in `state` takes byte `b` (at most `N` steps between two drains).
+    #[inline(always)]
+    fn step<A: Automaton>(&mut self, automaton: &A, state: &mut StateID, b: u8) {
+        *state = automaton.next_state(Anchored::No, *state, b);
+        self.states[self.count] = *state;
+        self.count += usize::from(automaton.is_match(*state));
+    }
+
+    /// Hands the states noted to `mark`, and forgets them.
+    fn drain(&mut self, mark: &mut impl FnMut(StateID)) {
+        for &end in &self.states[..self.count] {
+            mark(end);
+        }
+        self.count = 0;
     }
 }
 
@@ -884,5 +985,105 @@ impl Literals {
             .map(|run| self.id(run))
             .collect();
         Some(Cond::NonAscii(runs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Needs, Searcher, Union};
+
+    /// The union of the needs of `sources`.
+    fn union_of(sources: &[String]) -> Union {
+        let needs: Vec<Needs> = sources.iter().map(|s| Needs::of(s).unwrap()).collect();
+        Union::of(&needs.iter().map(Some).collect::<Vec<_>>())
+    }
+
+    /// Texts of every length up to 70 bytes and around the search's stretches (a walk
+    /// marks every 128 steps; two walk at once), over `alphabet`, from a fixed sequence.
+    fn texts(alphabet: &[u8]) -> Vec<String> {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            usize::try_from(state % below as u64).unwrap()
+        };
+        let lengths = (0..=70)
+            .chain(250..=262)
+            .chain(290..=300)
+            .chain([600, 1000]);
+        lengths
+            .flat_map(|len| std::iter::repeat_n(len, 12))
+            .map(|len| {
+                let bytes: Vec<u8> = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
+                String::from_utf8(bytes).unwrap()
+            })
+            .collect()
+    }
+
+    /// A search (the short literals' tables and the automaton's two walks, with the NFA
+    /// and the DFA) finds exactly the literals that occur in a text, ASCII
+    /// case-insensitively: literals across a walk's middle and a stretch's end, at
+    /// either end of the text, overlapping each other, of one, two and many bytes; and
+    /// more literals of two bytes than the table holds.
+    #[test]
+    fn the_search_finds_every_literal_that_occurs() {
+        let pairs: Vec<String> = (b'a'..=b'q')
+            .flat_map(|a| (b'a'..=b'q').map(move |b| format!("{}{}", a as char, b as char)))
+            .collect();
+        let sets = [
+            [
+                "abcab",
+                "bca",
+                "a",
+                "-",
+                "ab",
+                "xy",
+                "yx",
+                "cabcabcabcabcabcabca",
+                "zz z",
+                "b c",
+            ]
+            .map(String::from)
+            .to_vec(),
+            vec![pairs.join("|"), "cab".into(), "a".into()],
+        ];
+        for (sources, alphabet) in sets.iter().zip([&b"abcxyzABXZ -"[..], b"abcdpqrAQ"]) {
+            let union = union_of(sources);
+            let dfa = union.build_dfa().unwrap();
+            let nfa = union.automaton.as_ref().unwrap();
+            // Also the longest literal at every place in texts of filler: across the
+            // middle, the first walk finds it only by running on past it.
+            let longest = "cabcabcabcabcabcabca";
+            let placed = [41, 64, 300].into_iter().flat_map(|len| {
+                (0..=len - longest.len()).map(move |at| {
+                    format!(
+                        "{}{longest}{}",
+                        "x".repeat(at),
+                        "x".repeat(len - longest.len() - at)
+                    )
+                })
+            });
+            for text in texts(alphabet).into_iter().chain(placed) {
+                let lower = text.to_ascii_lowercase();
+                for searcher in [Searcher::Nfa(nfa), Searcher::Dfa(&dfa)] {
+                    let mut found = vec![0u64; union.words];
+                    union.search(searcher, &text, &mut found);
+                    for (n, literal) in union.all.iter().enumerate() {
+                        let bit = found[n / 64] & (1 << (n % 64)) != 0;
+                        assert_eq!(
+                            bit,
+                            lower.contains(literal.as_str()),
+                            "{literal:?} in {text:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // The first set's longest literal is the one placed; the second has literals of
+        // two bytes beyond the table's, left to the automaton.
+        assert_eq!(union_of(&sets[0]).longest, 20);
+        let many = union_of(&sets[1]);
+        assert!(many.short.two_numbers.len() == 255 && many.literals.iter().any(|l| l.len() == 2));
     }
 }
