@@ -234,6 +234,13 @@ impl Admitted {
         self.branches.extend(branches);
     }
 
+    /// Admits branch `b` of pattern `i` (whose branches were added).
+    fn admit_branch(&mut self, i: usize, b: usize) {
+        if let Some(&(_, start)) = self.branch_at.iter().find(|&&(rule, _)| rule == i) {
+            self.branches[start + b] = true;
+        }
+    }
+
     /// The answers of pattern `i`'s branches, when it was admitted and is split.
     fn branches_of(&self, i: usize) -> Option<&[bool]> {
         let at = self.branch_at.iter().position(|&(rule, _)| rule == i)?;

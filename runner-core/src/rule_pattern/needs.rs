@@ -214,6 +214,9 @@ pub(super) struct Union {
     branches: Vec<Vec<usize>>,
     /// The patterns split into branches.
     split: Vec<usize>,
+    /// Per node: the pattern and the index of the branch whose condition it is
+    /// ([`Self::branches`]), if it is one.
+    branch_of: Vec<Option<(usize, usize)>>,
     /// The literals that hold a space, and their numbers ([`Self::search_across_space`]).
     spaced: Vec<(String, usize)>,
     /// Every literal, by number (for the tests' own search).
@@ -490,6 +493,12 @@ impl Union {
         let split = (0..branches.len())
             .filter(|&i| !branches[i].is_empty())
             .collect();
+        let mut branch_of = vec![None; graph.nodes.len()];
+        for (i, nodes) in branches.iter().enumerate() {
+            for (b, &node) in nodes.iter().enumerate() {
+                branch_of[node] = Some((i, b));
+            }
+        }
         let spaced = (literals.list.iter().enumerate())
             .filter(|(_, l)| l.contains(' '))
             .map(|(n, l)| (l.clone(), n))
@@ -505,6 +514,7 @@ impl Union {
             roots,
             branches,
             split,
+            branch_of,
             literals: long_literals,
             long,
             short,
@@ -701,16 +711,21 @@ impl Union {
                     .iter()
                     .map(|root| root.is_none_or(|r| counts.complete(graph, r))),
             );
-            // Only an admitted pattern's branches are asked for (a text admits few of the
-            // rules, and the rules have hundreds of branches).
+            // Only an admitted pattern's branches are answered (a text admits few of the
+            // rules), and only the complete ones are looked up, among the nodes counted:
+            // a split rule has up to hundreds of branches, and looking each up was a
+            // twentieth of the literal search.
             for &i in &self.split {
                 if admitted.rules[i] {
-                    admitted.add_branches(
-                        i,
-                        self.branches[i]
-                            .iter()
-                            .map(|&node| counts.complete(graph, node)),
-                    );
+                    admitted.add_branches(i, std::iter::repeat_n(false, self.branches[i].len()));
+                }
+            }
+            for &node in &counts.touched {
+                if let Some((i, b)) = self.branch_of[node]
+                    && admitted.rules[i]
+                    && counts.complete(graph, node)
+                {
+                    admitted.admit_branch(i, b);
                 }
             }
             for node in counts.touched.drain(..) {
