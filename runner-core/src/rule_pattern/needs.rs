@@ -249,6 +249,18 @@ struct Graph {
     named_by: Vec<Vec<usize>>,
     /// Per kind of text (ASCII, other), the nodes that hold with no literal found.
     hold_without: [Vec<usize>; 2],
+    /// Per concatenation node, what decides its parts but the watched one
+    /// ([`Graph::rest_holds`]); empty for other nodes.
+    rest: Vec<Vec<Check>>,
+}
+
+/// One part of a concatenation, as [`Graph::rest_holds`] asks whether it holds.
+#[derive(Debug)]
+enum Check {
+    /// A literal, or an alternation of literals: one of them is found.
+    Lits(Box<[usize]>),
+    /// Any other part, looked at from the top ([`Graph::holds`]).
+    Node(usize),
 }
 
 #[derive(Debug)]
@@ -301,10 +313,12 @@ impl Graph {
                 let all = matches!(cond, Cond::All(_));
                 let mut answers = [all, all];
                 let mut ids = Vec::with_capacity(parts.len());
+                let mut chances = Vec::with_capacity(parts.len());
                 let (mut likely, mut watched) = (if all { 1.0 } else { 0.0 }, (f64::MAX, 0));
                 for part in parts {
                     let (node, l, w) = self.add(part, Some(id), literals);
                     ids.push(node);
+                    chances.push(l);
                     for i in 0..2 {
                         answers[i] = if all {
                             answers[i] && w[i]
@@ -322,6 +336,9 @@ impl Graph {
                         likely = 1.0 - (1.0 - likely) * (1.0 - l);
                     }
                 }
+                if all {
+                    self.rest_of(id, &ids, &chances, watched.1);
+                }
                 let kind = if all {
                     Kind::All(ids, watched.1)
                 } else {
@@ -337,6 +354,45 @@ impl Graph {
             }
         }
         (id, likely, without)
+    }
+
+    /// The checks of concatenation `id` of `parts` (their chances `chances`), but the
+    /// `watched` one: the least likely first, so that the answer is known soonest; a
+    /// literal or an alternation of literals as a test of the literals found, without
+    /// the walk down its node (which was most of looking at the parts).
+    fn rest_of(&mut self, id: usize, parts: &[usize], chances: &[f64], watched: usize) {
+        let mut order: Vec<usize> = (0..parts.len()).filter(|&i| parts[i] != watched).collect();
+        order.sort_by(|&a, &b| chances[a].total_cmp(&chances[b]));
+        let checks = order
+            .into_iter()
+            .map(|i| {
+                let part = parts[i];
+                let lits: Option<Vec<usize>> = match &self.nodes[part].kind {
+                    Kind::Lit(n) => Some(vec![*n]),
+                    Kind::Any(alternatives) => (alternatives.iter())
+                        .map(|&a| match self.nodes[a].kind {
+                            Kind::Lit(n) => Some(n),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => None,
+                };
+                lits.map_or(Check::Node(part), |l| Check::Lits(l.into()))
+            })
+            .collect();
+        if self.rest.len() <= id {
+            self.rest.resize_with(id + 1, Vec::new);
+        }
+        self.rest[id] = checks;
+    }
+
+    /// Whether the parts of concatenation `node` but the watched one hold.
+    fn rest_holds(&self, node: usize, found: &[u64], ascii: bool) -> bool {
+        let has = |n: usize| found[n / 64] & (1 << (n % 64)) != 0;
+        self.rest[node].iter().all(|check| match check {
+            Check::Lits(lits) => lits.iter().any(|&n| has(n)),
+            Check::Node(part) => self.holds(*part, found, ascii),
+        })
     }
 
     /// Lets the literals under `node` complete it: every part of an alternation, the
@@ -414,13 +470,7 @@ impl Counts {
             }
             match &graph.nodes[node].kind {
                 Kind::NonAscii(_) if ascii => return,
-                Kind::All(parts, watched)
-                    if !parts
-                        .iter()
-                        .all(|&p| p == *watched || graph.holds(p, found, ascii)) =>
-                {
-                    return;
-                }
+                Kind::All(..) if !graph.rest_holds(node, found, ascii) => return,
                 _ => {}
             }
             self.count(node);
