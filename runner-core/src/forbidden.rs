@@ -45,6 +45,12 @@ struct Judge<'r> {
     set: Arc<PatternSet>,
     /// Scratch space for the literal search.
     found: Vec<u64>,
+    /// Answers of [`PatternSet::admit`] judged with, kept for their space (a line and a
+    /// pair each used a few, and allocating them was a few percent of judging prose).
+    spare: Vec<Admitted>,
+    /// Scratch space for a pair: its text, and its literals.
+    pair_text: String,
+    pair_found: Vec<u64>,
 }
 
 impl<'r> Judge<'r> {
@@ -59,6 +65,9 @@ impl<'r> Judge<'r> {
             rules,
             set: pattern_set(rules),
             found: Vec::new(),
+            spare: Vec::new(),
+            pair_text: String::new(),
+            pair_found: Vec::new(),
         }
     }
 
@@ -72,9 +81,15 @@ impl<'r> Judge<'r> {
 
     /// Which rules may match one of `texts`.
     fn admitted(&mut self, texts: &[&str]) -> Admitted {
-        let mut admitted = Admitted::default();
+        let mut admitted = self.spare.pop().unwrap_or_default();
         self.set.admit(texts, &mut self.found, &mut admitted);
         admitted
+    }
+
+    /// Keeps the answers `views` held for the next texts.
+    fn recycle(&mut self, views: Views<'_>) {
+        self.spare.push(views.on_folded);
+        self.spare.extend(views.on_readings);
     }
 
     /// Appends the findings of one line to `findings`, leaving out the codes `skip`
@@ -127,8 +142,9 @@ impl<'r> Judge<'r> {
         // regex still decides each), so the conditions are evaluated once per line.
         // Outside its joined words the collapsed line is the folded one, so only the
         // stretches around them are searched again (a literal there overlaps one).
-        let mut texts: Vec<&str> = vec![&view.folded];
+        let mut texts: Vec<&str> = Vec::new();
         if let Some(c) = view.collapsed.as_deref() {
+            texts.push(&view.folded);
             let reach = self.set.longest_literal().saturating_sub(1);
             texts.extend(view.joined_at.iter().map(|at| {
                 let mut start = at.start.saturating_sub(reach);
@@ -142,7 +158,11 @@ impl<'r> Judge<'r> {
                 &c[start..end]
             }));
         }
-        let on_folded = self.admitted(&texts);
+        let on_folded = if texts.is_empty() {
+            self.admitted(&[&view.folded])
+        } else {
+            self.admitted(&texts)
+        };
         let quiet = counts.map(|counts| Quiet {
             found: self.found.clone(),
             counts,
@@ -161,6 +181,7 @@ impl<'r> Judge<'r> {
                 });
             }
         }
+        self.recycle(views);
         quiet
     }
 
@@ -177,36 +198,57 @@ impl<'r> Judge<'r> {
         (second, b): (&str, &Quiet),
         skip: &dyn Fn(&str) -> bool,
     ) -> bool {
-        let joined = format!("{first} {second}");
-        let view = Deobfuscated::of(&joined);
+        let mut joined = std::mem::take(&mut self.pair_text);
+        joined.clear();
+        joined.push_str(first);
+        joined.push(' ');
+        joined.push_str(second);
+        let mut found = std::mem::take(&mut self.pair_found);
+        let quiet = self.joined_is_quiet(&joined, first.len(), (a, b), &mut found, skip);
+        self.pair_text = joined;
+        self.pair_found = found;
+        quiet
+    }
+
+    /// [`Self::pair_is_quiet`] of `joined`, joined at byte `at`; `found` is scratch space.
+    fn joined_is_quiet(
+        &mut self,
+        joined: &str,
+        at: usize,
+        (a, b): (&Quiet, &Quiet),
+        found: &mut Vec<u64>,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> bool {
+        let view = Deobfuscated::of(joined);
         let reach = self.set.longest_literal().saturating_sub(1);
         // The ASCII text `s` around `range`: every literal that overlaps it.
         let window = |s: &str, range: std::ops::Range<usize>| {
             s[range.start.saturating_sub(reach)..(range.end + reach).min(s.len())].to_owned()
         };
-        let mut found: Vec<u64> = a.found.iter().zip(&b.found).map(|(x, y)| x | y).collect();
-        let mut searched = a.found.len() == b.found.len()
-            && self
-                .set
-                .search_across_space(&view.folded, first.len(), &mut found);
+        found.clear();
+        found.extend(a.found.iter().zip(&b.found).map(|(x, y)| x | y));
+        let mut searched =
+            a.found.len() == b.found.len() && self.set.search_across_space(&view.folded, at, found);
         if let Some(c) = view.collapsed.as_deref() {
             for at in &view.joined_at {
-                searched = searched && self.set.search_ascii(&window(c, at.clone()), &mut found);
+                searched = searched && self.set.search_ascii(&window(c, at.clone()), found);
             }
         }
         if !searched {
             return false;
         }
-        let Some(readings) = join_readings(&a.counts, &b.counts, &joined) else {
+        let Some(readings) = join_readings(&a.counts, &b.counts, joined) else {
             return false;
         };
-        let mut admitted = Admitted::default();
-        self.set.admit_found_ascii(&found, &mut admitted);
+        let mut admitted = self.spare.pop().unwrap_or_default();
+        self.set.admit_found_ascii(found, &mut admitted);
         // As [`Self::line`] judges the pair; a regex answers alone, so admitting more
         // changes nothing.
         let views = self.views(&view, admitted, &readings);
-        (self.rules.iter().enumerate())
-            .all(|(i, rule)| skip(&rule.code) || !views.hit(&self.set, i, rule))
+        let quiet = (self.rules.iter().enumerate())
+            .all(|(i, rule)| skip(&rule.code) || !views.hit(&self.set, i, rule));
+        self.recycle(views);
+        quiet
     }
 
     /// `view` and `readings` (`on_folded`: what the literals of the view admit), with
