@@ -477,6 +477,8 @@ fn judge_pair<'r>(
 const PARALLEL_FROM: usize = 64 << 10;
 /// The most threads documents are judged on.
 const MAX_THREADS: usize = 8;
+/// The parts of a document per thread ([`in_parts`]).
+const PARTS_PER_THREAD: usize = 4;
 
 /// The threads large documents are judged on, started once and kept: a rule's regex
 /// keeps a lazy DFA cache per thread, and threads started per document began each one
@@ -504,6 +506,19 @@ fn judges() -> Option<&'static rayon::ThreadPool> {
 /// `judge` over `items` cut into contiguous parts of about equal `weight` (one per
 /// thread of [`judges`]), the parts' results put back in order. On the calling thread
 /// when the items weigh less than [`PARALLEL_FROM`] or there is no pool.
+/// `a()` and `b()`, on the judges' threads at once when `size` (the bytes of the
+/// document they are for) is worth it, else one after the other.
+pub(crate) fn alongside<A: Send, B: Send>(
+    size: usize,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    match judges().filter(|_| size >= PARALLEL_FROM) {
+        Some(pool) => pool.install(|| rayon::join(a, b)),
+        None => (a(), b()),
+    }
+}
+
 fn in_parts<T: Sync, U: Send>(
     items: &[T],
     weight: impl Fn(&T) -> usize,
@@ -517,14 +532,16 @@ fn in_parts<T: Sync, U: Send>(
     let Some(pool) = judges().filter(|_| !one_thread && total >= PARALLEL_FROM) else {
         return judge(items);
     };
-    let threads = pool.current_num_threads();
-    // Cut where the running weight passes each thread's share.
-    let share = total.div_ceil(threads);
-    let mut parts: Vec<&[T]> = Vec::with_capacity(threads);
+    // A few parts per thread, so that a thread busy with other work (a document's
+    // rendering, judged alongside, `alongside`) leaves its share to the others.
+    let count = pool.current_num_threads() * PARTS_PER_THREAD;
+    // Cut where the running weight passes each part's share.
+    let share = total.div_ceil(count);
+    let mut parts: Vec<&[T]> = Vec::with_capacity(count);
     let (mut start, mut sum) = (0, 0);
     for (i, item) in items.iter().enumerate() {
         sum += weight(item);
-        if sum >= share * (parts.len() + 1) && parts.len() + 1 < threads {
+        if sum >= share * (parts.len() + 1) && parts.len() + 1 < count {
             parts.push(&items[start..=i]);
             start = i + 1;
         }

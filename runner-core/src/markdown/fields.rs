@@ -3,7 +3,6 @@
 //! strict section layout rule, labelled lines (`- Label: value`), the forbidden-content
 //! and rendered-text scans, fenced and prose lines.
 
-use crate::forbidden;
 use crate::markdown::document;
 use crate::markdown::frontmatter::{self, Line};
 use crate::markdown::sections::{self, Section};
@@ -194,8 +193,7 @@ pub fn labelled(section: &Section<'_>) -> Vec<Labelled> {
 /// then the text as it renders ([`crate::markdown::visible`]); each finding a reason.
 pub fn scan_forbidden(text: &str, rules: &[ForbiddenRule], r: &mut Reasons) {
     let lines: Vec<_> = frontmatter::lines(text).collect();
-    let found = forbidden::scan_document(&lines, |_| rules);
-    let rendered = crate::markdown::visible::scan(text, &found, |_| rules);
+    let (found, rendered) = crate::markdown::visible::scan_with_source(text, &lines, |_| rules);
     for f in found.into_iter().chain(rendered) {
         r.add(&f.code, f.message, f.line);
     }

@@ -98,17 +98,36 @@ impl Shown {
     }
 }
 
-/// The rules' findings on the rendered text of `text` (see [`lines`]) that the source
-/// lines do not already have: each visible line that differs from its source is scanned
-/// alone and joined with its neighbours, as [`forbidden::scan_document`] scans the
-/// source, with the rules `rules_at` gives for its source line. Findings carry the
-/// source line the visible text starts on.
-pub fn scan<'r>(
+/// The findings of the source lines of `text` (`lines_of_text`, judged by
+/// [`forbidden::scan_document`]), and the rules' findings on its rendered text (see
+/// [`lines`]) that the source lines do not already have: each visible line that differs
+/// from its source is scanned alone and joined with its neighbours, as
+/// [`forbidden::scan_document`] scans the source, with the rules `rules_at` gives for its
+/// source line. Findings carry the source line the visible text starts on. A large
+/// document's visible lines are gathered while its source is judged: gathering them is
+/// one pass of the parser over the whole text, which no other thread could share.
+pub fn scan_with_source<'r>(
     text: &str,
+    lines_of_text: &[Line<'_>],
+    rules_at: impl Fn(usize) -> &'r [ForbiddenRule] + Sync,
+) -> (Vec<Finding>, Vec<Finding>) {
+    let (visible, source) = forbidden::alongside(
+        text.len(),
+        || lines(text),
+        || forbidden::scan_document(lines_of_text, &rules_at),
+    );
+    let rendered = scan_lines(text, &visible, &source, rules_at);
+    (source, rendered)
+}
+
+/// The rendered text's findings of [`scan_with_source`], `text`'s visible lines gathered
+/// (`visible`).
+fn scan_lines<'r>(
+    text: &str,
+    visible: &[Option<String>],
     source_findings: &[Finding],
     rules_at: impl Fn(usize) -> &'r [ForbiddenRule] + Sync,
 ) -> Vec<Finding> {
-    let visible = lines(text);
     // No line renders differently: nothing to scan (the loop below would pick none).
     if visible.iter().all(Option::is_none) {
         return Vec::new();

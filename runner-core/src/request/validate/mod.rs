@@ -83,8 +83,7 @@ pub fn validate(bytes: &[u8], policy: &Policy) -> Result<ApprovedRequest, Vec<Re
     };
     // The lines as written, then as the approver sees them rendered (entities decoded,
     // emphasis and link syntax gone).
-    let found = forbidden::scan_document(&all_lines, rules_at);
-    let rendered = crate::markdown::visible::scan(text, &found, rules_at);
+    let (found, rendered) = crate::markdown::visible::scan_with_source(text, &all_lines, rules_at);
     for f in found.into_iter().chain(rendered) {
         seen.report(&mut r, f);
     }
