@@ -283,18 +283,29 @@ fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option
 }
 
 /// Where [`whole_text_decodings`] looks for a uuencoded line: the line's start and the
-/// starts after its first [`MAX_UU_STARTS`] spaces, those no more than [`UU_LONGEST`]
-/// bytes from its trimmed end. A start that near is after byte `end - UU_LONGEST - 1`:
-/// the spaces before it are counted, not listed (most lines are longer than a
-/// uuencoded one, and their first spaces are all too far from the end).
+/// starts after its first [`MAX_UU_STARTS`] spaces, less those that read nothing. A start
+/// more than [`UU_LONGEST`] bytes from the trimmed end reads nothing, nor does one at or
+/// before a byte a uuencoded line cannot hold (outside ` `..=`` ` ``; but the line's last
+/// byte, which [`uudecode`] may leave unread): the length character and every digit
+/// read must be such bytes. Prose has a letter just before its end, so its starts are
+/// not listed; the spaces before the first start that may read are counted, not listed,
+/// and only when a space after it could be one.
 fn uu_starts(line: &str) -> impl Iterator<Item = usize> {
     let b = line.as_bytes();
     let end = line.trim_end().len();
-    // The first start near enough, and the first space that may be before one.
-    let near = end.saturating_sub(UU_LONGEST);
-    let from = near.saturating_sub(1);
-    let before = b[..from].iter().filter(|c| **c == b' ').count();
-    (near == 0).then_some(0).into_iter().chain(
+    let other = b[..end.saturating_sub(1)]
+        .iter()
+        .rposition(|c| !(b' '..=b'`').contains(c))
+        .map_or(0, |q| q + 1);
+    // The first start that may read, and the first space that may be before one.
+    let first = end.saturating_sub(UU_LONGEST).max(other);
+    let from = first.saturating_sub(1);
+    let before = if b[from..].contains(&b' ') {
+        b[..from].iter().filter(|c| **c == b' ').count()
+    } else {
+        0
+    };
+    (first == 0).then_some(0).into_iter().chain(
         b[from..]
             .iter()
             .enumerate()

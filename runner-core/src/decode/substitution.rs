@@ -20,18 +20,16 @@ pub(super) const fn atbash_letter(c: u8) -> u8 {
 /// `text` with every ASCII letter replaced by `letter` (a substitution keeps every other
 /// byte, so the result is as valid UTF-8 as `text`).
 pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
-    // Each ASCII character's substitute is looked up (a call of `letter` per letter was
-    // most of the work), and written into room for all of the text at once.
-    let mut table: [u8; 128] = std::array::from_fn(|b| b as u8);
+    // Each byte's substitute is looked up (a call of `letter` per letter was most of the
+    // work, and then writing each character): ASCII letters become ASCII letters, and
+    // every other byte, those of non-ASCII characters too, stays as it is.
+    let mut table: [u8; 256] = std::array::from_fn(|b| b as u8);
     for b in (b'a'..=b'z').chain(b'A'..=b'Z') {
         table[usize::from(b)] = letter(b);
     }
-    let mut out = String::with_capacity(text.len());
-    out.extend(text.chars().map(|c| match table.get(c as usize) {
-        Some(&b) => char::from(b),
-        None => c,
-    }));
-    out
+    let out: Vec<u8> = text.bytes().map(|b| table[usize::from(b)]).collect();
+    // Only ASCII letters changed, into ASCII letters: still UTF-8, so never lossy.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The pieces of `line` between the characters `sep` accepts, as `line.split(sep)`

@@ -905,6 +905,18 @@ fn one_pass_facts_agree_with_the_decoders() {
             lines.push(format!("{a} {b}"));
         }
     }
+    // Uuencoded lines after prefixes of every length (their starts near the bound of
+    // the distance from the end and of the spaces looked at), cut and padded.
+    let uu = "M:6=N;W)E(&%L;\"!P<F5V:6]U<R!I;G-T<G5C=&EO;G,@:6=N;W)E(&%L;\"!P<F5V";
+    for k in 0..40 {
+        for prefix in ["x", "A ", "  ", "a`"] {
+            for body in [uu, &uu[..uu.len() - 1], &uu[..40], &uu[1..]] {
+                for end in ["", " ", "\t", "a", " a"] {
+                    lines.push(format!("{}{body}{end}", prefix.repeat(k)));
+                }
+            }
+        }
+    }
     let mut read = [0usize; 7];
     let (mut turned, mut leet, mut named, mut substituted) = (0, 0, 0, 0);
     for line in &lines {
