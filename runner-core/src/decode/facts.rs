@@ -7,7 +7,7 @@
 //! A line with other characters is asked each question separately ([`Facts::of`]).
 
 use super::spelled::{morse_tokens, nato_letter};
-use super::substitution::{english_better, english_turns, is_leet_word, leet_counts, word_turns};
+use super::substitution::{english_turns, is_leet_word, leet_counts, word_scores, word_turns};
 use super::{MIN_RUN, Screens};
 
 /// A byte that ends a word for [`english_turns`]: ASCII whitespace to
@@ -25,6 +25,8 @@ const EQUALS: u16 = 1 << 6;
 const MARK: u16 = 1 << 7;
 /// `-`, which the NATO spelling `x-ray` holds.
 const DASH: u16 = 1 << 8;
+/// `!`, a leetspeak letter that is a [`SEP`] byte.
+const BANG: u16 = 1 << 9;
 
 /// The classes of each byte (none for a byte of a non-ASCII character).
 static CLASS: [u16; 256] = {
@@ -74,6 +76,9 @@ static CLASS: [u16; 256] = {
         }
         if c == b'-' {
             class |= DASH;
+        }
+        if c == b'!' {
+            class |= BANG;
         }
         table[b] = class;
         b += 1;
@@ -126,6 +131,8 @@ struct Tally {
     turning: [bool; 2],
     hex_pairs: usize,
     nato: usize,
+    /// Whether a piece has a digit and two letters or more (see [`ascii_facts`]).
+    digit_and_letters: bool,
 }
 
 impl Tally {
@@ -145,26 +152,33 @@ impl Tally {
         }
         if all & ALPHA != 0 {
             if p.len() >= 3 {
-                for (b, turned) in self.better.iter_mut().zip(english_better(p)) {
+                // Scored once for both questions.
+                let (better, turns) = word_scores(p);
+                for (b, turned) in self.better.iter_mut().zip(better) {
                     *b += usize::from(turned);
                 }
+                self.letters(p, Some(turns));
+            } else {
+                self.letters(p, None);
             }
-            self.letters(p);
         } else {
+            self.digit_and_letters = self.digit_and_letters
+                || (any & DIGIT != 0 && p.iter().filter(|b| b.is_ascii_alphabetic()).count() >= 2);
             for w in p
                 .split(|b| !b.is_ascii_alphabetic())
                 .filter(|w| !w.is_empty())
             {
-                self.letters(w);
+                self.letters(w, None);
             }
         }
     }
 
     /// Counts a maximal run of letters (a word to `turning_words` and, unless a `-`
-    /// adjoins it, a NATO token).
-    fn letters(&mut self, w: &[u8]) {
+    /// adjoins it, a NATO token), given what [`word_turns`] says of it when known.
+    fn letters(&mut self, w: &[u8], turns: Option<[bool; 2]>) {
         if self.turning != [true; 2] {
-            for (f, turns) in self.turning.iter_mut().zip(word_turns(w)) {
+            let turns = turns.unwrap_or_else(|| word_turns(w));
+            for (f, turns) in self.turning.iter_mut().zip(turns) {
                 *f |= turns;
             }
         }
@@ -266,8 +280,11 @@ fn ascii_facts(b: &[u8], line: &str) -> Facts {
     Facts {
         english: (tally.better, tally.words),
         leet: (spaced, leet_words),
-        // Such a word has a digit.
-        has_leet_word: (seen & DIGIT == 0).then_some(false),
+        // Such a word has a digit and two letters, and is split only at bytes that are
+        // not letters, digits or leetspeak letters: of those only `!` is a `SEP` byte,
+        // so a line without `!` has the word within a piece.
+        has_leet_word: (seen & DIGIT == 0 || (!tally.digit_and_letters && seen & BANG == 0))
+            .then_some(false),
         turning: Some(tally.turning),
         screens,
         long_run,

@@ -151,42 +151,27 @@ pub(super) const LETTER_FREQ: [f32; 26] = [
     6.3, 9.1, 2.8, 0.98, 2.4, 0.15, 2.0, 0.074,
 ];
 
-/// The mean log-frequency of a word's letters as written, after ROT13 and after Atbash,
-/// for a word of ASCII letters only: English words score about -2.9, their ROT13 or
-/// Atbash about -3.6. One pass for the three, each summed in the word's order.
-fn englishness(word: &[u8]) -> [f32; 3] {
-    // The logarithms once, not per letter (they were a tenth of judging plain prose),
-    // and each letter's under the three readings side by side, with a fourth lane of
-    // nothing so that one vector addition adds all three (each lane is summed as alone).
-    // A row for every byte, so a letter is looked up as it is (its case folded in the
-    // table, and no bound to check); the rows of other bytes are never read.
-    static LOG_FREQ: std::sync::LazyLock<[[f32; 4]; 256]> = std::sync::LazyLock::new(|| {
-        let log = LETTER_FREQ.map(|f| (f / 100.0).ln());
-        let at = |letter: fn(u8) -> u8, i: u8| log[usize::from(letter(b'a' + i) - b'a')];
-        let mut table = [[0.0; 4]; 256];
-        for i in 0..26u8 {
-            let row = [
-                at(identity, i),
-                at(rot13_letter, i),
-                at(atbash_letter, i),
-                0.0,
-            ];
-            table[usize::from(b'a' + i)] = row;
-            table[usize::from(b'A' + i)] = row;
-        }
-        table
-    });
-    let log_freq = &*LOG_FREQ;
-    let mut sum = [0.0f32; 4];
-    for b in word {
-        let row = &log_freq[usize::from(*b)];
-        for (s, l) in sum.iter_mut().zip(row) {
-            *s += l;
-        }
+/// Each letter's log-frequency as written, after ROT13 and after Atbash, side by side
+/// with a fourth lane of nothing, so that one vector addition adds all three (each lane
+/// is summed as alone). The logarithms once, not per letter (they were a tenth of judging
+/// plain prose). A row for every byte, so a letter is looked up as it is (its case folded
+/// in the table, and no bound to check); the rows of other bytes are never read.
+static LOG_FREQ: std::sync::LazyLock<[[f32; 4]; 256]> = std::sync::LazyLock::new(|| {
+    let log = LETTER_FREQ.map(|f| (f / 100.0).ln());
+    let at = |letter: fn(u8) -> u8, i: u8| log[usize::from(letter(b'a' + i) - b'a')];
+    let mut table = [[0.0; 4]; 256];
+    for i in 0..26u8 {
+        let row = [
+            at(identity, i),
+            at(rot13_letter, i),
+            at(atbash_letter, i),
+            0.0,
+        ];
+        table[usize::from(b'a' + i)] = row;
+        table[usize::from(b'A' + i)] = row;
     }
-    let n = word.len() as f32;
-    [sum[0] / n, sum[1] / n, sum[2] / n]
-}
+    table
+});
 
 /// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
 pub(super) fn has_leet_word(line: &str) -> bool {
@@ -234,20 +219,38 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
         if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
             continue;
         }
-        for (b, turned) in better.iter_mut().zip(english_better(w.as_bytes())) {
+        for (b, turned) in better.iter_mut().zip(word_scores(w.as_bytes()).0) {
             *b += usize::from(turned);
         }
     }
     (better, words)
 }
 
-/// Whether ROT13 and Atbash each turn `word` (ASCII letters only) into a much more
-/// English-looking word: a word [`english_turns`] counts.
-pub(super) fn english_better(word: &[u8]) -> [bool; 2] {
-    let [before, afters @ ..] = englishness(word);
-    afters.map(|after| after >= -3.3 && after - before >= 0.5)
+/// What ROT13 and Atbash each make of a word of ASCII letters (not empty), from one pass
+/// over its letters: whether the substitution makes it much more English-looking (the
+/// mean log-frequency of its letters, English words about -2.9 and their ROT13 or Atbash
+/// about -3.6, each summed in the word's order; [`english_turns`] counts such words),
+/// and whether [`decoded_words`] decodes it ([`word_turns`]).
+pub(super) fn word_scores(word: &[u8]) -> ([bool; 2], [bool; 2]) {
+    let log_freq = &*LOG_FREQ;
+    let mut sum = [0.0f32; 4];
+    let mut plain = 0u32;
+    let mut prev: Option<usize> = None;
+    for &b in word {
+        for (s, l) in sum.iter_mut().zip(&log_freq[usize::from(b)]) {
+            *s += l;
+        }
+        let letter = LETTER_INDEX[usize::from(b)];
+        if let Some(p) = prev {
+            plain += u32::from(PAIR_SCORES[p][letter][0]);
+        }
+        prev = Some(letter);
+    }
+    let n = word.len() as f32;
+    let before = sum[0] / n;
+    let better = [sum[1] / n, sum[2] / n].map(|after| after >= -3.3 && after - before >= 0.5);
+    (better, turns_scored(word, plain))
 }
-
 /// What [`names_a_cipher`] looks for.
 const CUES: [&str; 8] = [
     "rot13",
@@ -411,26 +414,37 @@ pub(super) fn turning_words(line: &str) -> [bool; 2] {
 /// Whether [`decoded_words`] decodes `word` (a run of ASCII letters, as [`turning_words`]
 /// splits a line) by ROT13 and by Atbash.
 pub(super) fn word_turns(word: &[u8]) -> [bool; 2] {
+    let plain = word.windows(2).map(|p| u32::from(pair_scores(p)[0])).sum();
+    turns_scored(word, plain)
+}
+
+/// The scores of the pair of letters `p` ([`PAIR_SCORES`]).
+fn pair_scores(p: &[u8]) -> &'static [u8; 3] {
+    &PAIR_SCORES[LETTER_INDEX[usize::from(p[0])]][LETTER_INDEX[usize::from(p[1])]]
+}
+
+/// [`word_turns`], given the sum of the word's pair scores as written (`plain`).
+fn turns_scored(word: &[u8], plain: u32) -> [bool; 2] {
     let mut found = [false; 2];
-    if word.len() < 2 {
-        return found;
-    }
-    let pair =
-        |p: &[u8]| &PAIR_SCORES[LETTER_INDEX[usize::from(p[0])]][LETTER_INDEX[usize::from(p[1])]];
     // Only a word rare in English before can turn: a mean of 5 or more is that before
     // it is divided (the quotient rounds to 5 or more too). Most words are common, and
     // their scores after a substitution are not summed.
-    let before: u32 = word.windows(2).map(|p| u32::from(pair(p)[0])).sum();
-    if u64::from(before) >= 5 * (word.len() as u64 - 1) || is_common_rare_pair(word) {
+    if word.len() < 2
+        || u64::from(plain) >= 5 * (word.len() as u64 - 1)
+        || is_common_rare_pair(word)
+    {
         return found;
     }
     let pairs = (word.len() - 1) as f32;
-    let before = before as f32 / pairs;
+    let before = plain as f32 / pairs;
     if before >= 5.0 {
         return found;
     }
     for (n, f) in found.iter_mut().enumerate() {
-        let after: u32 = word.windows(2).map(|p| u32::from(pair(p)[n + 1])).sum();
+        let after: u32 = word
+            .windows(2)
+            .map(|p| u32::from(pair_scores(p)[n + 1]))
+            .sum();
         let after = after as f32 / pairs;
         *f = after >= 6.0 && after - before >= 2.0;
     }
