@@ -93,8 +93,8 @@ pub(super) struct Facts {
     pub(super) english: ([usize; 2], usize),
     /// [`leet_counts`] of the line.
     pub(super) leet: (usize, usize),
-    /// [`super::substitution::has_leet_word`] of the line, when the pass could tell (a
-    /// line without a digit has no such word).
+    /// [`super::substitution::has_leet_word`] of the line, when the pass could tell (no
+    /// such word where no piece has a digit and two letters, and there is no `!`).
     pub(super) has_leet_word: Option<bool>,
     /// [`super::substitution::turning_words`] of the line, when the pass found it.
     pub(super) turning: Option<[bool; 2]>,
