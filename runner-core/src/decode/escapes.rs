@@ -1,7 +1,7 @@
 //! Escapes within a line: `\x41` and `0x41`, spaced hex pairs, quoted-printable and
 //! URL percent escapes.
 
-use super::{Runs, hex_val};
+use super::hex_val;
 
 /// `\x41\x42…` or `0x41 0x42 …` (at least four escapes), the rest of the line kept.
 pub(super) fn escaped_hex(line: &str) -> Option<String> {
@@ -42,7 +42,7 @@ pub(super) fn escaped_hex(line: &str) -> Option<String> {
 /// Runs of at least six space-separated two-digit hex bytes (`69 67 6e 6f 72 65`).
 pub(super) fn spaced_hex(line: &str) -> Option<String> {
     // Most lines have no such run, and are not decoded to find out.
-    if hex_pair_runs(line).longest < 6 {
+    if hex_pair_run(line) < 6 {
         return None;
     }
     let mut best = String::new();
@@ -69,31 +69,22 @@ pub(super) fn spaced_hex(line: &str) -> Option<String> {
     (!best.is_empty()).then_some(best)
 }
 
-/// The line's runs of spaced hex bytes as [`spaced_hex`] reads them (tokens between ` `,
-/// `,` and `:` of two hex digits; an empty token does not end a run), in tokens.
-pub(super) fn hex_pair_runs(line: &str) -> Runs {
-    let mut runs = Runs::default();
-    let mut leading = true;
-    let mut current = 0;
+/// The line's longest run of spaced hex bytes as [`spaced_hex`] reads them (tokens
+/// between ` `, `,` and `:` of two hex digits; an empty token does not end a run), in
+/// tokens.
+fn hex_pair_run(line: &str) -> usize {
+    let (mut longest, mut current) = (0, 0);
     for token in line.as_bytes().split(|c| matches!(c, b' ' | b',' | b':')) {
         match token {
             [a, b] if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() => {
                 current += 1;
-                if leading {
-                    runs.lead = current;
-                }
-                runs.longest = runs.longest.max(current);
+                longest = longest.max(current);
             }
             [] => {}
-            _ => {
-                current = 0;
-                leading = false;
-            }
+            _ => current = 0,
         }
     }
-    runs.trail = current;
-    runs.all = leading;
-    runs
+    longest
 }
 
 /// Quoted-printable (`=XX` escapes with upper-case hex, at least three).

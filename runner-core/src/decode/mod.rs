@@ -13,16 +13,18 @@
 
 mod bases;
 pub(crate) mod escapes;
+mod facts;
 pub mod invisible;
 mod spelled;
 mod substitution;
 
 use bases::{ascii85, base32, base85, hex_bytes, uudecode};
-use escapes::{escaped_hex, hex_pair_runs, quoted_printable, spaced_hex};
-use spelled::{braille, morse, morse_tokens, nato, nato_runs};
+use escapes::{escaped_hex, quoted_printable, spaced_hex};
+use facts::Facts;
+use spelled::{braille, morse, morse_tokens, nato};
 use substitution::{
-    LONGEST_CUE, atbash_letter, decoded_words, english_turns, has_leet_word, leet, leet_counts,
-    names_a_cipher, rot13_letter, substituted, turning_words,
+    LONGEST_CUE, atbash_letter, decoded_words, has_leet_word, leet, names_a_cipher, rot13_letter,
+    substituted, turning_words,
 };
 
 /// One reading of a line through an encoding.
@@ -71,69 +73,54 @@ pub struct Counts {
     cipher_named: Option<bool>,
 }
 
-/// Runs of consecutive tokens of one kind in a text (NATO words, spaced hex bytes), in
-/// tokens: its leading run, its trailing run and its longest, and whether no token of
-/// another kind ends a run (`all`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Runs {
-    lead: usize,
-    trail: usize,
-    longest: usize,
-    all: bool,
-}
-
-impl Runs {
-    /// The runs of `a + " " + b`, when a space ends a token and is no token itself: a run
-    /// crosses the join as `a`'s trailing run followed by `b`'s leading one.
-    fn joined(a: &Runs, b: &Runs) -> Runs {
-        Runs {
-            lead: if a.all { a.lead + b.lead } else { a.lead },
-            trail: if b.all { a.trail + b.trail } else { b.trail },
-            longest: a.longest.max(b.longest).max(a.trail + b.lead),
-            all: a.all && b.all,
-        }
-    }
-}
-
 /// What tells, without decoding, that a whole-text decoder cannot read a text: each is
 /// asked only when its screen allows, and the screens of `a + " " + b` are composed
 /// from those of `a` and `b` ([`Screens::joined`]), so a joined pair is not scanned for
-/// them again.
+/// them again. A count is a bound that a space adds up: the count of `a + " " + b` is
+/// at most the sum of theirs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Screens {
     /// Whether the text holds `\x`, `0x` or `0X` (a hex escape starts with one).
     hex_escapes: bool,
     /// `=` signs (quoted-printable needs three escapes).
     equals: usize,
-    /// Spaced hex bytes ([`spaced_hex`] reads runs of six).
-    hex_pairs: Runs,
+    /// At least the spaced hex bytes ([`facts::hex_pair_bound`]; [`spaced_hex`] reads
+    /// runs of six).
+    hex_pairs: usize,
     /// At least the letter-like Morse tokens ([`morse_tokens`]; Morse needs five).
     morse: usize,
-    /// NATO words ([`nato`] reads runs of five).
-    nato: Runs,
+    /// At least the NATO words ([`facts::nato_bound`]; [`nato`] reads runs of five).
+    nato: usize,
+    /// Whether the text may hold a Braille cell (it has a byte 0xE2, with which each
+    /// one's UTF-8 starts).
+    braille: bool,
 }
 
 impl Screens {
+    /// The screens of any text, each asked alone ([`Facts::of`] finds those of an ASCII
+    /// line in its one pass).
     fn of(line: &str) -> Screens {
         Screens {
             hex_escapes: line.contains("\\x") || line.contains("0x") || line.contains("0X"),
             equals: line.bytes().filter(|b| *b == b'=').count(),
-            hex_pairs: hex_pair_runs(line),
+            hex_pairs: facts::hex_pair_bound(line),
             morse: morse_tokens(line),
-            nato: nato_runs(line).0,
+            nato: facts::nato_bound(line),
+            braille: line.as_bytes().contains(&0xe2),
         }
     }
 
     /// The screens of `a + " " + b`. The space starts no escape and is neither `=` nor a
-    /// Morse mark, and it ends every token (Morse's, NATO's, a hex byte's), so counts add
-    /// and runs join ([`Runs::joined`]).
+    /// Morse mark nor a byte of a Braille cell, and it ends every token (Morse's, NATO's,
+    /// a hex byte's), so counts add.
     fn joined(a: &Screens, b: &Screens) -> Screens {
         Screens {
             hex_escapes: a.hex_escapes || b.hex_escapes,
             equals: a.equals + b.equals,
-            hex_pairs: Runs::joined(&a.hex_pairs, &b.hex_pairs),
+            hex_pairs: a.hex_pairs + b.hex_pairs,
             morse: a.morse + b.morse,
-            nato: Runs::joined(&a.nato, &b.nato),
+            nato: a.nato + b.nato,
+            braille: a.braille || b.braille,
         }
     }
 }
@@ -271,17 +258,8 @@ fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option
     // A uuencoded line may follow a prefix ("What does this mean? M...."): each start
     // after one of the first spaces whose length character fits is tried. One is at
     // most 62 characters (45 bytes), so a start further from the line's end is not.
-    let end = line.trim_end().len();
-    let uuencoded = std::iter::once(0)
-        .chain(
-            line.bytes()
-                .enumerate()
-                .filter(|(_, b)| *b == b' ')
-                .map(|(i, _)| i + 1)
-                .take(MAX_UU_STARTS),
-        )
-        .filter(|start| end.saturating_sub(*start) <= UU_LONGEST)
-        .find_map(|start| uudecode(line[start..].trim_end()).and_then(utf8));
+    let uuencoded =
+        uu_starts(line).find_map(|start| uudecode(line[start..].trim_end()).and_then(utf8));
     [
         (
             "hex_escapes",
@@ -289,9 +267,7 @@ fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option
         ),
         (
             "hex_pairs",
-            (screens.hex_pairs.longest >= 6)
-                .then(|| spaced_hex(line))
-                .flatten(),
+            (screens.hex_pairs >= 6).then(|| spaced_hex(line)).flatten(),
         ),
         (
             "quoted_printable",
@@ -301,18 +277,53 @@ fn whole_text_decodings(line: &str, screens: &Screens) -> [(&'static str, Option
         ),
         ("uuencode", uuencoded),
         ("morse", (screens.morse >= 5).then(|| morse(line)).flatten()),
-        ("braille", braille(line)),
-        (
-            "nato",
-            (screens.nato.longest >= 5).then(|| nato(line)).flatten(),
-        ),
+        ("braille", screens.braille.then(|| braille(line)).flatten()),
+        ("nato", (screens.nato >= 5).then(|| nato(line)).flatten()),
     ]
+}
+
+/// Where [`whole_text_decodings`] looks for a uuencoded line: the line's start and the
+/// starts after its first [`MAX_UU_STARTS`] spaces, less those that read nothing. A start
+/// more than [`UU_LONGEST`] bytes from the trimmed end reads nothing, nor does one at or
+/// before a byte a uuencoded line cannot hold (outside ` `..=`` ` ``; but the line's last
+/// byte, which [`uudecode`] may leave unread): the length character and every digit
+/// read must be such bytes. Prose has a letter just before its end, so its starts are
+/// not listed; the spaces before the first start that may read are counted, not listed,
+/// and only when a space after it could be one.
+fn uu_starts(line: &str) -> impl Iterator<Item = usize> {
+    let b = line.as_bytes();
+    let end = line.trim_end().len();
+    let other = b[..end.saturating_sub(1)]
+        .iter()
+        .rposition(|c| !(b' '..=b'`').contains(c))
+        .map_or(0, |q| q + 1);
+    // The first start that may read, and the first space that may be before one.
+    let first = end.saturating_sub(UU_LONGEST).max(other);
+    let from = first.saturating_sub(1);
+    let before = if b[from..].contains(&b' ') {
+        b[..from].iter().filter(|c| **c == b' ').count()
+    } else {
+        0
+    };
+    (first == 0).then_some(0).into_iter().chain(
+        b[from..]
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c == b' ')
+            .map(move |(i, _)| from + i + 1)
+            .take(MAX_UU_STARTS.saturating_sub(before)),
+    )
 }
 
 /// The readings of `line` one decoding deep; its [`Counts`] into `counts`.
 fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
+    once_with(line, Facts::of(line), counts)
+}
+
+/// [`once`], with the line's [`Facts`] given (a test gives them unscreened).
+fn once_with(line: &str, facts: Facts, counts: &mut Counts) -> Vec<Decoded> {
     let mut out = Vec::new();
-    let screens = Screens::of(line);
+    let screens = facts.screens;
     // Printable decodings are all read; those that read as words are evidence of an
     // encoding by themselves.
     let mut blob = |kind, text: Option<String>| {
@@ -333,28 +344,34 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
         braille,
         nato,
     ] = whole_text_decodings(line, &screens);
-    for text in crate::normalize::base64_texts(line) {
-        blob("base64", Some(text));
-    }
-    for run in runs(line, |c| c.is_ascii_hexdigit()) {
-        if run.len() % 2 == 0 {
-            blob("base16", hex_bytes(run.as_bytes()).and_then(utf8));
+    // The runs below hold no space: a line without a long stretch between its spaces
+    // has none of them.
+    if facts.long_run {
+        for text in crate::normalize::base64_texts(line) {
+            blob("base64", Some(text));
+        }
+        for run in runs(line, |c| c.is_ascii_hexdigit()) {
+            if run.len() % 2 == 0 {
+                blob("base16", hex_bytes(run.as_bytes()).and_then(utf8));
+            }
         }
     }
     blob(hex_escapes.0, hex_escapes.1);
     blob(hex_pairs.0, hex_pairs.1);
-    for run in runs(line, |c| {
-        c.is_ascii_uppercase() || matches!(c, b'2'..=b'7' | b'=')
-    }) {
-        blob("base32", base32(run.trim_end_matches('=')).and_then(utf8));
-    }
-    for token in runs(line, |c| !c.is_ascii_whitespace()) {
-        let inner = token
-            .strip_prefix("<~")
-            .and_then(|t| t.strip_suffix("~>"))
-            .unwrap_or(token);
-        blob("ascii85", ascii85(inner).and_then(utf8));
-        blob("base85", base85(inner).and_then(utf8));
+    if facts.long_run {
+        for run in runs(line, |c| {
+            c.is_ascii_uppercase() || matches!(c, b'2'..=b'7' | b'=')
+        }) {
+            blob("base32", base32(run.trim_end_matches('=')).and_then(utf8));
+        }
+        for token in runs(line, |c| !c.is_ascii_whitespace()) {
+            let inner = token
+                .strip_prefix("<~")
+                .and_then(|t| t.strip_suffix("~>"))
+                .unwrap_or(token);
+            blob("ascii85", ascii85(inner).and_then(utf8));
+            blob("base85", base85(inner).and_then(utf8));
+        }
     }
     for (kind, text) in [quoted, uuencoded, morse, braille, nato] {
         blob(kind, text);
@@ -367,8 +384,8 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     // `Hbhgvn("oh -zo /")` reads `System("ls -al /")`), for the rules to judge what they
     // say but not as evidence of an encoding; a line with no such word gets no reading,
     // so ordinary prose costs the rules nothing. A leetspeak word is a hint by itself.
-    let (better, words) = english_turns(line);
-    let (spaced_words, leet_words) = leet_counts(line);
+    let (better, words) = facts.english;
+    let (spaced_words, leet_words) = facts.leet;
     *counts = Counts {
         better,
         words,
@@ -380,7 +397,7 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     };
     // Asked once for both substitutions, and only of a line neither reads whole.
     let mut cipher_named = None;
-    let mut turning = None;
+    let mut turning = facts.turning;
     for (n, (kind, letter)) in SUBSTITUTIONS.into_iter().enumerate() {
         let encoded = counts.turned(n);
         let text = if encoded || *cipher_named.get_or_insert_with(|| names_a_cipher(line)) {
@@ -401,7 +418,7 @@ fn once(line: &str, counts: &mut Counts) -> Vec<Decoded> {
     counts.cipher_named = cipher_named;
     // The whole line is read back only when a word of it is leetspeak.
     let encoded = counts.is_leet();
-    if (encoded || has_leet_word(line))
+    if (encoded || facts.has_leet_word.unwrap_or_else(|| has_leet_word(line)))
         && let Some(text) = leet(line)
     {
         out.push(Decoded {

@@ -1,8 +1,6 @@
 //! Letters spelled in other alphabets: Morse code, Braille and the NATO spelling
 //! alphabet.
 
-use super::Runs;
-
 /// A line of Morse code (at least five letters; `/` or three spaces between words).
 pub(super) fn morse(line: &str) -> Option<String> {
     const TABLE: [(&str, char); 36] = [
@@ -174,8 +172,8 @@ pub(super) fn braille(line: &str) -> Option<String> {
 
 /// Runs of at least five NATO spelling-alphabet words, each read as its letter.
 pub(super) fn nato(line: &str) -> Option<String> {
-    let (runs, best) = nato_runs(line);
-    if runs.longest < 5 {
+    let (longest, best) = nato_runs(line);
+    if longest < 5 {
         return None;
     }
     // Every token of the first longest run is a NATO word.
@@ -197,7 +195,7 @@ fn is_nato_byte(b: u8) -> bool {
 /// other spellings start with their letter, so only that letter's are compared; every
 /// one has four to eight letters, so most of prose's words are not compared at all.
 #[inline]
-fn nato_letter(w: &[u8]) -> Option<u8> {
+pub(super) fn nato_letter(w: &[u8]) -> Option<u8> {
     const WORDS: [&str; 26] = [
         "alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
         "juliett", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
@@ -219,14 +217,13 @@ fn nato_letter(w: &[u8]) -> Option<u8> {
     .then_some(first)
 }
 
-/// The line's runs of NATO words, in tokens, and the byte range of its first longest run
-/// (runs of at least five are read by [`nato`]). Byte by byte: a non-ASCII character
-/// ends a token as any other non-letter does.
-pub(super) fn nato_runs(line: &str) -> (Runs, std::ops::Range<usize>) {
+/// The line's longest run of NATO words, in tokens, and the byte range of its first
+/// longest run (runs of at least five are read by [`nato`]). Byte by byte: a non-ASCII
+/// character ends a token as any other non-letter does.
+fn nato_runs(line: &str) -> (usize, std::ops::Range<usize>) {
     let b = line.as_bytes();
-    let mut runs = Runs::default();
+    let mut longest = 0;
     let mut best = 0..0;
-    let mut leading = true;
     let (mut current, mut start) = (0usize, 0usize);
     let mut i = 0;
     while i < b.len() {
@@ -243,19 +240,13 @@ pub(super) fn nato_runs(line: &str) -> (Runs, std::ops::Range<usize>) {
                 start = token;
             }
             current += 1;
-            if leading {
-                runs.lead = current;
-            }
-            if current > runs.longest {
-                runs.longest = current;
+            if current > longest {
+                longest = current;
                 best = start..i;
             }
         } else {
             current = 0;
-            leading = false;
         }
     }
-    runs.trail = current;
-    runs.all = leading;
-    (runs, best)
+    (longest, best)
 }

@@ -1,7 +1,7 @@
 //! Letter substitutions: ROT13, Atbash and leetspeak, and the English letter statistics
 //! that tell a substituted word from an ordinary one.
 
-pub(super) fn rot13_letter(c: u8) -> u8 {
+pub(super) const fn rot13_letter(c: u8) -> u8 {
     match c {
         b'a'..=b'z' => (c - b'a' + 13) % 26 + b'a',
         b'A'..=b'Z' => (c - b'A' + 13) % 26 + b'A',
@@ -9,7 +9,7 @@ pub(super) fn rot13_letter(c: u8) -> u8 {
     }
 }
 
-pub(super) fn atbash_letter(c: u8) -> u8 {
+pub(super) const fn atbash_letter(c: u8) -> u8 {
     match c {
         b'a'..=b'z' => b'z' - (c - b'a'),
         b'A'..=b'Z' => b'Z' - (c - b'A'),
@@ -20,18 +20,16 @@ pub(super) fn atbash_letter(c: u8) -> u8 {
 /// `text` with every ASCII letter replaced by `letter` (a substitution keeps every other
 /// byte, so the result is as valid UTF-8 as `text`).
 pub(super) fn substituted(text: &str, letter: fn(u8) -> u8) -> String {
-    // Each ASCII character's substitute is looked up (a call of `letter` per letter was
-    // most of the work), and written into room for all of the text at once.
-    let mut table: [u8; 128] = std::array::from_fn(|b| b as u8);
+    // Each byte's substitute is looked up (a call of `letter` per letter was most of the
+    // work, and then writing each character): ASCII letters become ASCII letters, and
+    // every other byte, those of non-ASCII characters too, stays as it is.
+    let mut table: [u8; 256] = std::array::from_fn(|b| b as u8);
     for b in (b'a'..=b'z').chain(b'A'..=b'Z') {
         table[usize::from(b)] = letter(b);
     }
-    let mut out = String::with_capacity(text.len());
-    out.extend(text.chars().map(|c| match table.get(c as usize) {
-        Some(&b) => char::from(b),
-        None => c,
-    }));
-    out
+    let out: Vec<u8> = text.bytes().map(|b| table[usize::from(b)]).collect();
+    // Only ASCII letters changed, into ASCII letters: still UTF-8, so never lossy.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// The pieces of `line` between the characters `sep` accepts, as `line.split(sep)`
@@ -106,22 +104,29 @@ fn leet_tally<'a>(words: impl Iterator<Item = &'a [u8]>, line: &str) -> (usize, 
     let (mut count, mut leet_words) = (0usize, 0usize);
     for w in words {
         count += 1;
-        // The marks trimmed are ASCII: a byte of another character is none of them, and
-        // is neither a letter nor a leetspeak letter.
-        let mark = |b: &u8| matches!(b, b'"' | b'\'' | b',' | b'.' | b':' | b'!' | b'?');
-        let start = w.iter().position(|b| !mark(b)).unwrap_or(w.len());
-        let end = w.iter().rposition(|b| !mark(b)).map_or(start, |p| p + 1);
-        let w = &w[start..end];
-        // Most words have no digit, and are not counted further.
-        if w.iter().any(u8::is_ascii_digit)
-            && w.iter().filter(|b| b.is_ascii_alphabetic()).count() >= 2
-            && w.iter()
-                .all(|&b| b.is_ascii_alphabetic() || leet_letter(char::from(b)).is_some())
-        {
-            leet_words += 1;
-        }
+        leet_words += usize::from(is_leet_word(w));
     }
     (count, leet_words)
+}
+
+/// Whether a word of [`leet_counts`] (whitespace-separated, not empty) is written in
+/// leetspeak: trimmed of quotes and marks, letters and leetspeak letters only, at least
+/// two of them letters and one a digit.
+pub(super) fn is_leet_word(w: &[u8]) -> bool {
+    // Most words have no digit, and are not looked at further (the marks trimmed are
+    // not digits).
+    if !w.iter().any(u8::is_ascii_digit) {
+        return false;
+    }
+    // The marks trimmed are ASCII: a byte of another character is none of them, and is
+    // neither a letter nor a leetspeak letter.
+    let mark = |b: &u8| matches!(b, b'"' | b'\'' | b',' | b'.' | b':' | b'!' | b'?');
+    let start = w.iter().position(|b| !mark(b)).unwrap_or(w.len());
+    let end = w.iter().rposition(|b| !mark(b)).map_or(start, |p| p + 1);
+    let w = &w[start..end];
+    w.iter().filter(|b| b.is_ascii_alphabetic()).count() >= 2
+        && w.iter()
+            .all(|&b| b.is_ascii_alphabetic() || leet_letter(char::from(b)).is_some())
 }
 
 fn leet_letter(c: char) -> Option<char> {
@@ -146,30 +151,27 @@ pub(super) const LETTER_FREQ: [f32; 26] = [
     6.3, 9.1, 2.8, 0.98, 2.4, 0.15, 2.0, 0.074,
 ];
 
-/// The mean log-frequency of a word's letters as written, after ROT13 and after Atbash,
-/// for a word of ASCII letters only: English words score about -2.9, their ROT13 or
-/// Atbash about -3.6. One pass for the three, each summed in the word's order.
-fn englishness(word: &[u8]) -> [f32; 3] {
-    // The logarithms once, not per letter (they were a tenth of judging plain prose),
-    // and each letter's under the three readings side by side.
-    static LOG_FREQ: std::sync::LazyLock<[[f32; 3]; 26]> = std::sync::LazyLock::new(|| {
-        let log = LETTER_FREQ.map(|f| (f / 100.0).ln());
-        let at = |letter: fn(u8) -> u8, i: u8| log[usize::from(letter(b'a' + i) - b'a')];
-        std::array::from_fn(|i| {
-            let i = i as u8;
-            [at(identity, i), at(rot13_letter, i), at(atbash_letter, i)]
-        })
-    });
-    let log_freq = &*LOG_FREQ;
-    let mut sum = [0.0f32; 3];
-    for b in word {
-        let row = &log_freq[usize::from(b.to_ascii_lowercase() - b'a')];
-        for (s, l) in sum.iter_mut().zip(row) {
-            *s += l;
-        }
+/// Each letter's log-frequency as written, after ROT13 and after Atbash, side by side
+/// with a fourth lane of nothing, so that one vector addition adds all three (each lane
+/// is summed as alone). The logarithms once, not per letter (they were a tenth of judging
+/// plain prose). A row for every byte, so a letter is looked up as it is (its case folded
+/// in the table, and no bound to check); the rows of other bytes are never read.
+static LOG_FREQ: std::sync::LazyLock<[[f32; 4]; 256]> = std::sync::LazyLock::new(|| {
+    let log = LETTER_FREQ.map(|f| (f / 100.0).ln());
+    let at = |letter: fn(u8) -> u8, i: u8| log[usize::from(letter(b'a' + i) - b'a')];
+    let mut table = [[0.0; 4]; 256];
+    for i in 0..26u8 {
+        let row = [
+            at(identity, i),
+            at(rot13_letter, i),
+            at(atbash_letter, i),
+            0.0,
+        ];
+        table[usize::from(b'a' + i)] = row;
+        table[usize::from(b'A' + i)] = row;
     }
-    sum.map(|s| s / word.len() as f32)
-}
+    table
+});
 
 /// A word of at least two letters with a digit standing for a letter in it (`5y573m`).
 pub(super) fn has_leet_word(line: &str) -> bool {
@@ -217,16 +219,38 @@ pub(super) fn english_turns(line: &str) -> ([usize; 2], usize) {
         if !w.bytes().all(|b| b.is_ascii_alphabetic()) {
             continue;
         }
-        let [before, afters @ ..] = englishness(w.as_bytes());
-        for (n, after) in afters.into_iter().enumerate() {
-            if after >= -3.3 && after - before >= 0.5 {
-                better[n] += 1;
-            }
+        for (b, turned) in better.iter_mut().zip(word_scores(w.as_bytes()).0) {
+            *b += usize::from(turned);
         }
     }
     (better, words)
 }
 
+/// What ROT13 and Atbash each make of a word of ASCII letters (not empty), from one pass
+/// over its letters: whether the substitution makes it much more English-looking (the
+/// mean log-frequency of its letters, English words about -2.9 and their ROT13 or Atbash
+/// about -3.6, each summed in the word's order; [`english_turns`] counts such words),
+/// and whether [`decoded_words`] decodes it ([`word_turns`]).
+pub(super) fn word_scores(word: &[u8]) -> ([bool; 2], [bool; 2]) {
+    let log_freq = &*LOG_FREQ;
+    let mut sum = [0.0f32; 4];
+    let mut plain = 0u32;
+    let mut prev: Option<usize> = None;
+    for &b in word {
+        for (s, l) in sum.iter_mut().zip(&log_freq[usize::from(b)]) {
+            *s += l;
+        }
+        let letter = LETTER_INDEX[usize::from(b)];
+        if let Some(p) = prev {
+            plain += u32::from(PAIR_SCORES[p][letter][0]);
+        }
+        prev = Some(letter);
+    }
+    let n = word.len() as f32;
+    let before = sum[0] / n;
+    let better = [sum[1] / n, sum[2] / n].map(|after| after >= -3.3 && after - before >= 0.5);
+    (better, turns_scored(word, plain))
+}
 /// What [`names_a_cipher`] looks for.
 const CUES: [&str; 8] = [
     "rot13",
@@ -239,38 +263,49 @@ const CUES: [&str; 8] = [
     "what does this mean",
 ];
 
-/// For each byte, the cues whose `n`th letter it is in either case (bit `i` for
-/// `CUES[i]`).
-const fn cue_letters(n: usize) -> [u8; 256] {
-    let mut table = [0u8; 256];
-    let mut i = 0;
+/// The cues end to end as one Shift-And automaton (Baeza-Yates and Gonnet): bit `p` of
+/// the state is set when the text read so far ends with the first `p - start + 1`
+/// letters of the cue whose letters start at bit `start`. `(starts, ends, letters)`:
+/// the bit of each cue's first and last letter, and for each byte the positions it
+/// matches in either case.
+const CUE_AUTOMATON: (u64, u64, [u64; 256]) = {
+    let (mut starts, mut ends, mut letters) = (0u64, 0u64, [0u64; 256]);
+    let (mut bit, mut i) = (0, 0);
     while i < CUES.len() {
-        let c = CUES[i].as_bytes()[n];
-        table[c.to_ascii_lowercase() as usize] |= 1 << i;
-        table[c.to_ascii_uppercase() as usize] |= 1 << i;
+        let cue = CUES[i].as_bytes();
+        starts |= 1 << bit;
+        let mut k = 0;
+        while k < cue.len() {
+            letters[cue[k].to_ascii_lowercase() as usize] |= 1 << bit;
+            letters[cue[k].to_ascii_uppercase() as usize] |= 1 << bit;
+            bit += 1;
+            k += 1;
+        }
+        ends |= 1 << (bit - 1);
         i += 1;
     }
-    table
-}
+    // Every cue's letters fit in the state.
+    assert!(bit <= 64);
+    (starts, ends, letters)
+};
 
 /// Whether `line` says it holds an encoded or enciphered text (`ROT13`, `Atbash`,
 /// `cipher`, `encoded`, `decode`, "what does this mean?"): such a line is read whole
-/// through each substitution. ASCII case folded; one pass, a cue compared only where its
-/// first two letters are (no lowercased copy of the line, no branch on each letter).
+/// through each substitution. ASCII case folded; one pass of a Shift-And automaton over
+/// all the cues at once, a few instructions and no branch a byte (no lowercased copy of
+/// the line).
 pub(super) fn names_a_cipher(line: &str) -> bool {
-    static FIRST: [u8; 256] = cue_letters(0);
-    static SECOND: [u8; 256] = cue_letters(1);
-    let b = line.as_bytes();
-    b.windows(2).enumerate().any(|(i, pair)| {
-        let cues = FIRST[usize::from(pair[0])] & SECOND[usize::from(pair[1])];
-        cues != 0
-            && CUES.iter().enumerate().any(|(k, cue)| {
-                cues & (1 << k) != 0
-                    && b[i..]
-                        .get(..cue.len())
-                        .is_some_and(|w| w.eq_ignore_ascii_case(cue.as_bytes()))
-            })
-    })
+    static LETTERS: [u64; 256] = CUE_AUTOMATON.2;
+    let (starts, ends) = (CUE_AUTOMATON.0, CUE_AUTOMATON.1);
+    let mut state = 0u64;
+    let mut found = 0u64;
+    for b in line.bytes() {
+        // A cue's first bit is always allowed to start; a bit moves on to the next
+        // letter of its cue only when this byte is that letter.
+        state = ((state << 1) | starts) & LETTERS[usize::from(b)];
+        found |= state;
+    }
+    found & ends != 0
 }
 
 /// The longest cue [`names_a_cipher`] looks for ("what does this mean").
@@ -364,33 +399,10 @@ fn turns(word: &[u8], before: Option<f32>, letter: impl Fn(u8) -> u8) -> bool {
 /// ([`PAIR_SCORES`]); the sums, and what [`turns`] asks of them, are those of
 /// [`pair_score`].
 pub(super) fn turning_words(line: &str) -> [bool; 2] {
-    let scores = &*PAIR_SCORES;
     let mut found = [false; 2];
-    for word in line
-        .as_bytes()
-        .split(|b| !b.is_ascii_alphabetic())
-        .filter(|w| w.len() >= 2 && !is_common_rare_pair(w))
-    {
-        let index = |b: u8| usize::from(b.to_ascii_lowercase() - b'a');
-        let mut sum = [0u32; 3];
-        for p in word.windows(2) {
-            for (s, score) in sum.iter_mut().zip(scores[index(p[0])][index(p[1])]) {
-                *s += u32::from(score);
-            }
-        }
-        // Only a word rare in English before can turn: a mean of 5 or more is that
-        // before it is divided (the quotient rounds to 5 or more too).
-        if u64::from(sum[0]) >= 5 * (word.len() as u64 - 1) {
-            continue;
-        }
-        let pairs = (word.len() - 1) as f32;
-        let before = sum[0] as f32 / pairs;
-        if before >= 5.0 {
-            continue;
-        }
-        for (f, after) in found.iter_mut().zip(&sum[1..]) {
-            let after = *after as f32 / pairs;
-            *f = *f || (after >= 6.0 && after - before >= 2.0);
+    for word in line.as_bytes().split(|b| !b.is_ascii_alphabetic()) {
+        for (f, turns) in found.iter_mut().zip(word_turns(word)) {
+            *f |= turns;
         }
         if found == [true; 2] {
             break;
@@ -399,25 +411,88 @@ pub(super) fn turning_words(line: &str) -> [bool; 2] {
     found
 }
 
+/// Whether [`decoded_words`] decodes `word` (a run of ASCII letters, as [`turning_words`]
+/// splits a line) by ROT13 and by Atbash.
+pub(super) fn word_turns(word: &[u8]) -> [bool; 2] {
+    let plain = word.windows(2).map(|p| u32::from(pair_scores(p)[0])).sum();
+    turns_scored(word, plain)
+}
+
+/// The scores of the pair of letters `p` ([`PAIR_SCORES`]).
+fn pair_scores(p: &[u8]) -> &'static [u8; 3] {
+    &PAIR_SCORES[LETTER_INDEX[usize::from(p[0])]][LETTER_INDEX[usize::from(p[1])]]
+}
+
+/// [`word_turns`], given the sum of the word's pair scores as written (`plain`).
+fn turns_scored(word: &[u8], plain: u32) -> [bool; 2] {
+    let mut found = [false; 2];
+    // Only a word rare in English before can turn: a mean of 5 or more is that before
+    // it is divided (the quotient rounds to 5 or more too). Most words are common, and
+    // their scores after a substitution are not summed.
+    if word.len() < 2
+        || u64::from(plain) >= 5 * (word.len() as u64 - 1)
+        || is_common_rare_pair(word)
+    {
+        return found;
+    }
+    let pairs = (word.len() - 1) as f32;
+    let before = plain as f32 / pairs;
+    if before >= 5.0 {
+        return found;
+    }
+    for (n, f) in found.iter_mut().enumerate() {
+        let after: u32 = word
+            .windows(2)
+            .map(|p| u32::from(pair_scores(p)[n + 1]))
+            .sum();
+        let after = after as f32 / pairs;
+        *f = after >= 6.0 && after - before >= 2.0;
+    }
+    found
+}
+
+/// Each ASCII letter's index (`a` and `A` are 0) in [`PAIR_SCORES`]; 0 for another byte.
+static LETTER_INDEX: [usize; 256] = {
+    let mut table = [0; 256];
+    let mut i = 0;
+    while i < 26 {
+        table[b'a' as usize + i] = i;
+        table[b'A' as usize + i] = i;
+        i += 1;
+    }
+    table
+};
+
 /// [`BIGRAMS`] of each pair of letters (lower case, `a` = 0) as written, after ROT13
 /// and after Atbash, side by side.
-static PAIR_SCORES: std::sync::LazyLock<[[[u8; 3]; 26]; 26]> = std::sync::LazyLock::new(|| {
-    let score = |letter: fn(u8) -> u8, i: usize, j: usize| {
-        let index = |k: usize| usize::from(letter(b'a' + k as u8) - b'a');
-        BIGRAMS[index(i)][index(j)] - b'0'
-    };
-    std::array::from_fn(|i| {
-        std::array::from_fn(|j| {
-            [
-                score(identity, i, j),
-                score(rot13_letter, i, j),
-                score(atbash_letter, i, j),
-            ]
-        })
-    })
-});
+static PAIR_SCORES: [[[u8; 3]; 26]; 26] = {
+    /// The index of letter `k` after the substitution `letter` (0: none, 1: ROT13,
+    /// 2: Atbash).
+    const fn index(letter: u8, k: usize) -> usize {
+        let b = b'a' + k as u8;
+        (match letter {
+            0 => identity(b),
+            1 => rot13_letter(b),
+            _ => atbash_letter(b),
+        } - b'a') as usize
+    }
+    const fn score(letter: u8, i: usize, j: usize) -> u8 {
+        BIGRAMS[index(letter, i)][index(letter, j)] - b'0'
+    }
+    let mut table = [[[0u8; 3]; 26]; 26];
+    let mut i = 0;
+    while i < 26 {
+        let mut j = 0;
+        while j < 26 {
+            table[i][j] = [score(0, i, j), score(1, i, j), score(2, i, j)];
+            j += 1;
+        }
+        i += 1;
+    }
+    table
+};
 
-fn identity(c: u8) -> u8 {
+const fn identity(c: u8) -> u8 {
     c
 }
 

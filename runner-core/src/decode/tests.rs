@@ -1,5 +1,6 @@
 use super::bases::uudecode;
 use super::escapes::{escaped_hex, quoted_printable, spaced_hex};
+use super::facts::Facts;
 use super::invisible::hidden;
 use super::spelled::{braille, morse, morse_tokens, nato};
 use super::substitution::{
@@ -726,4 +727,304 @@ fn common_rare_pairs_are_known_in_any_case() {
     for w in ["", "o", "ohh", "the", "ok?", "iiii", "go!", "m", "mrs"] {
         assert!(!is_common_rare_pair(w.as_bytes()), "{w}");
     }
+}
+
+/// Every string of at most `max_len` characters of `alphabet`.
+fn all_strings(alphabet: &[char], max_len: usize) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut last = vec![String::new()];
+    for _ in 0..max_len {
+        last = last
+            .iter()
+            .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+            .collect();
+        out.extend(last.iter().cloned());
+    }
+    out
+}
+
+/// Random lines of words that each decoder and screen reads (NATO words, hex bytes,
+/// Morse, escapes, ROT13 and Atbash words, leetspeak, cues, blobs, uuencode, Braille)
+/// and of prose, between separators that split them for some screens and not others;
+/// most lines draw from a few of the groups, so that runs long enough to read are common.
+fn screen_lines(n: usize) -> Vec<String> {
+    const GROUPS: [&[&str]; 9] = [
+        &[
+            "The",
+            "scheme",
+            "sorts",
+            "object",
+            "members",
+            "by",
+            "UTF-16",
+            "code",
+            "units",
+            "encodes",
+            "a",
+            "of",
+            "[C1]",
+            "e.g.",
+            "follow-up",
+        ],
+        &[
+            "Alfa", "alpha", "BRAVO", "x-ray", "X-RAY", "xray", "xray-", "-xray", "x-r", "india",
+            "Golf", "juliet", "Juliett", "whisky", "zulu", "Zulus",
+        ],
+        &["69", "67", "6e", "6F", "de", "AD", "0a", "74", "zz", "677"],
+        &[
+            ".-",
+            "...",
+            "-",
+            "--.",
+            ".",
+            "/",
+            "|",
+            "-.-./",
+            "_",
+            "--",
+            "\u{b7}\u{2014}",
+        ],
+        &[
+            "\\x41", "\\x6e", "0x6e", "0X6f", "=3D", "=20", "=41", "=", "%41",
+        ],
+        &[
+            "vtaber",
+            "nyy",
+            "cerivbhf",
+            "vafgehpgvbaf",
+            "rtmliv",
+            "zoo",
+            "kiverlfh",
+            "oh",
+            "iii",
+            "Mr",
+            "yf",
+            "-ny",
+            "uryyb",
+        ],
+        &[
+            "1gn0r3",
+            "4ll",
+            "pr3v10u5",
+            "5y573m",
+            "h4x0r!",
+            "\"l33t,\"",
+            "rfc8785",
+            "7",
+            "c0d3",
+            "4b",
+        ],
+        &[
+            "ROT13", "rot", "13", "Rot-13", "what", "does", "this", "mean", "cipher", "enc", "ode",
+            "DECODE", "atbash",
+        ],
+        &[
+            "aGVsbG8gd29ybGQgaGVsbG8=",
+            "0123456789abcdef0123",
+            "MFRGGZDFMZTWQ2LK",
+            "<~87cURD]i,\"Ebo80~>",
+            "M:6=N;W)E(&%L;\"!P<F5V:6]U<R!I;G-T<G5C=&EO;G,@:6=N;W)E(&%L;\"!P<F5V",
+            "@:6=N;W)E(&%L;\"!P<F5V:6]U<R!I;G-T<G5C=&EO;G,`",
+            "caf\u{e9}",
+            "\u{2800}\u{2801}\u{2803}\u{2809}\u{2819}",
+            "\u{a0}",
+            "\u{2003}",
+        ],
+    ];
+    const SEPARATORS: [&str; 18] = [
+        " ", " ", " ", "  ", ",", ":", ", ", ". ", "\t", "\u{b}", "-", "'", "\"", "(", ")", "!",
+        "?", "",
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % below as u64) as usize
+    };
+    (0..n)
+        .map(|_| {
+            let groups: Vec<usize> = (0..1 + next(3)).map(|_| next(GROUPS.len())).collect();
+            let mut line = String::new();
+            for _ in 0..next(16) {
+                let group = GROUPS[groups[next(groups.len())]];
+                line.push_str(group[next(group.len())]);
+                // Mostly spaces, so that runs of tokens form.
+                let sep = if next(3) == 0 {
+                    SEPARATORS[next(SEPARATORS.len())]
+                } else {
+                    " "
+                };
+                line.push_str(sep);
+            }
+            if next(2) == 0 {
+                line.truncate(line.trim_end().len());
+            }
+            line
+        })
+        .collect()
+}
+
+/// The facts `once` is given with nothing screened: every count asked of the line on
+/// its own, and every screen open.
+fn unscreened_facts(line: &str) -> Facts {
+    const OPEN: usize = 1 << 20;
+    Facts {
+        english: english_turns(line),
+        leet: leet_counts(line),
+        has_leet_word: None,
+        turning: None,
+        screens: Screens {
+            hex_escapes: true,
+            equals: OPEN,
+            hex_pairs: OPEN,
+            morse: OPEN,
+            nato: OPEN,
+            braille: true,
+        },
+        long_run: true,
+    }
+}
+
+/// The one-pass facts of a line are what each question asked alone answers, and a line
+/// read with them reads as it does with nothing screened: on every short string of the
+/// bytes each screen looks at (ASCII and not), and on random lines of words each decoder
+/// reads. A screen that refuses a line some decoder reads, or a count the pass gets
+/// wrong, fails here.
+#[test]
+fn one_pass_facts_agree_with_the_decoders() {
+    let alphabet = [
+        'a', 'x', 'r', 'E', '-', '0', '3', '.', '_', '=', '\\', ' ', ',', ':', '\t', '\u{b}', '!',
+        '"', '\u{e9}',
+    ];
+    let mut lines = all_strings(&alphabet, 4);
+    let random = screen_lines(30_000);
+    lines.extend(random.iter().cloned());
+    for pair in random.chunks(2).take(5_000) {
+        if let [a, b] = pair {
+            lines.push(format!("{a} {b}"));
+        }
+    }
+    // Uuencoded lines after prefixes of every length (their starts near the bound of
+    // the distance from the end and of the spaces looked at), cut and padded.
+    let uu = "M:6=N;W)E(&%L;\"!P<F5V:6]U<R!I;G-T<G5C=&EO;G,@:6=N;W)E(&%L;\"!P<F5V";
+    for k in 0..40 {
+        for prefix in ["x", "A ", "  ", "a`"] {
+            for body in [uu, &uu[..uu.len() - 1], &uu[..40], &uu[1..]] {
+                for end in ["", " ", "\t", "a", " a"] {
+                    lines.push(format!("{}{body}{end}", prefix.repeat(k)));
+                }
+            }
+        }
+    }
+    let mut read = [0usize; 7];
+    let (mut turned, mut leet, mut named, mut substituted) = (0, 0, 0, 0);
+    for line in &lines {
+        let facts = Facts::of(line);
+        assert_eq!(facts.english, english_turns(line), "{line:?}");
+        assert_eq!(facts.leet, leet_counts(line), "{line:?}");
+        assert!(
+            facts.has_leet_word.is_none_or(|h| h == has_leet_word(line)),
+            "{line:?}"
+        );
+        assert!(
+            facts.turning.is_none_or(|t| t == turning_words(line)),
+            "{line:?}"
+        );
+        assert_eq!(facts.screens, Screens::of(line), "{line:?}");
+        let (mut fast, mut slow) = (Counts::default(), Counts::default());
+        let screened = once(line, &mut fast);
+        assert_eq!(
+            screened,
+            once_with(line, unscreened_facts(line), &mut slow),
+            "{line:?}"
+        );
+        assert_eq!(
+            (fast.better, fast.words, fast.spaced_words, fast.leet_words),
+            (slow.better, slow.words, slow.spaced_words, slow.leet_words),
+            "{line:?}"
+        );
+        assert_eq!((fast.len, fast.cipher_named), (slow.len, slow.cipher_named));
+        let whole = unscreened(line);
+        assert_eq!(
+            whole_text_decodings(line, &facts.screens).map(|(_, t)| t.is_some()),
+            whole,
+            "{line:?}"
+        );
+        read.iter_mut()
+            .zip(whole)
+            .for_each(|(r, w)| *r += usize::from(w));
+        turned += usize::from(fast.turned(0) || fast.turned(1));
+        leet += usize::from(fast.is_leet());
+        named += usize::from(fast.cipher_named == Some(true));
+        substituted += usize::from(facts.turning.is_some_and(|t| t != [false; 2]));
+    }
+    // Every decoder reads some of the lines, and each count reaches its threshold.
+    assert!(
+        read.iter().all(|r| *r > 10) && turned > 10 && leet > 10 && named > 100,
+        "{read:?} {turned} {leet} {named}"
+    );
+    assert!(substituted > 100, "{substituted}");
+}
+
+/// The screens of two lines composed are those of the pair joined by a space (the
+/// Morse count a bound), and let through every pair a whole-text decoder reads.
+#[test]
+fn composed_screens_let_every_reading_through() {
+    let lines = screen_lines(4_000);
+    let mut read = 0;
+    for (a, b) in lines.iter().zip(lines.iter().skip(1)) {
+        let joined = format!("{a} {b}");
+        let (composed, own) = (
+            Screens::joined(&Screens::of(a), &Screens::of(b)),
+            Screens::of(&joined),
+        );
+        assert!(composed.morse >= own.morse, "{joined:?}");
+        assert_eq!(
+            Screens {
+                morse: own.morse,
+                ..composed
+            },
+            own,
+            "{joined:?}"
+        );
+        let whole = unscreened(&joined);
+        assert_eq!(
+            whole_text_decodings(&joined, &composed).map(|(_, t)| t.is_some()),
+            whole,
+            "{joined:?}"
+        );
+        read += usize::from(whole.iter().any(|w| *w));
+    }
+    assert!(read > 100, "{read}");
+}
+
+/// The Shift-And search for the cues finds what a search for each cue in the line
+/// lowercased finds: on every short string of the cues' letters, and on random lines
+/// with cues whole, cut short and in any case.
+#[test]
+fn cue_automaton_finds_each_cue() {
+    let by_cue = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        [
+            "rot13",
+            "rot-13",
+            "rot 13",
+            "atbash",
+            "cipher",
+            "encode",
+            "decode",
+            "what does this mean",
+        ]
+        .iter()
+        .any(|cue| lower.contains(cue))
+    };
+    let mut lines = all_strings(&['r', 'O', 't', '1', '3', ' ', '-', 'e', 'N'], 6);
+    lines.extend(screen_lines(20_000));
+    let mut found = 0;
+    for line in &lines {
+        assert_eq!(names_a_cipher(line), by_cue(line), "{line:?}");
+        found += usize::from(by_cue(line));
+    }
+    assert!(found > 1_000, "{found}");
 }
