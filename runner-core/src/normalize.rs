@@ -717,25 +717,12 @@ mod tests {
     /// more of up to `random_len` characters (a fixed xorshift sequence).
     fn strings_of(
         alphabet: &[char],
-        max_len: u32,
+        max_len: usize,
         (random, random_len): (usize, usize),
     ) -> Vec<String> {
-        let mut out = vec![String::new()];
-        let mut last = vec![String::new()];
-        for _ in 0..max_len {
-            last = last
-                .iter()
-                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
-                .collect();
-            out.extend(last.iter().cloned());
-        }
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |below: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            usize::try_from(state % below as u64).unwrap_or(0)
-        };
+        let mut out = crate::test_support::all_strings(alphabet, max_len);
+        let mut sequence = crate::test_support::Xorshift::new(0x2545_f491_4f6c_dd1d);
+        let mut next = |below: usize| sequence.below(below);
         for _ in 0..random {
             let len = next(random_len + 1);
             out.push((0..len).map(|_| alphabet[next(alphabet.len())]).collect());

@@ -251,8 +251,9 @@ pub(super) fn word_scores(word: &[u8]) -> ([bool; 2], [bool; 2]) {
     let better = [sum[1] / n, sum[2] / n].map(|after| after >= -3.3 && after - before >= 0.5);
     (better, turns_scored(word, plain))
 }
+
 /// What [`names_a_cipher`] looks for.
-const CUES: [&str; 8] = [
+pub(super) const CUES: [&str; 8] = [
     "rot13",
     "rot-13",
     "rot 13",

@@ -4,10 +4,12 @@ use super::facts::Facts;
 use super::invisible::hidden;
 use super::spelled::{braille, morse, morse_tokens, nato};
 use super::substitution::{
-    LETTER_FREQ, atbash_letter, decoded_words, english_turns, has_leet_word, is_common_rare_pair,
-    leet_counts, names_a_cipher, pair_score, pieces, rot13_letter, substituted, turning_words,
+    CUES, LETTER_FREQ, atbash_letter, decoded_words, english_turns, has_leet_word,
+    is_common_rare_pair, leet_counts, names_a_cipher, pair_score, pieces, rot13_letter,
+    substituted, turning_words,
 };
 use super::*;
+use crate::test_support::{Xorshift, all_strings};
 
 fn decodes(line: &str, kind: &str, want: &str) {
     let r = readings(line);
@@ -336,6 +338,26 @@ fn nato_unindexed(line: &str) -> Option<String> {
     (best.len() >= 5).then_some(best)
 }
 
+/// The screens of `a` and `b` composed ([`Screens::joined`]), checked against those of
+/// `joined` (`a + " " + b`): the same, but the Morse count, which is a bound (the sum of
+/// two may exceed the pair's own).
+fn composed_screens(a: &str, b: &str, joined: &str) -> Screens {
+    let (composed, own) = (
+        Screens::joined(&Screens::of(a), &Screens::of(b)),
+        Screens::of(joined),
+    );
+    assert!(composed.morse >= own.morse, "{joined:?}");
+    assert_eq!(
+        Screens {
+            morse: own.morse,
+            ..composed
+        },
+        own,
+        "{joined:?}"
+    );
+    composed
+}
+
 /// The screens let through every text a whole-text decoder reads, alone and joined,
 /// and those of a joined pair are the pair's own: a screen too strict, or a composition
 /// that loses a run crossing the join, fails here.
@@ -345,20 +367,7 @@ fn screens_refuse_only_what_no_decoder_reads() {
     for a in PIECES {
         for b in PIECES {
             let joined = format!("{a} {b}");
-            let (composed, own) = (
-                Screens::joined(&Screens::of(a), &Screens::of(b)),
-                Screens::of(&joined),
-            );
-            // The Morse count is a bound: the sum of two may exceed the pair's own.
-            assert!(composed.morse >= own.morse, "{joined:?}");
-            assert_eq!(
-                Screens {
-                    morse: own.morse,
-                    ..composed
-                },
-                own,
-                "{joined:?}"
-            );
+            let composed = composed_screens(a, b, &joined);
             let screened = whole_text_decodings(&joined, &composed).map(|(_, t)| t.is_some());
             assert_eq!(screened, unscreened(&joined), "{joined:?}");
             texts.push(joined);
@@ -598,13 +607,8 @@ fn word_screens_agree_with_their_definitions() {
         .chars()
         .chain(['\u{a0}', '\u{2003}', '\u{e9}', '\u{85}'])
         .collect();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = |below: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % below as u64) as usize
-    };
+    let mut sequence = Xorshift::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = |below: usize| sequence.below(below);
     let (mut leet_words, mut leet_lines, mut turned) = (0, 0, [0; 2]);
     for i in 0..40_000 {
         let len = next(40);
@@ -729,20 +733,6 @@ fn common_rare_pairs_are_known_in_any_case() {
     }
 }
 
-/// Every string of at most `max_len` characters of `alphabet`.
-fn all_strings(alphabet: &[char], max_len: usize) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut last = vec![String::new()];
-    for _ in 0..max_len {
-        last = last
-            .iter()
-            .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
-            .collect();
-        out.extend(last.iter().cloned());
-    }
-    out
-}
-
 /// Random lines of words that each decoder and screen reads (NATO words, hex bytes,
 /// Morse, escapes, ROT13 and Atbash words, leetspeak, cues, blobs, uuencode, Braille)
 /// and of prose, between separators that split them for some screens and not others;
@@ -835,13 +825,8 @@ fn screen_lines(n: usize) -> Vec<String> {
         " ", " ", " ", "  ", ",", ":", ", ", ". ", "\t", "\u{b}", "-", "'", "\"", "(", ")", "!",
         "?", "",
     ];
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |below: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % below as u64) as usize
-    };
+    let mut sequence = Xorshift::new(0x2545_f491_4f6c_dd1d);
+    let mut next = |below: usize| sequence.below(below);
     (0..n)
         .map(|_| {
             let groups: Vec<usize> = (0..1 + next(3)).map(|_| next(GROUPS.len())).collect();
@@ -975,19 +960,7 @@ fn composed_screens_let_every_reading_through() {
     let mut read = 0;
     for (a, b) in lines.iter().zip(lines.iter().skip(1)) {
         let joined = format!("{a} {b}");
-        let (composed, own) = (
-            Screens::joined(&Screens::of(a), &Screens::of(b)),
-            Screens::of(&joined),
-        );
-        assert!(composed.morse >= own.morse, "{joined:?}");
-        assert_eq!(
-            Screens {
-                morse: own.morse,
-                ..composed
-            },
-            own,
-            "{joined:?}"
-        );
+        let composed = composed_screens(a, b, &joined);
         let whole = unscreened(&joined);
         assert_eq!(
             whole_text_decodings(&joined, &composed).map(|(_, t)| t.is_some()),
@@ -1006,18 +979,7 @@ fn composed_screens_let_every_reading_through() {
 fn cue_automaton_finds_each_cue() {
     let by_cue = |line: &str| {
         let lower = line.to_ascii_lowercase();
-        [
-            "rot13",
-            "rot-13",
-            "rot 13",
-            "atbash",
-            "cipher",
-            "encode",
-            "decode",
-            "what does this mean",
-        ]
-        .iter()
-        .any(|cue| lower.contains(cue))
+        CUES.iter().any(|cue| lower.contains(cue))
     };
     let mut lines = all_strings(&['r', 'O', 't', '1', '3', ' ', '-', 'e', 'N'], 6);
     lines.extend(screen_lines(20_000));

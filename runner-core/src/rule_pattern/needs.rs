@@ -837,11 +837,15 @@ impl Short {
                 long.push(n);
                 continue;
             }
-            let classes: Vec<u8> = bytes.iter().map(|&b| short.class_of(b)).collect();
-            match *classes {
-                [c] => short.one.push((c, n)),
-                [_, _] => short.two_numbers.push(n),
-                _ => {}
+            if let &[b] = bytes {
+                let class = short.class_of(b);
+                short.one.push((class, n));
+            } else {
+                // Two bytes: the table is made once every class is known.
+                for &b in bytes {
+                    short.class_of(b);
+                }
+                short.two_numbers.push(n);
             }
         }
         // The table once every class is known (one entry, for class 0, at least).
@@ -1066,13 +1070,8 @@ mod tests {
     /// Texts of every length up to 70 bytes and around the search's stretches (a walk
     /// marks every 128 steps; two walk at once), over `alphabet`, from a fixed sequence.
     fn texts(alphabet: &[u8]) -> Vec<String> {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            usize::try_from(state % below as u64).unwrap()
-        };
+        let mut sequence = crate::test_support::Xorshift::new(0x2545_f491_4f6c_dd1d);
+        let mut next = |below: usize| sequence.below(below);
         let lengths = (0..=70)
             .chain(250..=262)
             .chain(290..=300)
