@@ -142,26 +142,15 @@ impl<'r> Judge<'r> {
         // regex still decides each), so the conditions are evaluated once per line.
         // Outside its joined words the collapsed line is the folded one, so only the
         // stretches around them are searched again (a literal there overlaps one).
-        let mut texts: Vec<&str> = Vec::new();
-        if let Some(c) = view.collapsed.as_deref() {
-            texts.push(&view.folded);
-            let reach = self.set.longest_literal().saturating_sub(1);
-            texts.extend(view.joined_at.iter().map(|at| {
-                let mut start = at.start.saturating_sub(reach);
-                while !c.is_char_boundary(start) {
-                    start -= 1;
-                }
-                let mut end = (at.end + reach).min(c.len());
-                while !c.is_char_boundary(end) {
-                    end += 1;
-                }
-                &c[start..end]
-            }));
-        }
-        let on_folded = if texts.is_empty() {
-            self.admitted(&[&view.folded])
-        } else {
-            self.admitted(&texts)
+        let on_folded = match view.collapsed.as_deref() {
+            None => self.admitted(&[&view.folded]),
+            Some(c) => {
+                let reach = self.set.longest_literal().saturating_sub(1);
+                let texts: Vec<&str> = std::iter::once(view.folded.as_str())
+                    .chain(view.joined_at.iter().map(|at| around(c, at, reach)))
+                    .collect();
+                self.admitted(&texts)
+            }
         };
         let quiet = counts.map(|counts| Quiet {
             found: self.found.clone(),
@@ -221,17 +210,13 @@ impl<'r> Judge<'r> {
     ) -> bool {
         let view = Deobfuscated::of(joined);
         let reach = self.set.longest_literal().saturating_sub(1);
-        // The ASCII text `s` around `range`: every literal that overlaps it.
-        let window = |s: &str, range: std::ops::Range<usize>| {
-            s[range.start.saturating_sub(reach)..(range.end + reach).min(s.len())].to_owned()
-        };
         found.clear();
         found.extend(a.found.iter().zip(&b.found).map(|(x, y)| x | y));
         let mut searched =
             a.found.len() == b.found.len() && self.set.search_across_space(&view.folded, at, found);
         if let Some(c) = view.collapsed.as_deref() {
             for at in &view.joined_at {
-                searched = searched && self.set.search_ascii(&window(c, at.clone()), found);
+                searched = searched && self.set.search_ascii(around(c, at, reach), found);
             }
         }
         if !searched {
@@ -503,9 +488,21 @@ fn judges() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
-/// `judge` over `items` cut into contiguous parts of about equal `weight` (one per
-/// thread of [`judges`]), the parts' results put back in order. On the calling thread
-/// when the items weigh less than [`PARALLEL_FROM`] or there is no pool.
+/// `text` around `range`, `reach` bytes further on each side (widened to whole
+/// characters): where every literal of at most `reach + 1` bytes that overlaps `range`
+/// lies.
+fn around<'t>(text: &'t str, range: &std::ops::Range<usize>, reach: usize) -> &'t str {
+    let mut start = range.start.saturating_sub(reach);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (range.end + reach).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    &text[start..end]
+}
+
 /// `a()` and `b()`, on the judges' threads at once when `size` (the bytes of the
 /// document they are for) is worth it, else one after the other.
 pub(crate) fn alongside<A: Send, B: Send>(
@@ -519,6 +516,10 @@ pub(crate) fn alongside<A: Send, B: Send>(
     }
 }
 
+/// `judge` over `items` cut into contiguous parts of about equal `weight`
+/// ([`PARTS_PER_THREAD`] per thread of [`judges`]), the parts' results put back in order.
+/// On the calling thread when the items weigh less than [`PARALLEL_FROM`] or there is no
+/// pool.
 fn in_parts<T: Sync, U: Send>(
     items: &[T],
     weight: impl Fn(&T) -> usize,
